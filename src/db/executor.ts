@@ -1,0 +1,19 @@
+import type pg from 'pg';
+
+export interface QueryResultLike<R> {
+  rows: R[];
+  rowCount: number | null;
+}
+
+/**
+ * Anything that can run a parameterised statement: a `pg.Client` or `pg.PoolClient` inside
+ * the caller's transaction, or an adapter around an ORM transaction. converge never opens
+ * a connection or a transaction through it.
+ */
+export interface Executor {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
+}
+
+/** Wraps a pg pool client that already holds an open transaction. */
+export type TransactionClient = pg.PoolClient;

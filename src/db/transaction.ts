@@ -1,0 +1,53 @@
+import type pg from 'pg';
+
+/** SQLSTATEs after which the whole local transaction may simply be run again. */
+const RETRY_WHOLE_TRANSACTION = new Set(['40001', '40P01']);
+
+export function isSerializationFailure(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && RETRY_WHOLE_TRANSACTION.has(String((err as { code?: unknown }).code));
+}
+
+/**
+ * Errors that say the database (or the road to it) is unavailable rather than that the
+ * statement is wrong: connection failures, admin shutdown, too many connections.
+ */
+export function isTransientDatabaseError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const code = String((err as { code?: unknown }).code ?? '');
+  if (isSerializationFailure(err)) return true;
+  if (code.startsWith('08') || code.startsWith('53') || code.startsWith('57P')) return true;
+  if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
+  const message = (err as { message?: unknown }).message;
+  return typeof message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+}
+
+/**
+ * Runs `work` in one transaction on one pooled connection. Serialization failures and
+ * deadlocks re-run the whole transaction (never a single statement), up to `retries` times.
+ */
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  retries = 3,
+): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch (rollbackErr) {
+        broken = rollbackErr as Error;
+      }
+      if (attempt < retries && isSerializationFailure(err)) continue;
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * Every error converge throws on purpose is a ConvergeError with a stable `code`,
+ * so callers can branch on `err.code` (or `instanceof`) instead of parsing messages.
+ * Messages name fields, ids and versions, never payload contents.
+ */
+export class ConvergeError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** An options object failed validation; `field` is the dotted path of the bad option. */
+export class ConfigError extends ConvergeError {
+  constructor(readonly field: string, reason: string) {
+    super('CONVERGE_INVALID_CONFIG', `invalid option "${field}": ${reason}`);
+  }
+}
+
+/** A schema or table name that is not a plain SQL identifier. */
+export class InvalidIdentifierError extends ConvergeError {
+  constructor(readonly identifier: string) {
+    super('CONVERGE_INVALID_IDENTIFIER', `not a valid identifier: must match /^[a-z_][a-z0-9_]{0,62}$/`);
+  }
+}
+
+/** An envelope (outgoing or received) is malformed; `field` names the offending field, never its value. */
+export class EnvelopeValidationError extends ConvergeError {
+  constructor(readonly field: string, reason: string) {
+    super('CONVERGE_INVALID_ENVELOPE', `invalid envelope field "${field}": ${reason}`);
+  }
+}
+
+/**
+ * A conditional business update changed a number of rows other than one: another
+ * transaction won the race, so the caller's transaction (business change and outbox row) must roll back.
+ */
+export class ConcurrencyConflictError extends ConvergeError {
+  constructor(readonly rowCount: number) {
+    super('CONVERGE_CONCURRENT_UPDATE', `conditional update expected to change exactly 1 row, changed ${rowCount}`);
+  }
+}
+
+/** The same eventId arrived again with a different fingerprint: never applied, kept for a person. */
+export class ContentConflictError extends ConvergeError {
+  constructor(
+    readonly consumer: string,
+    readonly eventId: string,
+    readonly storedFingerprint: string,
+    readonly receivedFingerprint: string,
+  ) {
+    super(
+      'CONVERGE_CONTENT_CONFLICT',
+      `event ${eventId} was already recorded by consumer ${consumer} with different content`,
+    );
+  }
+}
+
+export interface AggregateKey {
+  projection: string;
+  aggregateType: string;
+  aggregateId: string;
+}
+
+/** An incremental event does not sit on top of the projection's current version: the event must wait. */
+export class VersionGapError extends ConvergeError {
+  constructor(
+    readonly key: AggregateKey,
+    readonly eventVersion: number,
+    readonly currentVersion: number,
+  ) {
+    super(
+      'CONVERGE_VERSION_GAP',
+      `${key.aggregateType}/${key.aggregateId} in ${key.projection} is at version ${currentVersion}; ` +
+        `event version ${eventVersion} must wait for version ${eventVersion - 1}`,
+    );
+  }
+}
+
+/**
+ * An incremental event with a new eventId carries a version the projection already has
+ * (and no trusted baseline covers it). Waiting cannot fix it, so it goes to quarantine.
+ */
+export class StaleVersionError extends ConvergeError {
+  constructor(
+    readonly key: AggregateKey,
+    readonly eventVersion: number,
+    readonly currentVersion: number,
+  ) {
+    super(
+      'CONVERGE_STALE_VERSION',
+      `${key.aggregateType}/${key.aggregateId} in ${key.projection} is already at version ${currentVersion}; ` +
+        `a different event claims version ${eventVersion}`,
+    );
+  }
+}
+
+export type PublishFailure = 'nacked' | 'returned' | 'confirm-timeout' | 'channel-closed';
+
+/** The broker did not take responsibility for a message; the outbox row stays unpublished. */
+export class PublishError extends ConvergeError {
+  constructor(readonly reason: PublishFailure, detail?: string) {
+    super(`CONVERGE_PUBLISH_${reason.toUpperCase().replace('-', '_')}`, `publish ${reason}${detail ? `: ${detail}` : ''}`);
+  }
+}
+
+/** The database holds migrations newer than this version of converge knows. */
+export class SchemaTooNewError extends ConvergeError {
+  constructor(readonly databaseVersion: number, readonly knownVersion: number) {
+    super(
+      'CONVERGE_SCHEMA_TOO_NEW',
+      `database schema is at migration ${databaseVersion}, this converge knows up to ${knownVersion}`,
+    );
+  }
+}

@@ -1,0 +1,27 @@
+import { pino } from 'pino';
+
+/**
+ * The logging surface converge needs; a pino logger satisfies it. converge logs ids,
+ * versions, counts and error codes, never payloads or connection strings.
+ */
+export interface Logger {
+  debug(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export function createLogger(name: string, level = process.env.CONVERGE_LOG_LEVEL ?? 'info'): Logger {
+  return pino({ name, level });
+}
+
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** Error details safe for a log line: class, code and message (our messages never carry payloads). */
+export function describeError(err: unknown): { err: string; code?: string } {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return { err: `${err.name}: ${err.message}`, ...(code !== undefined ? { code: String(code) } : {}) };
+  }
+  return { err: String(err) };
+}

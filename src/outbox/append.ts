@@ -1,0 +1,77 @@
+import { randomUUID } from 'node:crypto';
+import { quoteIdentifier } from '../db/identifier.js';
+import type { Executor } from '../db/executor.js';
+import { ConcurrencyConflictError } from '../errors.js';
+import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
+import { validateEnvelope } from '../envelope/validate.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+
+export interface OutboxOptions {
+  /** Schema that holds converge's tables; defaults to `converge`. */
+  schema?: string;
+}
+
+export interface AppendedEvent {
+  eventId: string;
+  position: string;
+}
+
+/**
+ * Inserts the event into the outbox on the executor the caller passes, which must be the
+ * connection that holds the caller's business transaction: the event commits or rolls
+ * back with the business change. Nothing is buffered in memory and no connection is opened.
+ */
+export async function appendToOutbox(executor: Executor, event: NewEvent, options: OutboxOptions = {}): Promise<AppendedEvent> {
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const envelope = toEnvelope(event);
+  const { rows } = await executor.query<{ position: string }>(
+    `INSERT INTO ${schema}.outbox
+       (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind, payload, occurred_at, traceparent, tenant_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, COALESCE($9::timestamptz, now()), $10, $11)
+     RETURNING position`,
+    [
+      envelope.eventId,
+      envelope.aggregateType,
+      envelope.aggregateId,
+      envelope.aggregateVersion,
+      envelope.eventType,
+      envelope.schemaVersion,
+      envelope.kind,
+      JSON.stringify(envelope.payload),
+      event.occurredAt === undefined ? null : envelope.occurredAt,
+      envelope.traceparent ?? null,
+      envelope.tenantId ?? null,
+    ],
+  );
+  return { eventId: envelope.eventId, position: String(rows[0]?.position) };
+}
+
+/** Applies defaults and validates, so a bad event fails in the caller's transaction, not at the relay. */
+function toEnvelope(event: NewEvent): EventEnvelope {
+  const occurredAt = event.occurredAt instanceof Date ? event.occurredAt.toISOString() : event.occurredAt ?? new Date().toISOString();
+  const candidate: Record<string, unknown> = {
+    eventId: event.eventId ?? randomUUID(),
+    aggregateType: event.aggregateType,
+    aggregateId: typeof event.aggregateId === 'number' ? String(event.aggregateId) : event.aggregateId,
+    aggregateVersion: event.aggregateVersion,
+    eventType: event.eventType,
+    schemaVersion: event.schemaVersion ?? 1,
+    kind: event.kind ?? 'incremental',
+    payload: event.payload,
+    occurredAt,
+  };
+  if (event.traceparent !== undefined) candidate.traceparent = event.traceparent;
+  if (event.tenantId !== undefined) candidate.tenantId = event.tenantId;
+  return validateEnvelope(candidate);
+}
+
+/**
+ * Runs a conditional business update (`... WHERE id = $1 AND version = $2`) and throws
+ * ConcurrencyConflictError unless exactly one row changed. Thrown inside the caller's
+ * transaction, it makes the business change and its outbox row roll back together.
+ */
+export async function updateExactlyOne(executor: Executor, text: string, values: unknown[] = []): Promise<void> {
+  const result = await executor.query(text, values);
+  const changed = result.rowCount ?? 0;
+  if (changed !== 1) throw new ConcurrencyConflictError(changed);
+}

@@ -1,0 +1,82 @@
+/**
+ * Numbered schema changes. A migration is never edited once released; changes come as a
+ * new number. Each statement list receives the already-quoted schema identifier.
+ */
+export interface Migration {
+  version: number;
+  name: string;
+  statements: (schema: string) => string[];
+}
+
+export const migrations: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'outbox, inbox, quarantine and projection state',
+    statements: (s) => [
+      `CREATE TABLE IF NOT EXISTS ${s}.outbox (
+        position          bigserial PRIMARY KEY,
+        event_id          text NOT NULL UNIQUE,
+        aggregate_type    text NOT NULL,
+        aggregate_id      text NOT NULL,
+        aggregate_version bigint NOT NULL CHECK (aggregate_version > 0),
+        event_type        text NOT NULL,
+        schema_version    integer NOT NULL DEFAULT 1 CHECK (schema_version > 0),
+        kind              text NOT NULL DEFAULT 'incremental' CHECK (kind IN ('incremental', 'snapshot')),
+        payload           jsonb NOT NULL,
+        occurred_at       timestamptz NOT NULL DEFAULT now(),
+        traceparent       text,
+        tenant_id         text,
+        status            text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'published', 'failed')),
+        attempts          integer NOT NULL DEFAULT 0,
+        next_attempt_at   timestamptz NOT NULL DEFAULT now(),
+        claimed_by        text,
+        claim_expires_at  timestamptz,
+        published_at      timestamptz,
+        last_error        text,
+        UNIQUE (aggregate_type, aggregate_id, aggregate_version)
+      )`,
+      // The relay scans only what is still to do, so published history does not slow it down.
+      `CREATE INDEX IF NOT EXISTS outbox_pending_idx ON ${s}.outbox (position) WHERE status = 'pending'`,
+      `CREATE INDEX IF NOT EXISTS outbox_unpublished_aggregate_idx
+         ON ${s}.outbox (aggregate_type, aggregate_id, aggregate_version) WHERE status <> 'published'`,
+      `CREATE TABLE IF NOT EXISTS ${s}.inbox (
+        consumer          text NOT NULL,
+        event_id          text NOT NULL,
+        fingerprint       text NOT NULL,
+        aggregate_type    text NOT NULL,
+        aggregate_id      text NOT NULL,
+        aggregate_version bigint NOT NULL,
+        event_type        text NOT NULL,
+        received_at       timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (consumer, event_id)
+      )`,
+      `CREATE TABLE IF NOT EXISTS ${s}.quarantine (
+        id             bigserial PRIMARY KEY,
+        consumer       text NOT NULL,
+        event_id       text,
+        reason         text NOT NULL,
+        detail         text NOT NULL,
+        fingerprint    text,
+        exchange       text,
+        routing_key    text,
+        properties     jsonb NOT NULL,
+        body           bytea NOT NULL,
+        quarantined_at timestamptz NOT NULL DEFAULT now(),
+        resolved_at    timestamptz
+      )`,
+      `CREATE INDEX IF NOT EXISTS quarantine_open_idx ON ${s}.quarantine (consumer, quarantined_at) WHERE resolved_at IS NULL`,
+      `CREATE TABLE IF NOT EXISTS ${s}.projection_state (
+        projection       text NOT NULL,
+        aggregate_type   text NOT NULL,
+        aggregate_id     text NOT NULL,
+        version          bigint NOT NULL CHECK (version >= 0),
+        baseline_version bigint,
+        deleted          boolean NOT NULL DEFAULT false,
+        updated_at       timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (projection, aggregate_type, aggregate_id)
+      )`,
+    ],
+  },
+];
+
+export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;

@@ -1,0 +1,71 @@
+import type { Options } from 'amqplib';
+import { ConfigError } from '../errors.js';
+import type { EventEnvelope } from '../envelope/envelope.js';
+
+export const CONTENT_TYPE = 'application/json';
+
+export const HEADER = {
+  aggregateType: 'x-aggregate-type',
+  aggregateId: 'x-aggregate-id',
+  aggregateVersion: 'x-aggregate-version',
+  schemaVersion: 'x-schema-version',
+  kind: 'x-event-kind',
+  tenantId: 'x-tenant-id',
+  traceparent: 'traceparent',
+} as const;
+
+/** Default routing key: `{aggregateType}.{eventType}`, e.g. `order.OrderPaid`. */
+export const DEFAULT_ROUTING_KEY = '{aggregateType}.{eventType}';
+
+const PLACEHOLDERS = new Set(['aggregateType', 'eventType', 'kind', 'tenantId', 'schemaVersion']);
+
+export type RoutingKeyFn = (envelope: EventEnvelope) => string;
+
+/**
+ * Turns a template such as `{tenantId}.{aggregateType}.{eventType}` into a function.
+ * Unknown placeholders fail at configuration time rather than on the first publish.
+ */
+export function routingKeyFromTemplate(template: string, field = 'routingKey'): RoutingKeyFn {
+  for (const match of template.matchAll(/\{([^}]*)\}/g)) {
+    if (!PLACEHOLDERS.has(match[1] ?? '')) throw new ConfigError(field, `unknown placeholder {${match[1]}}`);
+  }
+  if (Buffer.byteLength(template) > 255) throw new ConfigError(field, 'longer than 255 bytes');
+  return (envelope) =>
+    template.replace(/\{(\w+)\}/g, (_, key: string) => {
+      const value = envelope[key as keyof EventEnvelope];
+      return value === undefined ? '_' : String(value);
+    });
+}
+
+export interface EncodedMessage {
+  routingKey: string;
+  content: Buffer;
+  options: Options.Publish;
+}
+
+/** The body is the whole envelope; properties and headers mirror it for brokers, routers and tracing. */
+export function encodeMessage(envelope: EventEnvelope, routingKey: RoutingKeyFn): EncodedMessage {
+  const headers: Record<string, string | number> = {
+    [HEADER.aggregateType]: envelope.aggregateType,
+    [HEADER.aggregateId]: envelope.aggregateId,
+    [HEADER.aggregateVersion]: envelope.aggregateVersion,
+    [HEADER.schemaVersion]: envelope.schemaVersion,
+    [HEADER.kind]: envelope.kind,
+  };
+  if (envelope.tenantId !== undefined) headers[HEADER.tenantId] = envelope.tenantId;
+  if (envelope.traceparent !== undefined) headers[HEADER.traceparent] = envelope.traceparent;
+  return {
+    routingKey: routingKey(envelope),
+    content: Buffer.from(JSON.stringify(envelope)),
+    options: {
+      messageId: envelope.eventId,
+      type: envelope.eventType,
+      contentType: CONTENT_TYPE,
+      timestamp: Math.floor(Date.parse(envelope.occurredAt) / 1000),
+      persistent: true,
+      mandatory: true,
+      appId: 'converge',
+      headers,
+    },
+  };
+}
