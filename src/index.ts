@@ -14,6 +14,29 @@ export type { MigrateOptions, MigrateResult } from './schema/migrate.js';
 export { appendToOutbox, updateExactlyOne } from './outbox/append.js';
 export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 
+export { Relay, startRelay } from './relay/index.js';
+export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents } from './relay/index.js';
+
+export { Consumer, startConsumer, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER } from './inbox/index.js';
+export type {
+  ConsumerOptions,
+  ConsumerEvents,
+  ConsumerStats,
+  ProcessorOptions,
+  EventHandler,
+  HandlerContext,
+  Settlement,
+  FailureAction,
+  QuarantineReason,
+  RawDelivery,
+} from './inbox/index.js';
+
+export { applyIncrement, applySnapshot, readProjectionState, judgeIncrement } from './projection/index.js';
+export type { ApplyResult, ProjectionState, ProjectionTarget, SnapshotTarget, IncrementVerdict } from './projection/index.js';
+
+export { repairFromSnapshot } from './reconcile/index.js';
+export type { TrustedSnapshot, RepairResult } from './reconcile/index.js';
+
 export { backoffDelay, DEFAULT_BACKOFF } from './ops/backoff.js';
 export type { BackoffPolicy } from './ops/backoff.js';
 export { createLogger, silentLogger } from './ops/logger.js';

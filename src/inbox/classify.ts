@@ -1,0 +1,24 @@
+import { isTransientDatabaseError } from '../db/transaction.js';
+import { ContentConflictError, EnvelopeValidationError, StaleVersionError, VersionGapError } from '../errors.js';
+import type { QuarantineReason } from './quarantine.js';
+
+export type FailureAction =
+  /** Roll back and try again later; `endless` failures are never given up on (a gap, an outage). */
+  | { action: 'retry'; endless: boolean; reason: string }
+  /** Waiting cannot help: keep it for a person and acknowledge the delivery. */
+  | { action: 'quarantine'; reason: QuarantineReason };
+
+/**
+ * What to do with a delivery whose transaction failed. A version gap and an unavailable
+ * database always wait, because skipping would lose an effect; handler errors retry up to
+ * `maxAttempts` and are then quarantined; conflicts and malformed messages are quarantined at once.
+ */
+export function classifyFailure(err: unknown, attempt: number, maxAttempts: number): FailureAction {
+  if (err instanceof ContentConflictError) return { action: 'quarantine', reason: 'content-conflict' };
+  if (err instanceof EnvelopeValidationError) return { action: 'quarantine', reason: 'invalid-envelope' };
+  if (err instanceof StaleVersionError) return { action: 'quarantine', reason: 'stale-version' };
+  if (err instanceof VersionGapError) return { action: 'retry', endless: true, reason: 'version-gap' };
+  if (isTransientDatabaseError(err)) return { action: 'retry', endless: true, reason: 'database-unavailable' };
+  if (attempt >= maxAttempts) return { action: 'quarantine', reason: 'handler-failed' };
+  return { action: 'retry', endless: false, reason: 'handler-error' };
+}

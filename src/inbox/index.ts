@@ -1,0 +1,8 @@
+export { Consumer, startConsumer } from './consumer.js';
+export type { ConsumerEvents, ConsumerStats } from './consumer.js';
+export { DeliveryProcessor, createDeliveryProcessor, ATTEMPT_HEADER } from './processor.js';
+export type { Settlement } from './processor.js';
+export { classifyFailure } from './classify.js';
+export type { FailureAction } from './classify.js';
+export type { ConsumerOptions, ProcessorOptions, EventHandler, HandlerContext } from './options.js';
+export type { QuarantineReason, RawDelivery } from './quarantine.js';

@@ -1,0 +1,155 @@
+import type pg from 'pg';
+import { z } from 'zod';
+import { isValidIdentifier } from '../db/identifier.js';
+import type { EventEnvelope } from '../envelope/envelope.js';
+import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
+import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
+import { amqpUrlFromEnv, databaseUrlFromEnv, parseOptions } from '../ops/config.js';
+import { createLogger, type Logger } from '../ops/logger.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+
+export interface HandlerContext {
+  /** The consumer's open transaction: write the projection (and next-hop outbox events) here. */
+  tx: pg.PoolClient;
+  /** The inbox scope (defaults to the queue name). */
+  consumer: string;
+  /** Schema holding converge's tables, to pass on to the projection helpers. */
+  schema: string;
+  /** 1 on the first attempt; grows with every retry of this delivery. */
+  attempt: number;
+  redelivered: boolean;
+}
+
+/** Runs inside the consumer transaction; throwing rolls back everything, inbox row included. */
+export type EventHandler = (event: EventEnvelope, context: HandlerContext) => Promise<void>;
+
+export interface ProcessorOptions {
+  /** Handlers by eventType; `'*'` catches any type without its own handler. */
+  handlers: Record<string, EventHandler>;
+  /** Inbox scope: deduplication is per consumer name. */
+  consumer: string;
+  pool?: pg.Pool;
+  connectionString?: string;
+  /** Default `converge`. */
+  schema?: string;
+  /** Largest accepted body. Default 256 KiB. */
+  maxEnvelopeBytes?: number;
+  /** Attempts for handler errors before quarantine (gaps and outages wait without limit). Default 10. */
+  maxAttempts?: number;
+  /** Delays between attempts of one delivery. */
+  backoff?: Partial<BackoffPolicy>;
+  /** What to do with an eventType that has no handler. Default 'quarantine'. */
+  unknownEventType?: 'quarantine' | 'ignore';
+  logger?: Logger;
+}
+
+export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
+  /** Durable queue to consume; a companion `<queue>.retry` queue holds deliveries that wait. */
+  queue: string;
+  /** Inbox scope; defaults to the queue name. */
+  consumer?: string;
+  amqpUrl?: string;
+  /** Exchange the queue is bound to. Default `converge.events`. */
+  exchange?: string;
+  /** Binding patterns on the exchange. Default `['#']`. */
+  bindings?: string[];
+  /** Declare exchange, queues and bindings on start. Default true. */
+  declare?: boolean;
+  /** Unacknowledged deliveries held at once. Default 16. */
+  prefetch?: number;
+  reconnectBackoff?: Partial<BackoffPolicy>;
+  /** Stop gracefully on SIGTERM and SIGINT. Default false (the CLI turns it on). */
+  handleSignals?: boolean;
+}
+
+const identifier = z.string().refine(isValidIdentifier, 'must match /^[a-z_][a-z0-9_]{0,62}$/');
+const policy = z
+  .object({ initialDelayMs: z.number().int().positive().optional(), maxDelayMs: z.number().int().positive().optional(), factor: z.number().min(1).optional() })
+  .optional();
+
+const processorShape = {
+  handlers: z.record(z.string(), z.function()).refine((h) => Object.keys(h).length > 0, 'at least one handler is required'),
+  pool: z.any().optional(),
+  connectionString: z.string().min(1).optional(),
+  schema: identifier.optional(),
+  maxEnvelopeBytes: z.number().int().min(1024).optional(),
+  maxAttempts: z.number().int().min(1).optional(),
+  backoff: policy,
+  unknownEventType: z.enum(['quarantine', 'ignore']).optional(),
+  logger: z.any().optional(),
+};
+
+const processorSchema = z.object({ ...processorShape, consumer: z.string().min(1).max(200) });
+
+const consumerSchema = z.object({
+  ...processorShape,
+  queue: z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only'),
+  consumer: z.string().min(1).max(200).optional(),
+  amqpUrl: z.string().min(1).optional(),
+  exchange: z.string().min(1).max(255).optional(),
+  bindings: z.array(z.string().min(1).max(255)).min(1).optional(),
+  declare: z.boolean().optional(),
+  prefetch: z.number().int().min(1).max(65_535).optional(),
+  reconnectBackoff: policy,
+  handleSignals: z.boolean().optional(),
+});
+
+export interface ResolvedProcessorOptions {
+  handlers: Record<string, EventHandler>;
+  consumer: string;
+  pool?: pg.Pool;
+  connectionString: string;
+  schema: string;
+  maxEnvelopeBytes: number;
+  maxAttempts: number;
+  backoff: BackoffPolicy;
+  unknownEventType: 'quarantine' | 'ignore';
+  logger: Logger;
+}
+
+export interface ResolvedConsumerOptions extends ResolvedProcessorOptions {
+  queue: string;
+  retryQueue: string;
+  amqpUrl: string;
+  exchange: string;
+  bindings: string[];
+  declare: boolean;
+  prefetch: number;
+  reconnectBackoff: BackoffPolicy;
+  handleSignals: boolean;
+}
+
+function processorDefaults(o: ProcessorOptions): ResolvedProcessorOptions {
+  return {
+    handlers: o.handlers,
+    consumer: o.consumer,
+    pool: o.pool,
+    connectionString: o.connectionString ?? databaseUrlFromEnv(),
+    schema: o.schema ?? DEFAULT_SCHEMA,
+    maxEnvelopeBytes: o.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES,
+    maxAttempts: o.maxAttempts ?? 10,
+    backoff: { ...DEFAULT_BACKOFF, initialDelayMs: 100, maxDelayMs: 10_000, ...o.backoff },
+    unknownEventType: o.unknownEventType ?? 'quarantine',
+    logger: o.logger ?? createLogger('converge-consumer'),
+  };
+}
+
+export function resolveProcessorOptions(input: ProcessorOptions): ResolvedProcessorOptions {
+  return processorDefaults(parseOptions(processorSchema, input) as ProcessorOptions);
+}
+
+export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumerOptions {
+  const o = parseOptions(consumerSchema, input) as ConsumerOptions;
+  return {
+    ...processorDefaults({ ...o, consumer: o.consumer ?? o.queue }),
+    queue: o.queue,
+    retryQueue: `${o.queue}.retry`,
+    amqpUrl: o.amqpUrl ?? amqpUrlFromEnv(),
+    exchange: o.exchange ?? 'converge.events',
+    bindings: o.bindings ?? ['#'],
+    declare: o.declare ?? true,
+    prefetch: o.prefetch ?? 16,
+    reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2, ...o.reconnectBackoff },
+    handleSignals: o.handleSignals ?? false,
+  };
+}

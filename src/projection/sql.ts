@@ -1,0 +1,34 @@
+/**
+ * Statements on `projection_state`, which holds the applied version (and the baseline
+ * watermark of the last trusted full snapshot) of every aggregate in every projection.
+ * $1 projection, $2 aggregate type, $3 aggregate id throughout.
+ */
+export function projectionSql(schema: string) {
+  const table = `${schema}.projection_state`;
+  return {
+    /** The fast path: only moves from exactly version $4 - 1 to $4. */
+    advance: `UPDATE ${table} SET version = $4, updated_at = now()
+               WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND version = $4 - 1`,
+    /** The very first event of an aggregate starts its row; a concurrent first insert loses cleanly. */
+    start: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version) VALUES ($1, $2, $3, 1)
+            ON CONFLICT DO NOTHING`,
+    /** Locks the row so the decision taken on it holds until commit. */
+    lock: `SELECT version, baseline_version, deleted FROM ${table}
+            WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 FOR UPDATE`,
+    read: `SELECT version, baseline_version, deleted FROM ${table}
+            WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
+    /** A snapshot replaces state only when newer, and becomes the baseline watermark. */
+    snapshot: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version, baseline_version, deleted)
+               VALUES ($1, $2, $3, $4, $4, $5)
+               ON CONFLICT (projection, aggregate_type, aggregate_id) DO UPDATE
+                 SET version = EXCLUDED.version, baseline_version = EXCLUDED.version,
+                     deleted = EXCLUDED.deleted, updated_at = now()
+               WHERE ${table}.version < EXCLUDED.version`,
+  };
+}
+
+export interface StateRow {
+  version: string;
+  baseline_version: string | null;
+  deleted: boolean;
+}

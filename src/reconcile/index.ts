@@ -1,0 +1,2 @@
+export { repairFromSnapshot } from './repair.js';
+export type { TrustedSnapshot, RepairResult } from './repair.js';

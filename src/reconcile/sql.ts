@@ -1,0 +1,13 @@
+/** Repair statements on converge's projection_state; $1 projection, $2 aggregate type, $3 aggregate id. */
+export function reconcileSql(schema: string) {
+  const table = `${schema}.projection_state`;
+  return {
+    /** Repair: conditional on the version observed ($5) still being there and the source ($4) being newer. */
+    repair: `UPDATE ${table} SET version = $4, baseline_version = $4, deleted = $6, updated_at = now()
+              WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3
+                AND version = $5 AND version < $4`,
+    /** Repair of an aggregate the projection has never seen. */
+    repairMissing: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version, baseline_version, deleted)
+                    VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT DO NOTHING`,
+  };
+}

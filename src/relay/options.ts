@@ -1,0 +1,133 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import { z } from 'zod';
+import { isValidIdentifier } from '../db/identifier.js';
+import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
+import { amqpUrlFromEnv, databaseUrlFromEnv, parseOptions } from '../ops/config.js';
+import type { Logger } from '../ops/logger.js';
+import { createLogger } from '../ops/logger.js';
+import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+
+export interface RelayHooks {
+  /**
+   * Called after the broker confirmed a batch and before it is marked published. Throwing
+   * here behaves like a crash in that window: nothing is marked, the claims stay until their
+   * lease expires and the events are published again (a duplicate, never a loss). Meant for
+   * fault-injection tests and labs.
+   */
+  afterConfirm?: (eventIds: string[]) => void | Promise<void>;
+}
+
+export interface RelayOptions {
+  /** Pool to claim and mark with; otherwise one is created from `connectionString` (default DATABASE_URL). */
+  pool?: pg.Pool;
+  connectionString?: string;
+  /** Default AMQP_URL, or amqp://guest:guest@127.0.0.1:5672. */
+  amqpUrl?: string;
+  /** Schema holding converge's tables. Default `converge`. */
+  schema?: string;
+  /** Topic exchange events are published to. Default `converge.events`. */
+  exchange?: string;
+  /** Declare the exchange (durable topic) on every new channel. Default true. */
+  declareExchange?: boolean;
+  /** Template with {aggregateType} {eventType} {kind} {tenantId} {schemaVersion}, or a function. Default `{aggregateType}.{eventType}`. */
+  routingKey?: string | RoutingKeyFn;
+  /** Identity written into `claimed_by`. Default host:pid:random. */
+  relayId?: string;
+  /** Rows claimed per cycle. Default 100. */
+  batchSize?: number;
+  /** How long a claim protects rows from other relays, in ms. Default 30000. */
+  leaseMs?: number;
+  /** Sleep between cycles when the last claim was not full, in ms. Default 100. */
+  pollIntervalMs?: number;
+  /** How long to wait for a broker confirm before treating the publish as failed, in ms. Default 10000. */
+  confirmTimeoutMs?: number;
+  /** Attempts after which an event is marked `failed` (kept, never deleted). Default 10. */
+  maxAttempts?: number;
+  /** Retry schedule for events the broker did not take. */
+  backoff?: Partial<BackoffPolicy>;
+  /** Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them. */
+  reconnectBackoff?: Partial<BackoffPolicy>;
+  logger?: Logger;
+  /** Stop gracefully on SIGTERM and SIGINT. Default false (the CLI turns it on). */
+  handleSignals?: boolean;
+  hooks?: RelayHooks;
+}
+
+const policy = z
+  .object({
+    initialDelayMs: z.number().int().positive().optional(),
+    maxDelayMs: z.number().int().positive().optional(),
+    factor: z.number().min(1).optional(),
+  })
+  .optional();
+
+const identifier = z.string().refine(isValidIdentifier, 'must match /^[a-z_][a-z0-9_]{0,62}$/');
+
+const relaySchema = z.object({
+  pool: z.any().optional(),
+  connectionString: z.string().min(1).optional(),
+  amqpUrl: z.string().min(1).optional(),
+  schema: identifier.optional(),
+  exchange: z.string().min(1).max(255).optional(),
+  declareExchange: z.boolean().optional(),
+  routingKey: z.union([z.string().min(1), z.function()]).optional(),
+  relayId: z.string().min(1).max(200).optional(),
+  batchSize: z.number().int().min(1).max(10_000).optional(),
+  leaseMs: z.number().int().min(100).optional(),
+  pollIntervalMs: z.number().int().min(1).optional(),
+  confirmTimeoutMs: z.number().int().min(1).optional(),
+  maxAttempts: z.number().int().min(1).optional(),
+  backoff: policy,
+  reconnectBackoff: policy,
+  logger: z.any().optional(),
+  handleSignals: z.boolean().optional(),
+  hooks: z.any().optional(),
+});
+
+export interface ResolvedRelayOptions {
+  pool?: pg.Pool;
+  connectionString: string;
+  amqpUrl: string;
+  schema: string;
+  exchange: string;
+  declareExchange: boolean;
+  routingKey: RoutingKeyFn;
+  relayId: string;
+  batchSize: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  confirmTimeoutMs: number;
+  maxAttempts: number;
+  backoff: BackoffPolicy;
+  reconnectBackoff: BackoffPolicy;
+  logger: Logger;
+  handleSignals: boolean;
+  hooks: RelayHooks;
+}
+
+export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
+  const o = parseOptions(relaySchema, input) as RelayOptions;
+  return {
+    pool: o.pool,
+    connectionString: o.connectionString ?? databaseUrlFromEnv(),
+    amqpUrl: o.amqpUrl ?? amqpUrlFromEnv(),
+    schema: o.schema ?? DEFAULT_SCHEMA,
+    exchange: o.exchange ?? 'converge.events',
+    declareExchange: o.declareExchange ?? true,
+    routingKey: typeof o.routingKey === 'function' ? o.routingKey : routingKeyFromTemplate(o.routingKey ?? DEFAULT_ROUTING_KEY),
+    relayId: o.relayId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
+    batchSize: o.batchSize ?? 100,
+    leaseMs: o.leaseMs ?? 30_000,
+    pollIntervalMs: o.pollIntervalMs ?? 100,
+    confirmTimeoutMs: o.confirmTimeoutMs ?? 10_000,
+    maxAttempts: o.maxAttempts ?? 10,
+    backoff: { ...DEFAULT_BACKOFF, ...o.backoff },
+    reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2, ...o.reconnectBackoff },
+    logger: o.logger ?? createLogger('converge-relay'),
+    handleSignals: o.handleSignals ?? false,
+    hooks: o.hooks ?? {},
+  };
+}

@@ -1,0 +1,196 @@
+import { EventEmitter } from 'node:events';
+import type amqp from 'amqplib';
+import pg from 'pg';
+import { quoteIdentifier } from '../db/identifier.js';
+import type { EventEnvelope } from '../envelope/envelope.js';
+import { PublishError } from '../errors.js';
+import { backoffDelay } from '../ops/backoff.js';
+import { Idle, onShutdownSignals } from '../ops/idle.js';
+import { describeError } from '../ops/logger.js';
+import { openConnection } from '../transport/connection.js';
+import { ConfirmPublisher } from '../transport/publisher.js';
+import { encodeMessage } from '../transport/wire.js';
+import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
+import { relaySql, type ClaimedRow } from './sql.js';
+
+export interface RelayCycleResult {
+  claimed: number;
+  published: number;
+  retried: number;
+  failed: number;
+  /** Confirmed but not marked because another relay took over the claim (duplicate, not loss). */
+  fenced: number;
+}
+
+export interface RelayEvents {
+  published: [eventIds: string[]];
+  retry: [info: { eventId: string; attempts: number; reason: string }];
+  failed: [info: { eventId: string; attempts: number; reason: string }];
+  error: [err: Error];
+}
+
+/**
+ * Moves committed outbox rows to RabbitMQ: claim (short transaction, SKIP LOCKED, lease),
+ * publish on a confirm channel with `mandatory`, then mark only what the broker acked and
+ * did not return. A crash anywhere after the publish leads to a re-publish with the same
+ * eventId, never to a loss.
+ */
+export class Relay extends EventEmitter<RelayEvents> {
+  readonly options: ResolvedRelayOptions;
+  readonly #pool: pg.Pool;
+  readonly #ownsPool: boolean;
+  readonly #sql: ReturnType<typeof relaySql>;
+  readonly #idle = new Idle();
+  #connection: amqp.ChannelModel | undefined;
+  #publisher: ConfirmPublisher | undefined;
+  #stopping = false;
+  #loop: Promise<void> | undefined;
+  #removeSignals: (() => void) | undefined;
+
+  constructor(options: RelayOptions = {}) {
+    super();
+    this.options = resolveRelayOptions(options);
+    this.#ownsPool = !this.options.pool;
+    this.#pool = this.options.pool ?? new pg.Pool({ connectionString: this.options.connectionString, max: 2, application_name: 'converge-relay' });
+    if (this.#ownsPool) this.#pool.on('error', (err) => this.options.logger.warn(describeError(err), 'idle database connection lost'));
+    this.#sql = relaySql(quoteIdentifier(this.options.schema));
+  }
+
+  /** Starts the background loop; resolves once it runs. */
+  start(): this {
+    if (this.#loop) return this;
+    if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
+    this.#loop = this.#run();
+    return this;
+  }
+
+  /** Finishes the cycle in flight (so confirmed events get marked), then closes everything it opened. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    this.#idle.wake();
+    await this.#loop;
+    this.#removeSignals?.();
+    await this.#closeBroker();
+    if (this.#ownsPool) await this.#pool.end();
+  }
+
+  /** One claim → publish → mark cycle. Used by the loop; callable directly in tests and tools. */
+  async runOnce(): Promise<RelayCycleResult> {
+    const publisher = await this.#ensurePublisher();
+    const { rows } = await this.#pool.query<ClaimedRow>(this.#sql.claim, [this.options.relayId, this.options.batchSize, this.options.leaseMs]);
+    const result: RelayCycleResult = { claimed: rows.length, published: 0, retried: 0, failed: 0, fenced: 0 };
+    if (rows.length === 0) return result;
+
+    const outcomes = await Promise.all(rows.map((row) => this.#publishRow(publisher, row)));
+    const confirmed = rows.filter((_, i) => outcomes[i] === null);
+    const rejected = rows.flatMap((row, i) => (outcomes[i] ? [{ row, error: outcomes[i]! }] : []));
+
+    if (confirmed.length > 0) {
+      await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
+      const marked = await this.#pool.query(this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
+      result.published = marked.rowCount ?? 0;
+      result.fenced = confirmed.length - result.published;
+      if (result.fenced > 0) this.options.logger.warn({ relayId: this.options.relayId, fenced: result.fenced }, 'lease lost before marking; another relay re-publishes these events');
+      this.emit('published', confirmed.map((row) => row.event_id));
+    }
+    if (rejected.length > 0) await this.#reschedule(rejected, result);
+    return result;
+  }
+
+  async #publishRow(publisher: ConfirmPublisher, row: ClaimedRow): Promise<PublishError | null> {
+    const message = encodeMessage(toEnvelope(row), this.options.routingKey);
+    try {
+      await publisher.publish(this.options.exchange, message.routingKey, message.content, { ...message.options, messageId: row.event_id }, this.options.confirmTimeoutMs);
+      return null;
+    } catch (err) {
+      return err instanceof PublishError ? err : new PublishError('channel-closed', describeError(err).err);
+    }
+  }
+
+  async #reschedule(rejected: { row: ClaimedRow; error: PublishError }[], result: RelayCycleResult): Promise<void> {
+    const delays = rejected.map(({ row }) => backoffDelay(row.attempts + 1, this.options.backoff));
+    const { rows } = await this.#pool.query<{ event_id: string; status: string; attempts: number }>(this.#sql.reschedule, [
+      this.options.relayId,
+      rejected.map(({ row }) => row.position),
+      rejected.map(({ error }) => error.code),
+      delays,
+      this.options.maxAttempts,
+    ]);
+    const reasons = new Map(rejected.map(({ row, error }) => [row.event_id, error.reason]));
+    for (const row of rows) {
+      const info = { eventId: row.event_id, attempts: row.attempts, reason: reasons.get(row.event_id) ?? 'unknown' };
+      if (row.status === 'failed') {
+        result.failed++;
+        this.options.logger.error(info, 'event failed permanently; it stays in the outbox as failed');
+        this.emit('failed', info);
+      } else {
+        result.retried++;
+        this.options.logger.warn(info, 'publish not confirmed; retry scheduled');
+        this.emit('retry', info);
+      }
+    }
+    if (rejected.some(({ error }) => error.reason === 'confirm-timeout' || error.reason === 'channel-closed')) await this.#closeBroker();
+  }
+
+  async #run(): Promise<void> {
+    let failures = 0;
+    while (!this.#stopping) {
+      try {
+        const { claimed } = await this.runOnce();
+        failures = 0;
+        // Publishing an event can make the next version of its aggregate eligible, so only an empty claim idles.
+        if (claimed === 0) await this.#idle.sleep(this.options.pollIntervalMs);
+      } catch (err) {
+        failures++;
+        const delay = backoffDelay(failures, this.options.reconnectBackoff);
+        this.options.logger.warn({ ...describeError(err), attempt: failures, delayMs: delay }, 'relay cycle failed; retrying');
+        if (this.listenerCount('error') > 0) this.emit('error', err as Error);
+        await this.#closeBroker();
+        await this.#idle.sleep(delay);
+      }
+    }
+  }
+
+  async #ensurePublisher(): Promise<ConfirmPublisher> {
+    if (this.#publisher && !this.#publisher.closed) return this.#publisher;
+    if (!this.#connection) {
+      this.#connection = await openConnection(this.options.amqpUrl, `converge-relay ${this.options.relayId}`, this.options.logger, () => {
+        this.#connection = undefined;
+      });
+    }
+    const channel = await this.#connection.createConfirmChannel();
+    if (this.options.declareExchange) await channel.assertExchange(this.options.exchange, 'topic', { durable: true });
+    this.#publisher = new ConfirmPublisher(channel);
+    return this.#publisher;
+  }
+
+  async #closeBroker(): Promise<void> {
+    const connection = this.#connection;
+    await this.#publisher?.close();
+    this.#publisher = undefined;
+    this.#connection = undefined;
+    await connection?.close().catch(() => undefined);
+  }
+}
+
+/** Creates and starts a relay. */
+export function startRelay(options: RelayOptions = {}): Relay {
+  return new Relay(options).start();
+}
+
+function toEnvelope(row: ClaimedRow): EventEnvelope {
+  const envelope: EventEnvelope = {
+    eventId: row.event_id,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    aggregateVersion: Number(row.aggregate_version),
+    eventType: row.event_type,
+    schemaVersion: row.schema_version,
+    kind: row.kind,
+    payload: row.payload,
+    occurredAt: row.occurred_at.toISOString(),
+  };
+  if (row.traceparent !== null) envelope.traceparent = row.traceparent;
+  if (row.tenant_id !== null) envelope.tenantId = row.tenant_id;
+  return envelope;
+}

@@ -1,0 +1,76 @@
+/**
+ * All statements the relay runs, built for one quoted schema. Every write after the claim
+ * is fenced by `claimed_by = $owner`: a relay whose lease expired and was re-claimed by
+ * another cannot mark or reschedule rows it no longer owns.
+ */
+export function relaySql(schema: string) {
+  const outbox = `${schema}.outbox`;
+  return {
+    /**
+     * Claims up to $2 due rows for owner $1 with a lease of $3 ms. Only the earliest
+     * unpublished event of each aggregate is eligible, so a retrying (or failed) event
+     * holds back later versions of its own aggregate and nothing else.
+     */
+    claim: `
+      WITH candidates AS (
+        SELECT o.position
+          FROM ${outbox} o
+         WHERE o.status = 'pending'
+           AND o.next_attempt_at <= now()
+           AND (o.claimed_by IS NULL OR o.claim_expires_at < now())
+           AND NOT EXISTS (
+                 SELECT 1 FROM ${outbox} e
+                  WHERE e.aggregate_type = o.aggregate_type
+                    AND e.aggregate_id = o.aggregate_id
+                    AND e.aggregate_version < o.aggregate_version
+                    AND e.status <> 'published')
+         ORDER BY o.position
+         LIMIT $2
+         FOR UPDATE SKIP LOCKED
+      )
+      UPDATE ${outbox} o
+         SET claimed_by = $1, claim_expires_at = now() + make_interval(secs => $3::double precision / 1000)
+        FROM candidates c
+       WHERE o.position = c.position
+      RETURNING o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+                o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts`,
+
+    markPublished: `
+      UPDATE ${outbox}
+         SET status = 'published', published_at = now(), claimed_by = NULL, claim_expires_at = NULL, last_error = NULL
+       WHERE position = ANY($2::bigint[]) AND claimed_by = $1 AND status = 'pending'`,
+
+    /** $2 positions, $3 errors, $4 delays in ms; $5 max attempts after which a row is failed. */
+    reschedule: `
+      UPDATE ${outbox} o
+         SET attempts = o.attempts + 1,
+             last_error = f.error,
+             next_attempt_at = now() + make_interval(secs => f.delay_ms / 1000.0),
+             status = CASE WHEN o.attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+             claimed_by = NULL, claim_expires_at = NULL
+        FROM unnest($2::bigint[], $3::text[], $4::double precision[]) AS f(position, error, delay_ms)
+       WHERE o.position = f.position AND o.claimed_by = $1 AND o.status = 'pending'
+      RETURNING o.event_id, o.status, o.attempts`,
+
+    /** Gives back claims untouched (shutdown, or later events held back by a failed earlier one). */
+    release: `
+      UPDATE ${outbox} SET claimed_by = NULL, claim_expires_at = NULL
+       WHERE position = ANY($2::bigint[]) AND claimed_by = $1 AND status = 'pending'`,
+  };
+}
+
+export interface ClaimedRow {
+  position: string;
+  event_id: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  aggregate_version: string;
+  event_type: string;
+  schema_version: number;
+  kind: 'incremental' | 'snapshot';
+  payload: unknown;
+  occurred_at: Date;
+  traceparent: string | null;
+  tenant_id: string | null;
+  attempts: number;
+}
