@@ -97,12 +97,13 @@ export class StaleVersionError extends ConvergeError {
   }
 }
 
-export type PublishFailure = 'nacked' | 'returned' | 'confirm-timeout' | 'channel-closed';
+/** `unencodable`: the row cannot become a valid message (e.g. routing key too long); retrying cannot help. */
+export type PublishFailure = 'nacked' | 'returned' | 'confirm-timeout' | 'channel-closed' | 'unencodable';
 
 /** The broker did not take responsibility for a message; the outbox row stays unpublished. */
 export class PublishError extends ConvergeError {
   constructor(readonly reason: PublishFailure, detail?: string) {
-    super(`CONVERGE_PUBLISH_${reason.toUpperCase().replace('-', '_')}`, `publish ${reason}${detail ? `: ${detail}` : ''}`);
+    super(`CONVERGE_PUBLISH_${reason.toUpperCase().replaceAll('-', '_')}`, `publish ${reason}${detail ? `: ${detail}` : ''}`);
   }
 }
 

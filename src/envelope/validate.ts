@@ -40,9 +40,9 @@ function describeIssue(issue: z.core.$ZodIssue | undefined): string {
     case 'invalid_type':
       return `expected ${issue.expected}`;
     case 'too_small':
-      return `below minimum ${String(issue.minimum)}`;
+      return issue.inclusive === false ? `must be greater than ${String(issue.minimum)}` : `must be at least ${String(issue.minimum)}`;
     case 'too_big':
-      return `above maximum ${String(issue.maximum)}`;
+      return issue.inclusive === false ? `must be less than ${String(issue.maximum)}` : `must be at most ${String(issue.maximum)}`;
     case 'invalid_format':
       return `not a valid ${issue.format}`;
     case 'invalid_value':

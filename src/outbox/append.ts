@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { quoteIdentifier } from '../db/identifier.js';
 import type { Executor } from '../db/executor.js';
-import { ConcurrencyConflictError } from '../errors.js';
+import { ConcurrencyConflictError, EnvelopeValidationError } from '../errors.js';
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
 import { validateEnvelope } from '../envelope/validate.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
@@ -48,6 +48,7 @@ export async function appendToOutbox(executor: Executor, event: NewEvent, option
 
 /** Applies defaults and validates, so a bad event fails in the caller's transaction, not at the relay. */
 function toEnvelope(event: NewEvent): EventEnvelope {
+  if (event.occurredAt instanceof Date && Number.isNaN(event.occurredAt.getTime())) throw new EnvelopeValidationError('occurredAt', 'invalid date');
   const occurredAt = event.occurredAt instanceof Date ? event.occurredAt.toISOString() : event.occurredAt ?? new Date().toISOString();
   const candidate: Record<string, unknown> = {
     eventId: event.eventId ?? randomUUID(),

@@ -98,7 +98,12 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   async #publishRow(publisher: ConfirmPublisher, row: ClaimedRow): Promise<PublishError | null> {
-    const message = encodeMessage(toEnvelope(row), this.options.routingKey);
+    let message: ReturnType<typeof encodeMessage>;
+    try {
+      message = encodeMessage(toEnvelope(row), this.options.routingKey);
+    } catch (err) {
+      return new PublishError('unencodable', describeError(err).err);
+    }
     try {
       await publisher.publish(this.options.exchange, message.routingKey, message.content, { ...message.options, messageId: row.event_id }, this.options.confirmTimeoutMs);
       return null;
@@ -115,6 +120,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       rejected.map(({ error }) => error.code),
       delays,
       this.options.maxAttempts,
+      rejected.map(({ error }) => error.reason === 'unencodable'),
     ]);
     const reasons = new Map(rejected.map(({ row, error }) => [row.event_id, error.reason]));
     for (const row of rows) {

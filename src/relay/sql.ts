@@ -40,15 +40,15 @@ export function relaySql(schema: string) {
          SET status = 'published', published_at = now(), claimed_by = NULL, claim_expires_at = NULL, last_error = NULL
        WHERE position = ANY($2::bigint[]) AND claimed_by = $1 AND status = 'pending'`,
 
-    /** $2 positions, $3 errors, $4 delays in ms; $5 max attempts after which a row is failed. */
+    /** $2 positions, $3 errors, $4 delays in ms, $5 max attempts after which a row is failed, $6 give up now. */
     reschedule: `
       UPDATE ${outbox} o
          SET attempts = o.attempts + 1,
              last_error = f.error,
              next_attempt_at = now() + make_interval(secs => f.delay_ms / 1000.0),
-             status = CASE WHEN o.attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+             status = CASE WHEN f.give_up OR o.attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
              claimed_by = NULL, claim_expires_at = NULL
-        FROM unnest($2::bigint[], $3::text[], $4::double precision[]) AS f(position, error, delay_ms)
+        FROM unnest($2::bigint[], $3::text[], $4::double precision[], $6::boolean[]) AS f(position, error, delay_ms, give_up)
        WHERE o.position = f.position AND o.claimed_by = $1 AND o.status = 'pending'
       RETURNING o.event_id, o.status, o.attempts`,
 

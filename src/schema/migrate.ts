@@ -29,8 +29,9 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
   const schema = quoteIdentifier(schemaName);
   const ownPool = options.pool ? undefined : new pg.Pool({ connectionString: options.connectionString, max: 1 });
   const pool = options.pool ?? ownPool!;
-  const client = await pool.connect();
+  let client: pg.PoolClient | undefined;
   try {
+    client = await pool.connect();
     await client.query('BEGIN');
     await client.query(`SELECT pg_advisory_xact_lock(hashtext('converge.migrate'), hashtext($1))`, [schemaName]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
@@ -53,10 +54,10 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
     await client.query('COMMIT');
     return { schema: schemaName, applied, version: LATEST_MIGRATION };
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    await client?.query('ROLLBACK').catch(() => undefined);
     throw err;
   } finally {
-    client.release();
+    client?.release();
     await ownPool?.end();
   }
 }

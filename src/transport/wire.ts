@@ -1,5 +1,5 @@
 import type { Options } from 'amqplib';
-import { ConfigError } from '../errors.js';
+import { ConfigError, EnvelopeValidationError } from '../errors.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 
 export const CONTENT_TYPE = 'application/json';
@@ -54,8 +54,11 @@ export function encodeMessage(envelope: EventEnvelope, routingKey: RoutingKeyFn)
   };
   if (envelope.tenantId !== undefined) headers[HEADER.tenantId] = envelope.tenantId;
   if (envelope.traceparent !== undefined) headers[HEADER.traceparent] = envelope.traceparent;
+  const key = routingKey(envelope);
+  // AMQP caps routing keys at 255 bytes; a longer one would be refused by the client at publish time.
+  if (Buffer.byteLength(key) > 255) throw new EnvelopeValidationError('routingKey', 'longer than 255 bytes once filled in');
   return {
-    routingKey: routingKey(envelope),
+    routingKey: key,
     content: Buffer.from(JSON.stringify(envelope)),
     options: {
       messageId: envelope.eventId,

@@ -1,0 +1,203 @@
+/**
+ * The lab's world: a source `orders` table written by a service, converge's outbox, a
+ * RabbitMQ exchange and queue, and an `order_projection` read model kept by a consumer.
+ * Every environment has its own schema, exchange and queue names and removes them on close.
+ */
+import { randomBytes } from 'node:crypto';
+import amqp from 'amqplib';
+import pg from 'pg';
+import {
+  appendToOutbox,
+  applyIncrement,
+  encodeMessage,
+  migrate,
+  routingKeyFromTemplate,
+  silentLogger,
+  updateExactlyOne,
+  withTransaction,
+  type EventEnvelope,
+  type EventHandler,
+} from '../src/index.js';
+
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+export const PROJECTION = 'order_projection';
+
+export class LabCheckError extends Error {}
+
+/** A lab assertion: records what was checked, throws with the same words when it does not hold. */
+export function check(checks: string[], condition: boolean, description: string, observed?: unknown): void {
+  if (!condition) throw new LabCheckError(`${description}${observed === undefined ? '' : ` (observed ${JSON.stringify(observed)})`}`);
+  checks.push(description);
+}
+
+function unique(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+}
+
+export interface LabEnv {
+  pool: pg.Pool;
+  schema: string;
+  connection: amqp.ChannelModel;
+  channel: amqp.ConfirmChannel;
+  exchange: string;
+  queue: string;
+  /** Handlers of the order projection, for startConsumer / createDeliveryProcessor. */
+  handlers: Record<string, EventHandler>;
+  close(): Promise<void>;
+}
+
+export async function createLabEnv(): Promise<LabEnv> {
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 8, connectionTimeoutMillis: 5000 });
+  pool.on('error', () => undefined);
+  try {
+    await pool.query('SELECT 1');
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw new Error(`PostgreSQL is not reachable (${(err as Error).message}); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)`);
+  }
+  let connection: amqp.ChannelModel;
+  try {
+    connection = await amqp.connect(AMQP_URL);
+  } catch (err) {
+    await pool.end();
+    throw new Error(`RabbitMQ is not reachable (${(err as Error).message}); start it with: rabbitmq-server -detached (or set AMQP_URL)`);
+  }
+  const schema = unique('lab');
+  const exchange = unique('lab.events');
+  const queue = unique('lab.orders');
+  await migrate({ pool, schema });
+  await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount integer NOT NULL, version bigint NOT NULL)`);
+  await pool.query(`CREATE TABLE "${schema}".order_projection (id text PRIMARY KEY, amount integer NOT NULL)`);
+  // One row per committed application, so "applied" is counted from what really committed.
+  await pool.query(`CREATE TABLE "${schema}".applications (event_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+  const channel = await connection.createConfirmChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: true });
+  await channel.assertQueue(queue, { durable: true });
+  await channel.bindQueue(queue, exchange, '#');
+
+  const handlers: Record<string, EventHandler> = {
+    AmountAdded: async (event, { tx }) => {
+      const { delta } = event.payload as { delta: number };
+      await applyIncrement(tx, { projection: PROJECTION, event, schema }, async () => {
+        await tx.query(
+          `INSERT INTO "${schema}".order_projection (id, amount) VALUES ($1, $2)
+           ON CONFLICT (id) DO UPDATE SET amount = order_projection.amount + EXCLUDED.amount`,
+          [event.aggregateId, delta],
+        );
+        await tx.query(`INSERT INTO "${schema}".applications (event_id) VALUES ($1)`, [event.eventId]);
+      });
+    },
+  };
+
+  return {
+    pool,
+    schema,
+    connection,
+    channel,
+    exchange,
+    queue,
+    handlers,
+    async close() {
+      await channel.deleteQueue(queue).catch(() => undefined);
+      await channel.deleteQueue(`${queue}.retry`).catch(() => undefined);
+      await channel.deleteExchange(exchange).catch(() => undefined);
+      await connection.close().catch(() => undefined);
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    },
+  };
+}
+
+export interface SourceWrite {
+  orderId: string;
+  delta: number;
+  eventId?: string;
+  /** Throw after both writes, before COMMIT. */
+  failBeforeCommit?: boolean;
+}
+
+/**
+ * The service side: one transaction moves the order from its current version to the next
+ * with a conditional update, and appends the event on the same connection.
+ */
+export async function addToOrder(env: LabEnv, write: SourceWrite): Promise<{ eventId: string; version: number }> {
+  return withTransaction(env.pool, async (tx) => {
+    await tx.query(`INSERT INTO "${env.schema}".orders (id, amount, version) VALUES ($1, 0, 0) ON CONFLICT DO NOTHING`, [write.orderId]);
+    const { rows } = await tx.query<{ version: string }>(`SELECT version FROM "${env.schema}".orders WHERE id = $1`, [write.orderId]);
+    const current = Number(rows[0]?.version ?? 0);
+    await updateExactlyOne(tx, `UPDATE "${env.schema}".orders SET amount = amount + $1, version = $2 WHERE id = $3 AND version = $4`, [
+      write.delta,
+      current + 1,
+      write.orderId,
+      current,
+    ]);
+    const appended = await appendToOutbox(
+      tx,
+      { eventId: write.eventId, aggregateType: 'order', aggregateId: write.orderId, aggregateVersion: current + 1, eventType: 'AmountAdded', payload: { delta: write.delta } },
+      { schema: env.schema },
+    );
+    if (write.failBeforeCommit) throw new Error('simulated failure before commit');
+    return { eventId: appended.eventId, version: current + 1 };
+  });
+}
+
+export function envelopeFor(orderId: string, version: number, delta: number, eventId = `E${version}-${orderId}`): EventEnvelope {
+  return {
+    eventId,
+    aggregateType: 'order',
+    aggregateId: orderId,
+    aggregateVersion: version,
+    eventType: 'AmountAdded',
+    schemaVersion: 1,
+    kind: 'incremental',
+    payload: { delta },
+    occurredAt: new Date().toISOString(),
+  };
+}
+
+const routingKey = routingKeyFromTemplate('{aggregateType}.{eventType}');
+
+/** Publishes an envelope straight to the lab exchange, as another producer or a broker replay would. */
+export async function publishEnvelope(env: LabEnv, envelope: EventEnvelope): Promise<void> {
+  const message = encodeMessage(envelope, routingKey);
+  env.channel.publish(env.exchange, message.routingKey, message.content, message.options);
+  await env.channel.waitForConfirms();
+}
+
+/** basic.get with a deadline: waits until a message is there instead of assuming it already is. */
+export async function getOne(env: LabEnv, timeoutMs = 10_000): Promise<amqp.GetMessage> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const message = await env.channel.get(env.queue, { noAck: false });
+    if (message) return message;
+    if (Date.now() > deadline) throw new LabCheckError(`no message arrived on ${env.queue} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export async function waitUntil(condition: () => Promise<boolean>, description: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new LabCheckError(`timed out waiting for ${description}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export async function count(env: LabEnv, sql: string, values: unknown[] = []): Promise<number> {
+  const { rows } = await env.pool.query<{ n: string }>(sql.replaceAll('$schema', `"${env.schema}"`), values);
+  return Number(rows[0]?.n ?? 0);
+}
+
+export async function projectionRow(env: LabEnv, orderId: string): Promise<{ amount: number; version: number } | null> {
+  const { rows } = await env.pool.query<{ amount: number; version: string }>(
+    `SELECT p.amount, s.version FROM "${env.schema}".order_projection p
+       JOIN "${env.schema}".projection_state s ON s.projection = $2 AND s.aggregate_type = 'order' AND s.aggregate_id = p.id
+      WHERE p.id = $1`,
+    [orderId, PROJECTION],
+  );
+  const row = rows[0];
+  return row ? { amount: row.amount, version: Number(row.version) } : null;
+}
+
+export const quietLogger = silentLogger;
