@@ -37,6 +37,9 @@ export type { ApplyResult, ProjectionState, ProjectionTarget, SnapshotTarget, In
 export { repairFromSnapshot } from './reconcile/index.js';
 export type { TrustedSnapshot, RepairResult } from './reconcile/index.js';
 
+export { readStatus, retryFailedEvents } from './ops/status.js';
+export type { ConvergeStatus } from './ops/status.js';
+
 export { backoffDelay, DEFAULT_BACKOFF } from './ops/backoff.js';
 export type { BackoffPolicy } from './ops/backoff.js';
 export { createLogger, silentLogger } from './ops/logger.js';

@@ -43,6 +43,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   #consumerTag: string | undefined;
   #inFlight: Promise<void> = Promise.resolve();
   #stopping = false;
+  #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #sessionEnded: (() => void) | undefined;
   #ready: Promise<void>;
@@ -69,7 +70,12 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   }
 
   /** Stops taking deliveries, finishes the one in progress (commit, then ack), closes everything. */
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
+    this.#stopped ??= this.#shutdown();
+    return this.#stopped;
+  }
+
+  async #shutdown(): Promise<void> {
     this.#stopping = true;
     this.#idle.wake();
     this.#sessionEnded?.();

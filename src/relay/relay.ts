@@ -44,6 +44,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   #connection: amqp.ChannelModel | undefined;
   #publisher: ConfirmPublisher | undefined;
   #stopping = false;
+  #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #removeSignals: (() => void) | undefined;
 
@@ -65,7 +66,12 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   /** Finishes the cycle in flight (so confirmed events get marked), then closes everything it opened. */
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
+    this.#stopped ??= this.#shutdown();
+    return this.#stopped;
+  }
+
+  async #shutdown(): Promise<void> {
     this.#stopping = true;
     this.#idle.wake();
     await this.#loop;

@@ -1,0 +1,106 @@
+import { Command, InvalidArgumentError } from 'commander';
+import pg from 'pg';
+import { ConvergeError } from '../errors.js';
+import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
+import { createLogger } from '../ops/logger.js';
+import { readStatus, retryFailedEvents } from '../ops/status.js';
+import { startRelay } from '../relay/relay.js';
+import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
+
+function integer(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed)) throw new InvalidArgumentError('not an integer');
+  return parsed;
+}
+
+async function withPool<T>(databaseUrl: string, work: (pool: pg.Pool) => Promise<T>): Promise<T> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1, application_name: 'converge-cli' });
+  try {
+    return await work(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+const program = new Command()
+  .name('converge')
+  .description('Transactional outbox relay and operations for converge')
+  .option('--database-url <url>', 'PostgreSQL connection string (env DATABASE_URL)', databaseUrlFromEnv())
+  .option('--schema <name>', 'schema holding converge tables', DEFAULT_SCHEMA);
+
+program
+  .command('migrate')
+  .description('create or upgrade converge tables (idempotent, safe to run concurrently)')
+  .option('--print-sql', 'print the SQL instead of running it')
+  .action(async (options: { printSql?: boolean }) => {
+    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+    if (options.printSql) {
+      process.stdout.write(`${migrationSql(schema)}\n`);
+      return;
+    }
+    const result = await migrate({ connectionString: databaseUrl, schema });
+    console.log(result.applied.length > 0 ? `schema ${schema}: applied migrations ${result.applied.join(', ')}` : `schema ${schema}: already at migration ${result.version}`);
+  });
+
+program
+  .command('relay')
+  .description('publish committed outbox events to RabbitMQ until SIGTERM/SIGINT')
+  .option('--amqp-url <url>', 'RabbitMQ URL (env AMQP_URL)', amqpUrlFromEnv())
+  .option('--exchange <name>', 'topic exchange to publish to', 'converge.events')
+  .option('--routing-key <template>', 'routing key template', '{aggregateType}.{eventType}')
+  .option('--batch-size <n>', 'rows claimed per cycle', integer, 100)
+  .option('--lease-ms <n>', 'claim lease in ms', integer, 30_000)
+  .option('--poll-ms <n>', 'idle poll interval in ms', integer, 100)
+  .option('--max-attempts <n>', 'attempts before an event is marked failed', integer, 10)
+  .option('--relay-id <id>', 'identity recorded in claimed_by')
+  .action(async (options: { amqpUrl: string; exchange: string; routingKey: string; batchSize: number; leaseMs: number; pollMs: number; maxAttempts: number; relayId?: string }) => {
+    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+    const logger = createLogger('converge-relay');
+    const relay = startRelay({
+      connectionString: databaseUrl,
+      amqpUrl: options.amqpUrl,
+      schema,
+      exchange: options.exchange,
+      routingKey: options.routingKey,
+      batchSize: options.batchSize,
+      leaseMs: options.leaseMs,
+      pollIntervalMs: options.pollMs,
+      maxAttempts: options.maxAttempts,
+      ...(options.relayId ? { relayId: options.relayId } : {}),
+      logger,
+    });
+    logger.info({ relayId: relay.options.relayId, schema, exchange: options.exchange }, 'relay started');
+    await new Promise<void>((resolve) => {
+      const done = () => resolve();
+      process.once('SIGTERM', done);
+      process.once('SIGINT', done);
+    });
+    await relay.stop();
+    logger.info({ relayId: relay.options.relayId }, 'relay stopped');
+  });
+
+program
+  .command('status')
+  .description('outbox backlog, failed events and open quarantine, as JSON')
+  .action(async () => {
+    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+    const status = await withPool(databaseUrl, (pool) => readStatus(pool, schema));
+    console.log(JSON.stringify(status, null, 2));
+  });
+
+program
+  .command('retry-failed')
+  .description('put failed outbox events back in line (same eventIds)')
+  .option('--event-id <id>', 'only this event')
+  .action(async (options: { eventId?: string }) => {
+    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+    const ids = await withPool(databaseUrl, (pool) => retryFailedEvents(pool, { schema, ...(options.eventId ? { eventId: options.eventId } : {}) }));
+    console.log(`requeued ${ids.length} event(s)`);
+  });
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  // Only converge's own messages are printed in full: they never carry payloads or passwords.
+  const message = err instanceof ConvergeError ? `${err.code}: ${err.message}` : `${(err as Error).name}: ${(err as { code?: string }).code ?? ''} ${(err as Error).message}`;
+  console.error(`converge: ${message}`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,16 @@
+/** Read-mostly operational queries over converge's tables, for one quoted schema. */
+export function opsSql(schema: string) {
+  return {
+    outboxStatus: `
+      SELECT status, count(*)::bigint AS n,
+             EXTRACT(EPOCH FROM now() - min(occurred_at)) AS oldest_age_seconds
+        FROM ${schema}.outbox GROUP BY status`,
+    openQuarantine: `SELECT reason, count(*)::bigint AS n FROM ${schema}.quarantine WHERE resolved_at IS NULL GROUP BY reason`,
+    /** Puts failed events back in line; `$1` limits it to one event id when given. */
+    retryFailed: `
+      UPDATE ${schema}.outbox
+         SET status = 'pending', attempts = 0, next_attempt_at = now(), claimed_by = NULL, claim_expires_at = NULL
+       WHERE status = 'failed' AND ($1::text IS NULL OR event_id = $1)
+      RETURNING event_id`,
+  };
+}
