@@ -1,10 +1,9 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { isValidIdentifier } from '../db/identifier.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
-import { amqpUrlFromEnv, databaseUrlFromEnv, parseOptions } from '../ops/config.js';
+import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../ops/config.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 
@@ -62,19 +61,14 @@ export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
   handleSignals?: boolean;
 }
 
-const identifier = z.string().refine(isValidIdentifier, 'must match /^[a-z_][a-z0-9_]{0,62}$/');
-const policy = z
-  .object({ initialDelayMs: z.number().int().positive().optional(), maxDelayMs: z.number().int().positive().optional(), factor: z.number().min(1).optional() })
-  .optional();
-
 const processorShape = {
   handlers: z.record(z.string(), z.function()).refine((h) => Object.keys(h).length > 0, 'at least one handler is required'),
   pool: z.any().optional(),
   connectionString: z.string().min(1).optional(),
-  schema: identifier.optional(),
+  schema: identifierOption.optional(),
   maxEnvelopeBytes: z.number().int().min(1024).optional(),
   maxAttempts: z.number().int().min(1).optional(),
-  backoff: policy,
+  backoff: backoffOption,
   unknownEventType: z.enum(['quarantine', 'ignore']).optional(),
   logger: z.any().optional(),
 };
@@ -90,7 +84,7 @@ const consumerSchema = z.object({
   bindings: z.array(z.string().min(1).max(255)).min(1).optional(),
   declare: z.boolean().optional(),
   prefetch: z.number().int().min(1).max(65_535).optional(),
-  reconnectBackoff: policy,
+  reconnectBackoff: backoffOption,
   handleSignals: z.boolean().optional(),
 });
 

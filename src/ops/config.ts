@@ -1,4 +1,5 @@
-import type { z } from 'zod';
+import { z } from 'zod';
+import { isValidIdentifier } from '../db/identifier.js';
 import { ConfigError } from '../errors.js';
 
 /** Validates an options object with a zod schema, turning the first problem into a ConfigError naming the field. */
@@ -31,3 +32,15 @@ export function redactUrl(url: string): string {
     return '(unparseable url)';
   }
 }
+
+/** A schema or table name option: validated here so the error names the option, quoted later. */
+export const identifierOption = z.string().refine(isValidIdentifier, 'must match /^[a-z_][a-z0-9_]{0,62}$/');
+
+/** A partial BackoffPolicy option. */
+export const backoffOption = z
+  .object({
+    initialDelayMs: z.number().int().positive().optional(),
+    maxDelayMs: z.number().int().positive().optional(),
+    factor: z.number().min(1).optional(),
+  })
+  .optional();

@@ -7,8 +7,8 @@ export function projectionSql(schema: string) {
   const table = `${schema}.projection_state`;
   return {
     /** The fast path: only moves from exactly version $4 - 1 to $4. */
-    advance: `UPDATE ${table} SET version = $4, updated_at = now()
-               WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND version = $4 - 1`,
+    advance: `UPDATE ${table} SET version = $4::bigint, updated_at = now()
+               WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 AND version = $4::bigint - 1`,
     /** The very first event of an aggregate starts its row; a concurrent first insert loses cleanly. */
     start: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version) VALUES ($1, $2, $3, 1)
             ON CONFLICT DO NOTHING`,

@@ -2,9 +2,8 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
-import { isValidIdentifier } from '../db/identifier.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
-import { amqpUrlFromEnv, databaseUrlFromEnv, parseOptions } from '../ops/config.js';
+import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../ops/config.js';
 import type { Logger } from '../ops/logger.js';
 import { createLogger } from '../ops/logger.js';
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
@@ -56,21 +55,11 @@ export interface RelayOptions {
   hooks?: RelayHooks;
 }
 
-const policy = z
-  .object({
-    initialDelayMs: z.number().int().positive().optional(),
-    maxDelayMs: z.number().int().positive().optional(),
-    factor: z.number().min(1).optional(),
-  })
-  .optional();
-
-const identifier = z.string().refine(isValidIdentifier, 'must match /^[a-z_][a-z0-9_]{0,62}$/');
-
 const relaySchema = z.object({
   pool: z.any().optional(),
   connectionString: z.string().min(1).optional(),
   amqpUrl: z.string().min(1).optional(),
-  schema: identifier.optional(),
+  schema: identifierOption.optional(),
   exchange: z.string().min(1).max(255).optional(),
   declareExchange: z.boolean().optional(),
   routingKey: z.union([z.string().min(1), z.function()]).optional(),
@@ -80,8 +69,8 @@ const relaySchema = z.object({
   pollIntervalMs: z.number().int().min(1).optional(),
   confirmTimeoutMs: z.number().int().min(1).optional(),
   maxAttempts: z.number().int().min(1).optional(),
-  backoff: policy,
-  reconnectBackoff: policy,
+  backoff: backoffOption,
+  reconnectBackoff: backoffOption,
   logger: z.any().optional(),
   handleSignals: z.boolean().optional(),
   hooks: z.any().optional(),
