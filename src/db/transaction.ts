@@ -33,6 +33,12 @@ export async function withTransaction<T>(
   for (let attempt = 0; ; attempt++) {
     const client = await pool.connect();
     let broken: Error | undefined;
+    // pg-pool listens for errors only on idle clients; a checked-out client whose backend dies
+    // would otherwise raise an uncaught 'error' and take the process down.
+    const onError = (err: Error) => {
+      broken ??= err;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const result = await work(client);
@@ -47,6 +53,7 @@ export async function withTransaction<T>(
       if (attempt < retries && isSerializationFailure(err)) continue;
       throw err;
     } finally {
+      client.off('error', onError);
       client.release(broken);
     }
   }

@@ -8,7 +8,8 @@ import { describeError } from '../ops/logger.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
-import { ATTEMPT_HEADER, DeliveryProcessor, type Settlement } from './processor.js';
+import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER } from './headers.js';
+import { DeliveryProcessor, type Settlement } from './processor.js';
 
 export interface ConsumerEvents {
   settled: [settlement: Settlement];
@@ -157,13 +158,15 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       await publisher.publish('', this.options.retryQueue, message.content, {
         ...message.properties,
         messageId,
-        headers: { ...message.properties.headers, [ATTEMPT_HEADER]: settlement.attempt, 'x-converge-original-routing-key': message.fields.routingKey },
+        headers: { ...message.properties.headers, [ATTEMPT_HEADER]: settlement.attempt, ...originHeaders(message) },
         expiration: String(settlement.delayMs),
         persistent: true,
       }, 10_000);
       safeAck(channel, message);
     } catch (err) {
-      this.options.logger.warn({ eventId: settlement.eventId, ...describeError(err) }, 'could not park delivery for retry; requeueing it');
+      this.options.logger.warn({ eventId: settlement.eventId, ...describeError(err) }, 'could not park delivery for retry; requeueing it after the backoff');
+      // Holding the delivery for its backoff keeps a broken retry path from becoming a hot redelivery loop.
+      await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
       try {
         channel.nack(message, false, true);
       } catch {
@@ -194,6 +197,18 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#retryPublisher = undefined;
     await connection?.close().catch(() => undefined);
   }
+}
+
+/**
+ * Where the delivery first came from. After a trip through the retry queue it arrives via the
+ * default exchange under the queue's name, so the first values are carried in headers.
+ */
+function originHeaders(message: ConsumeMessage): Record<string, string> {
+  const headers = message.properties.headers ?? {};
+  return {
+    [ORIGIN_EXCHANGE_HEADER]: String(headers[ORIGIN_EXCHANGE_HEADER] ?? message.fields.exchange),
+    [ORIGIN_ROUTING_KEY_HEADER]: String(headers[ORIGIN_ROUTING_KEY_HEADER] ?? message.fields.routingKey),
+  };
 }
 
 function safeAck(channel: amqp.Channel, message: ConsumeMessage): void {

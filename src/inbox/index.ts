@@ -1,6 +1,7 @@
 export { Consumer, startConsumer } from './consumer.js';
 export type { ConsumerEvents, ConsumerStats } from './consumer.js';
-export { DeliveryProcessor, createDeliveryProcessor, ATTEMPT_HEADER } from './processor.js';
+export { DeliveryProcessor, createDeliveryProcessor } from './processor.js';
+export { ATTEMPT_HEADER } from './headers.js';
 export type { Settlement } from './processor.js';
 export { classifyFailure } from './classify.js';
 export type { FailureAction } from './classify.js';

@@ -8,12 +8,11 @@ import { ContentConflictError, ConvergeError } from '../errors.js';
 import { backoffDelay } from '../ops/backoff.js';
 import { describeError } from '../ops/logger.js';
 import { classifyFailure } from './classify.js';
+import { ATTEMPT_HEADER } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { resolveProcessorOptions, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
 import { quarantine, type QuarantineReason, type RawDelivery } from './quarantine.js';
 
-/** Header carrying how many times a delivery has been tried (set on the copies sent to the retry queue). */
-export const ATTEMPT_HEADER = 'x-converge-attempt';
 
 /**
  * What the transport must do with a delivery once processing returned. `ack` comes only

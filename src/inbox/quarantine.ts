@@ -1,4 +1,5 @@
 import type { Executor } from '../db/executor.js';
+import { ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER } from './headers.js';
 import { inboxSql } from './sql.js';
 
 export type QuarantineReason =
@@ -28,14 +29,15 @@ export interface QuarantineEntry {
  * database is the right place for the payload; logs only ever see the quarantine id.
  */
 export async function quarantine(executor: Executor, schema: string, entry: QuarantineEntry): Promise<string> {
+  const headers = entry.delivery.properties.headers;
   const { rows } = await executor.query<{ id: string }>(inboxSql(schema).quarantine, [
     entry.consumer,
     entry.eventId,
     entry.reason,
     entry.detail,
     entry.fingerprint,
-    entry.delivery.fields.exchange,
-    entry.delivery.fields.routingKey,
+    String(headers?.[ORIGIN_EXCHANGE_HEADER] ?? entry.delivery.fields.exchange),
+    String(headers?.[ORIGIN_ROUTING_KEY_HEADER] ?? entry.delivery.fields.routingKey),
     JSON.stringify(entry.delivery.properties, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
     entry.delivery.content,
   ]);
