@@ -78,7 +78,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   async #shutdown(): Promise<void> {
     this.#stopping = true;
-    this.#idle.wake();
+    this.#idle.close();
     this.#sessionEnded?.();
     await this.#loop;
     this.#removeSignals?.();

@@ -1,16 +1,26 @@
-/** A sleep that `wake()` cuts short, so stop() never waits out a poll interval or a backoff. */
+/**
+ * A sleep that stop() cuts short. Once closed, every later sleep returns at once, so a
+ * stop() that lands between two sleeps never waits out a poll interval or a backoff either.
+ */
 export class Idle {
   #timer: NodeJS.Timeout | undefined;
   #resolve: (() => void) | undefined;
+  #closed = false;
 
   sleep(ms: number): Promise<void> {
+    if (this.#closed) return Promise.resolve();
     return new Promise((resolve) => {
       this.#resolve = resolve;
-      this.#timer = setTimeout(() => this.wake(), ms);
+      this.#timer = setTimeout(() => this.#wake(), ms);
     });
   }
 
-  wake(): void {
+  close(): void {
+    this.#closed = true;
+    this.#wake();
+  }
+
+  #wake(): void {
     clearTimeout(this.#timer);
     const resolve = this.#resolve;
     this.#resolve = undefined;

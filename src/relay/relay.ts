@@ -73,7 +73,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   async #shutdown(): Promise<void> {
     this.#stopping = true;
-    this.#idle.wake();
+    this.#idle.close();
     await this.#loop;
     this.#removeSignals?.();
     await this.#closeBroker();
@@ -93,11 +93,11 @@ export class Relay extends EventEmitter<RelayEvents> {
 
     if (confirmed.length > 0) {
       await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
-      const marked = await this.#pool.query(this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
-      result.published = marked.rowCount ?? 0;
+      const marked = await this.#pool.query<{ event_id: string }>(this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
+      result.published = marked.rows.length;
       result.fenced = confirmed.length - result.published;
       if (result.fenced > 0) this.options.logger.warn({ relayId: this.options.relayId, fenced: result.fenced }, 'lease lost before marking; another relay re-publishes these events');
-      this.emit('published', confirmed.map((row) => row.event_id));
+      if (marked.rows.length > 0) this.emit('published', marked.rows.map((row) => row.event_id));
     }
     if (rejected.length > 0) await this.#reschedule(rejected, result);
     return result;

@@ -38,7 +38,8 @@ export function relaySql(schema: string) {
     markPublished: `
       UPDATE ${outbox}
          SET status = 'published', published_at = now(), claimed_by = NULL, claim_expires_at = NULL, last_error = NULL
-       WHERE position = ANY($2::bigint[]) AND claimed_by = $1 AND status = 'pending'`,
+       WHERE position = ANY($2::bigint[]) AND claimed_by = $1 AND status = 'pending'
+      RETURNING event_id`,
 
     /** $2 positions, $3 errors, $4 delays in ms, $5 max attempts after which a row is failed, $6 give up now. */
     reschedule: `
@@ -52,10 +53,6 @@ export function relaySql(schema: string) {
        WHERE o.position = f.position AND o.claimed_by = $1 AND o.status = 'pending'
       RETURNING o.event_id, o.status, o.attempts`,
 
-    /** Gives back claims untouched (shutdown, or later events held back by a failed earlier one). */
-    release: `
-      UPDATE ${outbox} SET claimed_by = NULL, claim_expires_at = NULL
-       WHERE position = ANY($2::bigint[]) AND claimed_by = $1 AND status = 'pending'`,
   };
 }
 
