@@ -22,10 +22,16 @@ async function withPool<T>(databaseUrl: string, work: (pool: pg.Pool) => Promise
   }
 }
 
+/** Connection strings are read when a command runs, so --help never prints a password from the environment. */
+function globalOptions(): { databaseUrl: string; schema: string } {
+  const opts = program.opts<{ databaseUrl?: string; schema: string }>();
+  return { databaseUrl: opts.databaseUrl ?? databaseUrlFromEnv(), schema: opts.schema };
+}
+
 const program = new Command()
   .name('converge')
   .description('Transactional outbox relay and operations for converge')
-  .option('--database-url <url>', 'PostgreSQL connection string (env DATABASE_URL)', databaseUrlFromEnv())
+  .option('--database-url <url>', 'PostgreSQL connection string (default: env DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test)')
   .option('--schema <name>', 'schema holding converge tables', DEFAULT_SCHEMA);
 
 program
@@ -33,7 +39,7 @@ program
   .description('create or upgrade converge tables (idempotent, safe to run concurrently)')
   .option('--print-sql', 'print the SQL instead of running it')
   .action(async (options: { printSql?: boolean }) => {
-    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+    const { databaseUrl, schema } = globalOptions();
     if (options.printSql) {
       process.stdout.write(`${migrationSql(schema)}\n`);
       return;
@@ -45,7 +51,7 @@ program
 program
   .command('relay')
   .description('publish committed outbox events to RabbitMQ until SIGTERM/SIGINT')
-  .option('--amqp-url <url>', 'RabbitMQ URL (env AMQP_URL)', amqpUrlFromEnv())
+  .option('--amqp-url <url>', 'RabbitMQ URL (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
   .option('--exchange <name>', 'topic exchange to publish to', 'converge.events')
   .option('--routing-key <template>', 'routing key template', '{aggregateType}.{eventType}')
   .option('--batch-size <n>', 'rows claimed per cycle', integer, 100)
@@ -53,12 +59,12 @@ program
   .option('--poll-ms <n>', 'idle poll interval in ms', integer, 100)
   .option('--max-attempts <n>', 'attempts before an event is marked failed', integer, 10)
   .option('--relay-id <id>', 'identity recorded in claimed_by')
-  .action(async (options: { amqpUrl: string; exchange: string; routingKey: string; batchSize: number; leaseMs: number; pollMs: number; maxAttempts: number; relayId?: string }) => {
-    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+  .action(async (options: { amqpUrl?: string; exchange: string; routingKey: string; batchSize: number; leaseMs: number; pollMs: number; maxAttempts: number; relayId?: string }) => {
+    const { databaseUrl, schema } = globalOptions();
     const logger = createLogger('converge-relay');
     const relay = startRelay({
       connectionString: databaseUrl,
-      amqpUrl: options.amqpUrl,
+      amqpUrl: options.amqpUrl ?? amqpUrlFromEnv(),
       schema,
       exchange: options.exchange,
       routingKey: options.routingKey,
@@ -83,7 +89,7 @@ program
   .command('status')
   .description('outbox backlog, failed events and open quarantine, as JSON')
   .action(async () => {
-    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+    const { databaseUrl, schema } = globalOptions();
     const status = await withPool(databaseUrl, (pool) => readStatus(pool, schema));
     console.log(JSON.stringify(status, null, 2));
   });
@@ -93,7 +99,7 @@ program
   .description('put failed outbox events back in line (same eventIds)')
   .option('--event-id <id>', 'only this event')
   .action(async (options: { eventId?: string }) => {
-    const { databaseUrl, schema } = program.opts<{ databaseUrl: string; schema: string }>();
+    const { databaseUrl, schema } = globalOptions();
     const ids = await withPool(databaseUrl, (pool) => retryFailedEvents(pool, { schema, ...(options.eventId ? { eventId: options.eventId } : {}) }));
     console.log(`requeued ${ids.length} event(s)`);
   });

@@ -84,7 +84,8 @@ export class DeliveryProcessor {
     const eventId = envelope?.eventId ?? null;
     const verdict = classifyFailure(err, attempt, this.options.maxAttempts);
     if (verdict.action === 'quarantine') {
-      const detail = err instanceof ConvergeError ? err.message : `handler failed after ${attempt} attempts: ${describeError(err).err}`;
+      // The quarantine row sits next to the raw body, so the handler's full message may go there (never into logs).
+      const detail = err instanceof ConvergeError ? err.message : `handler failed after ${attempt} attempts: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`;
       const settlement = await this.#quarantine(delivery, eventId, print, verdict.reason, detail);
       if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && err instanceof ContentConflictError) settlement.conflict = err;
       return settlement;

@@ -1,4 +1,5 @@
 import { pino } from 'pino';
+import { ConvergeError } from '../errors.js';
 
 /**
  * The logging surface converge needs; a pino logger satisfies it. converge logs ids,
@@ -17,11 +18,16 @@ export function createLogger(name: string, level = process.env.CONVERGE_LOG_LEVE
 
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
-/** Error details safe for a log line: class, code and message (our messages never carry payloads). */
+/**
+ * Error details safe for a log line. converge's own messages never carry payloads, so they
+ * are kept; any other error (a handler's, a driver's) can quote data, e.g. PostgreSQL's
+ * `invalid input syntax for type integer: "<value>"`, so only its class and code are logged.
+ */
 export function describeError(err: unknown): { err: string; code?: string } {
+  if (err instanceof ConvergeError) return { err: `${err.name}: ${err.message}`, code: err.code };
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
-    return { err: `${err.name}: ${err.message}`, ...(code !== undefined ? { code: String(code) } : {}) };
+    return { err: err.name, ...(code !== undefined ? { code: String(code) } : {}) };
   }
-  return { err: String(err) };
+  return { err: typeof err };
 }
