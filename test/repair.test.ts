@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type pg from 'pg';
 import {
   InvalidIdentifierError,
@@ -12,23 +12,12 @@ import {
   type RepairResult,
   type TrustedSnapshot,
 } from '../src/index.js';
-import { type TestDatabase, connectPostgres, createTestSchema, waitFor } from './support/services.js';
+import { type TestDatabase, connectPostgres, createTestSchema, trackCreatedSchemas, waitFor } from './support/services.js';
 
 const PROJECTION = 'order_search';
 const AGGREGATE_TYPE = 'order';
 
-/** Every schema a test created, checked at the end to be gone again. */
-const createdSchemas: string[] = [];
-
-after(async () => {
-  const pool = await connectPostgres(1);
-  try {
-    const { rows } = await pool.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE nspname = ANY($1::text[])`, [createdSchemas]);
-    assert.deepEqual(rows, [], 'every test schema is dropped again');
-  } finally {
-    await pool.end();
-  }
-});
+const createdSchemas = trackCreatedSchemas();
 
 interface Fixture {
   db: TestDatabase;

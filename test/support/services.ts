@@ -1,3 +1,5 @@
+import assert from 'node:assert/strict';
+import { after } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
 import pg from 'pg';
@@ -76,4 +78,22 @@ export async function waitFor<T>(
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/**
+ * A list to push every schema a test file creates into; after the file's tests it asserts
+ * that none of them is left, so a missing cleanup fails loudly.
+ */
+export function trackCreatedSchemas(): string[] {
+  const created: string[] = [];
+  after(async () => {
+    const pool = await connectPostgres(1);
+    try {
+      const { rows } = await pool.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE nspname = ANY($1::text[])`, [created]);
+      assert.deepEqual(rows, [], 'every test schema is dropped again');
+    } finally {
+      await pool.end();
+    }
+  });
+  return created;
 }
