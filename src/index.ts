@@ -11,7 +11,7 @@ export { withTransaction } from './db/transaction.js';
 export { migrate, migrationSql, DEFAULT_SCHEMA } from './schema/migrate.js';
 export type { MigrateOptions, MigrateResult } from './schema/migrate.js';
 
-export { appendToOutbox, updateExactlyOne } from './outbox/append.js';
+export { appendToOutbox, appendManyToOutbox, updateExactlyOne } from './outbox/append.js';
 export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 
 export { Relay, startRelay } from './relay/index.js';

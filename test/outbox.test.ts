@@ -5,7 +5,7 @@ import type { Executor } from '../src/db/executor.js';
 import { withTransaction } from '../src/db/transaction.js';
 import type { NewEvent } from '../src/envelope/envelope.js';
 import { ConcurrencyConflictError, EnvelopeValidationError, InvalidIdentifierError } from '../src/errors.js';
-import { appendToOutbox, updateExactlyOne } from '../src/outbox/append.js';
+import { appendManyToOutbox, appendToOutbox, updateExactlyOne } from '../src/outbox/append.js';
 import { type TestDatabase, createTestSchema, waitFor } from './support/services.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -330,5 +330,43 @@ describe('outbox table', () => {
       db.pool.query(`INSERT INTO ${outbox} (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload) VALUES ('v0', 'order', 'o1', 0, 'X', '{}')`),
       (err: unknown) => (err as { code?: string }).code === '23514',
     );
+  });
+});
+
+describe('appendManyToOutbox', () => {
+  it('inserts a batch in one statement on the caller’s transaction, in order, with its eventIds', async () => {
+    const events = [orderEvent('b1', 1), orderEvent('b1', 2), orderEvent('b2', 1, { eventId: 'fixed-id' })];
+    const appended = await inTransaction((client) => appendManyToOutbox(client, events, { schema: db.schema }));
+    assert.equal(appended.length, 3);
+    assert.equal(appended[2]!.eventId, 'fixed-id');
+    const rows = await outboxRows();
+    assert.deepEqual(
+      rows.map((row) => [row.aggregate_id, Number(row.aggregate_version), row.event_id]),
+      appended.map((a, i) => [events[i]!.aggregateId, events[i]!.aggregateVersion, a.eventId]),
+    );
+    const positions = appended.map((a) => BigInt(a.position));
+    assert.ok(positions[0]! < positions[1]! && positions[1]! < positions[2]!, 'positions follow the given order');
+  });
+
+  it('rolls back with the transaction', async () => {
+    await inTransaction((client) => appendManyToOutbox(client, [orderEvent('r1', 1), orderEvent('r1', 2)], { schema: db.schema }), 'ROLLBACK');
+    assert.equal((await outboxRows()).length, 0);
+  });
+
+  it('validates every event before sending anything: one bad event fails the whole call', async () => {
+    const statements: string[] = [];
+    const spy: Executor = { query: async (text: string) => (statements.push(text), { rows: [], rowCount: 0 }) };
+    await assert.rejects(
+      appendManyToOutbox(spy, [orderEvent('v1', 1), orderEvent('v1', 0)], { schema: db.schema }),
+      (err: unknown) => err instanceof EnvelopeValidationError && err.field === 'aggregateVersion',
+    );
+    assert.deepEqual(statements, []);
+  });
+
+  it('returns nothing and sends nothing for an empty batch', async () => {
+    const statements: string[] = [];
+    const spy: Executor = { query: async (text: string) => (statements.push(text), { rows: [], rowCount: 0 }) };
+    assert.deepEqual(await appendManyToOutbox(spy, [], { schema: db.schema }), []);
+    assert.deepEqual(statements, []);
   });
 });

@@ -5,6 +5,7 @@ import { ConcurrencyConflictError, EnvelopeValidationError } from '../errors.js'
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
 import { validateEnvelope } from '../envelope/validate.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { outboxSql } from './sql.js';
 
 export interface OutboxOptions {
   /** Schema that holds converge's tables; defaults to `converge`. */
@@ -22,28 +23,32 @@ export interface AppendedEvent {
  * back with the business change. Nothing is buffered in memory and no connection is opened.
  */
 export async function appendToOutbox(executor: Executor, event: NewEvent, options: OutboxOptions = {}): Promise<AppendedEvent> {
-  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
-  const envelope = toEnvelope(event);
-  const { rows } = await executor.query<{ position: string }>(
-    `INSERT INTO ${schema}.outbox
-       (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind, payload, occurred_at, traceparent, tenant_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, COALESCE($9::timestamptz, now()), $10, $11)
-     RETURNING position`,
-    [
-      envelope.eventId,
-      envelope.aggregateType,
-      envelope.aggregateId,
-      envelope.aggregateVersion,
-      envelope.eventType,
-      envelope.schemaVersion,
-      envelope.kind,
-      JSON.stringify(envelope.payload),
-      event.occurredAt === undefined ? null : envelope.occurredAt,
-      envelope.traceparent ?? null,
-      envelope.tenantId ?? null,
-    ],
-  );
-  return { eventId: envelope.eventId, position: String(rows[0]?.position) };
+  const [appended] = await appendManyToOutbox(executor, [event], options);
+  return appended!;
+}
+
+/**
+ * Inserts many events with one statement on the caller's transaction, in the given order.
+ * Every event is validated before anything is sent, so one bad event fails the call whole.
+ */
+export async function appendManyToOutbox(executor: Executor, events: readonly NewEvent[], options: OutboxOptions = {}): Promise<AppendedEvent[]> {
+  const sql = outboxSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  if (events.length === 0) return [];
+  const envelopes = events.map(toEnvelope);
+  const { rows } = await executor.query<{ position: string; event_id: string }>(sql.insert, [
+    envelopes.map((e) => e.eventId),
+    envelopes.map((e) => e.aggregateType),
+    envelopes.map((e) => e.aggregateId),
+    envelopes.map((e) => e.aggregateVersion),
+    envelopes.map((e) => e.eventType),
+    envelopes.map((e) => e.schemaVersion),
+    envelopes.map((e) => e.kind),
+    envelopes.map((e) => JSON.stringify(e.payload)),
+    events.map((event, i) => (event.occurredAt === undefined ? null : envelopes[i]!.occurredAt)),
+    envelopes.map((e) => e.traceparent ?? null),
+    envelopes.map((e) => e.tenantId ?? null),
+  ]);
+  return rows.map((row) => ({ eventId: row.event_id, position: String(row.position) }));
 }
 
 /** Applies defaults and validates, so a bad event fails in the caller's transaction, not at the relay. */

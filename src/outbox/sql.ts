@@ -1,0 +1,19 @@
+/**
+ * One set-based insert serves single events and batches: eleven parallel arrays, one row per
+ * index. A NULL occurred_at takes the transaction's now(), like the column default.
+ */
+export function outboxSql(schema: string) {
+  return {
+    insert: `
+      INSERT INTO ${schema}.outbox
+        (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind, payload, occurred_at, traceparent, tenant_id)
+      SELECT e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version, e.event_type, e.schema_version, e.kind,
+             e.payload, COALESCE(e.occurred_at, now()), e.traceparent, e.tenant_id
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::int[], $7::text[],
+                    $8::jsonb[], $9::timestamptz[], $10::text[], $11::text[])
+             WITH ORDINALITY AS e(event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind,
+                                  payload, occurred_at, traceparent, tenant_id, ord)
+       ORDER BY e.ord
+      RETURNING position, event_id`,
+  };
+}
