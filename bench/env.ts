@@ -1,34 +1,120 @@
+/**
+ * Where the benchmark runs and how it cleans up. It only ever talks to services on this
+ * machine (it floods them and drops what it creates), names everything it creates uniquely,
+ * and keeps a stack of undo steps that runs even when a measurement fails.
+ */
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
 import pg from 'pg';
 
-export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+const PG_HINT = 'start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start';
+const AMQP_HINT = 'start it with: rabbitmq-server -detached';
 
+/** Refuses anything but loopback: a benchmark pointed at a shared server would hurt it and measure the network. */
+function loopbackUrl(variable: string, fallback: string): string {
+  const url = process.env[variable] ?? fallback;
+  const host = new URL(url).hostname;
+  if (host !== '127.0.0.1' && host !== 'localhost') throw new Error(`${variable} must point at 127.0.0.1 for the benchmark (got host ${host})`);
+  return url;
+}
+
+export const DATABASE_URL = loopbackUrl('DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/test');
+export const AMQP_URL = loopbackUrl('AMQP_URL', 'amqp://guest:guest@127.0.0.1:5672');
+
+/** Lower-case and short enough to be a schema name as well as a queue or exchange name. */
 export function unique(prefix: string): string {
   return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
 }
 
-export async function openPool(max = 8): Promise<pg.Pool> {
-  const pool = new pg.Pool({ connectionString: DATABASE_URL, max });
-  pool.on('error', () => undefined);
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export class TimeoutError extends Error {}
+
+/** Rejects with `message` if `work` has not settled after `ms`; the timer never keeps the process alive. */
+export async function withTimeout<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError(`${message} (timed out after ${(ms / 1000).toFixed(0)} s)`)), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function openPool(max: number): Promise<pg.Pool> {
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max, connectionTimeoutMillis: 5000, application_name: 'converge-bench' });
+  pool.on('error', () => undefined); // an idle connection dying must not end the run; the next query reports it
   try {
     await pool.query('SELECT 1');
   } catch (err) {
-    throw new Error(`PostgreSQL is not reachable (${(err as Error).message}); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`);
+    await pool.end().catch(() => undefined);
+    throw new Error(`PostgreSQL is not reachable at ${redact(DATABASE_URL)} (${(err as Error).message}); ${PG_HINT}`);
   }
   return pool;
 }
 
 export async function openBroker(): Promise<amqp.ChannelModel> {
   try {
-    return await amqp.connect(AMQP_URL);
+    const connection = await withTimeout(amqp.connect(AMQP_URL, { timeout: 5000 }), 6000, 'connecting to RabbitMQ');
+    connection.on('error', () => undefined); // surfaced through the failing channel operation instead
+    return connection;
   } catch (err) {
-    throw new Error(`RabbitMQ is not reachable (${(err as Error).message}); start it with: rabbitmq-server -detached`);
+    throw new Error(`RabbitMQ is not reachable at ${redact(AMQP_URL)} (${(err as Error).message}); ${AMQP_HINT}`);
   }
 }
 
-/** A ~200-byte body like a typical small event. */
-export function body(i: number): Buffer {
-  return Buffer.from(JSON.stringify({ i, note: 'x'.repeat(170) }));
+function redact(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password) parsed.password = '***';
+  return parsed.toString();
+}
+
+/**
+ * Undo steps in reverse order of creation. Steps are registered before the thing they undo
+ * is created, so a failure half-way through creation is still cleaned up (drops are idempotent).
+ */
+export class Cleanup {
+  readonly #steps: { label: string; run: () => Promise<unknown> }[] = [];
+
+  add(label: string, run: () => Promise<unknown>): void {
+    this.#steps.push({ label, run });
+  }
+
+  /** Runs every step (each bounded in time), returns the failures instead of stopping at the first. */
+  async runAll(): Promise<string[]> {
+    const failures: string[] = [];
+    while (this.#steps.length > 0) {
+      const step = this.#steps.pop()!;
+      try {
+        await withTimeout(step.run(), 30_000, `cleanup: ${step.label}`);
+      } catch (err) {
+        failures.push(`${step.label}: ${(err as Error).message}`);
+      }
+    }
+    return failures;
+  }
+}
+
+/** Deletes queues and exchanges on a fresh channel each, since a failed delete closes its channel. */
+export async function deleteBrokerObjects(connection: amqp.ChannelModel, objects: { queues?: string[]; exchanges?: string[] }): Promise<void> {
+  for (const queue of objects.queues ?? []) {
+    const channel = await connection.createChannel();
+    channel.on('error', () => undefined);
+    await channel.deleteQueue(queue).catch(() => undefined);
+    await channel.close().catch(() => undefined);
+  }
+  for (const exchange of objects.exchanges ?? []) {
+    const channel = await connection.createChannel();
+    channel.on('error', () => undefined);
+    await channel.deleteExchange(exchange).catch(() => undefined);
+    await channel.close().catch(() => undefined);
+  }
+}
+
+/** Progress lines go to stderr so stdout holds only the table and the JSON line. */
+export function note(message: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 }

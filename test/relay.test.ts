@@ -700,6 +700,40 @@ describe('relay', () => {
     });
   });
 
+  it('wakes on NOTIFY from an outbox insert instead of waiting for the poll interval', async () => {
+    await withRig(async (rig) => {
+      const queue = await rig.queue('#');
+      // A poll interval far beyond the wait below: only the NOTIFY can make the relay look again.
+      const relay = rig.started({ pollIntervalMs: 120_000, concurrency: 1 });
+      const idle = new Promise<void>((resolve) => relay.once('idle', resolve));
+      await rig.append(event('n-0', 1));
+      await waitFor(async () => (await rig.rows()).every((row) => row.status === 'published'), 'the first event to be published');
+      await idle;
+      const [id] = await rig.append(event('n-1', 1));
+      await waitFor(async () => (await rig.row(id!)).status === 'published', 'the event appended while idle to be published', 10_000);
+      assert.equal((await rig.drain(queue)).length, 2);
+    });
+  });
+
+  it('publishes every event exactly in aggregate order with several concurrent cycles', async () => {
+    await withRig(async (rig) => {
+      const queue = await rig.queue('#');
+      const events = Array.from({ length: 200 }, (_, i) => event(`c-${i % 10}`, Math.floor(i / 10) + 1));
+      await rig.append(...events);
+      rig.started({ concurrency: 4, batchSize: 7 });
+      await waitFor(async () => (await rig.rows()).every((row) => row.status === 'published'), 'all 200 events published');
+      // Confirmed publishes are already enqueued, so one drain sees them all.
+      const messages = await rig.drain(queue);
+      assert.equal(messages.length, 200);
+      const lastVersion = new Map<string, number>();
+      for (const message of messages) {
+        const envelope = parseEnvelope(message.content);
+        assert.equal(envelope.aggregateVersion, (lastVersion.get(envelope.aggregateId) ?? 0) + 1, `versions of ${envelope.aggregateId} arrive in order`);
+        lastVersion.set(envelope.aggregateId, envelope.aggregateVersion);
+      }
+    });
+  });
+
   it('rejects invalid configuration with ConfigError naming the option', () => {
     const cases: Array<[RelayOptions, string]> = [
       [{ batchSize: 0 }, 'batchSize'],

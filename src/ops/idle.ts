@@ -1,30 +1,32 @@
 /**
- * A sleep that stop() cuts short. Once closed, every later sleep returns at once, so a
- * stop() that lands between two sleeps never waits out a poll interval or a backoff either.
+ * Sleeps that can be cut short: `wake()` ends the current ones (new work arrived), `close()`
+ * ends them and makes every later sleep return at once, so a stop() that lands between two
+ * sleeps never waits out a poll interval or a backoff either.
  */
 export class Idle {
-  #timer: NodeJS.Timeout | undefined;
-  #resolve: (() => void) | undefined;
+  readonly #sleepers = new Set<() => void>();
   #closed = false;
 
   sleep(ms: number): Promise<void> {
     if (this.#closed) return Promise.resolve();
     return new Promise((resolve) => {
-      this.#resolve = resolve;
-      this.#timer = setTimeout(() => this.#wake(), ms);
+      const done = () => {
+        clearTimeout(timer);
+        this.#sleepers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#sleepers.add(done);
     });
+  }
+
+  wake(): void {
+    for (const done of [...this.#sleepers]) done();
   }
 
   close(): void {
     this.#closed = true;
-    this.#wake();
-  }
-
-  #wake(): void {
-    clearTimeout(this.#timer);
-    const resolve = this.#resolve;
-    this.#resolve = undefined;
-    resolve?.();
+    this.wake();
   }
 }
 

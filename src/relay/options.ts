@@ -35,11 +35,19 @@ export interface RelayOptions {
   routingKey?: string | RoutingKeyFn;
   /** Identity written into `claimed_by`. Default host:pid:random. */
   relayId?: string;
-  /** Rows claimed per cycle. Default 100. */
+  /** Rows claimed per cycle. Default 500. */
   batchSize?: number;
+  /**
+   * Claim → publish → mark cycles run at once, so one batch's database work overlaps another's
+   * wait for confirms. Per-aggregate order still holds: a claimed event keeps later versions
+   * of its aggregate out of every other claim until it is published. Default 2.
+   */
+  concurrency?: number;
+  /** Wake up on NOTIFY from outbox inserts (migration 2) instead of waiting for the next poll. Default true. */
+  listen?: boolean;
   /** How long a claim protects rows from other relays, in ms. Default 30000. */
   leaseMs?: number;
-  /** Sleep between cycles when the last claim was not full, in ms. Default 100. */
+  /** Sleep after an empty claim, in ms; with `listen` a NOTIFY cuts it short. Default 250. */
   pollIntervalMs?: number;
   /** How long to wait for a broker confirm before treating the publish as failed, in ms. Default 10000. */
   confirmTimeoutMs?: number;
@@ -65,6 +73,8 @@ const relaySchema = z.object({
   routingKey: z.union([z.string().min(1), z.function()]).optional(),
   relayId: z.string().min(1).max(200).optional(),
   batchSize: z.number().int().min(1).max(10_000).optional(),
+  concurrency: z.number().int().min(1).max(16).optional(),
+  listen: z.boolean().optional(),
   leaseMs: z.number().int().min(100).optional(),
   pollIntervalMs: z.number().int().min(1).optional(),
   confirmTimeoutMs: z.number().int().min(1).optional(),
@@ -86,6 +96,8 @@ export interface ResolvedRelayOptions {
   routingKey: RoutingKeyFn;
   relayId: string;
   batchSize: number;
+  concurrency: number;
+  listen: boolean;
   leaseMs: number;
   pollIntervalMs: number;
   confirmTimeoutMs: number;
@@ -108,9 +120,11 @@ export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
     declareExchange: o.declareExchange ?? true,
     routingKey: typeof o.routingKey === 'function' ? o.routingKey : routingKeyFromTemplate(o.routingKey ?? DEFAULT_ROUTING_KEY),
     relayId: o.relayId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
-    batchSize: o.batchSize ?? 100,
+    batchSize: o.batchSize ?? 500,
+    concurrency: o.concurrency ?? 2,
+    listen: o.listen ?? true,
     leaseMs: o.leaseMs ?? 30_000,
-    pollIntervalMs: o.pollIntervalMs ?? 100,
+    pollIntervalMs: o.pollIntervalMs ?? 250,
     confirmTimeoutMs: o.confirmTimeoutMs ?? 10_000,
     maxAttempts: o.maxAttempts ?? 10,
     backoff: { ...DEFAULT_BACKOFF, ...o.backoff },

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import { quoteIdentifier } from '../db/identifier.js';
+import { isTransientDatabaseError } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { PublishError } from '../errors.js';
 import { backoffDelay } from '../ops/backoff.js';
@@ -12,6 +13,7 @@ import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
+import { OutboxListener } from './wakeup.js';
 
 export interface RelayCycleResult {
   claimed: number;
@@ -26,6 +28,8 @@ export interface RelayEvents {
   published: [eventIds: string[]];
   retry: [info: { eventId: string; attempts: number; reason: string }];
   failed: [info: { eventId: string; attempts: number; reason: string }];
+  /** A cycle found nothing to claim; the relay now sleeps until NOTIFY or the poll interval. */
+  idle: [];
   error: [err: Error];
 }
 
@@ -41,8 +45,10 @@ export class Relay extends EventEmitter<RelayEvents> {
   readonly #ownsPool: boolean;
   readonly #sql: ReturnType<typeof relaySql>;
   readonly #idle = new Idle();
+  readonly #listener: OutboxListener | undefined;
   #connection: amqp.ChannelModel | undefined;
   #publisher: ConfirmPublisher | undefined;
+  #opening: Promise<ConfirmPublisher> | undefined;
   #stopping = false;
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
@@ -52,9 +58,10 @@ export class Relay extends EventEmitter<RelayEvents> {
     super();
     this.options = resolveRelayOptions(options);
     this.#ownsPool = !this.options.pool;
-    this.#pool = this.options.pool ?? new pg.Pool({ connectionString: this.options.connectionString, max: 2, application_name: 'converge-relay' });
+    this.#pool = this.options.pool ?? new pg.Pool({ connectionString: this.options.connectionString, max: this.options.concurrency + 1, application_name: 'converge-relay' });
     if (this.#ownsPool) this.#pool.on('error', (err) => this.options.logger.warn(describeError(err), 'idle database connection lost'));
     this.#sql = relaySql(quoteIdentifier(this.options.schema));
+    if (this.options.listen) this.#listener = new OutboxListener(this.#pool, this.options.schema, () => this.#idle.wake(), this.options.logger);
   }
 
   /** Starts the background loop; resolves once it runs. */
@@ -145,26 +152,42 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   async #run(): Promise<void> {
+    await Promise.all(Array.from({ length: this.options.concurrency }, () => this.#work()));
+    await this.#listener?.close();
+  }
+
+  async #work(): Promise<void> {
     let failures = 0;
     while (!this.#stopping) {
       try {
+        await this.#listener?.ensure();
         const { claimed } = await this.runOnce();
         failures = 0;
         // Publishing an event can make the next version of its aggregate eligible, so only an empty claim idles.
-        if (claimed === 0) await this.#idle.sleep(this.options.pollIntervalMs);
+        if (claimed === 0) {
+          this.emit('idle');
+          await this.#idle.sleep(this.options.pollIntervalMs);
+        }
       } catch (err) {
         failures++;
         const delay = backoffDelay(failures, this.options.reconnectBackoff);
         this.options.logger.warn({ ...describeError(err), attempt: failures, delayMs: delay }, 'relay cycle failed; retrying');
         if (this.listenerCount('error') > 0) this.emit('error', err as Error);
-        await this.#closeBroker();
+        // A database hiccup says nothing about the broker: keep the channel other cycles are using.
+        if (!isTransientDatabaseError(err)) await this.#closeBroker();
         await this.#idle.sleep(delay);
       }
     }
   }
 
-  async #ensurePublisher(): Promise<ConfirmPublisher> {
-    if (this.#publisher && !this.#publisher.closed) return this.#publisher;
+  #ensurePublisher(): Promise<ConfirmPublisher> {
+    if (this.#publisher && !this.#publisher.closed) return Promise.resolve(this.#publisher);
+    // Concurrent cycles share one channel; whoever comes first opens it for all.
+    this.#opening ??= this.#openPublisher().finally(() => (this.#opening = undefined));
+    return this.#opening;
+  }
+
+  async #openPublisher(): Promise<ConfirmPublisher> {
     if (!this.#connection) {
       this.#connection = await openConnection(this.options.amqpUrl, `converge-relay ${this.options.relayId}`, this.options.logger, () => {
         this.#connection = undefined;

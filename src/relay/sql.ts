@@ -28,10 +28,11 @@ export function relaySql(schema: string) {
          LIMIT $2
          FOR UPDATE SKIP LOCKED
       )
+      -- An array of positions keeps the update on the primary key index; a join against the
+      -- CTE lets the planner hash-join against a sequential scan of the whole outbox history.
       UPDATE ${outbox} o
          SET claimed_by = $1, claim_expires_at = now() + make_interval(secs => $3::double precision / 1000)
-        FROM candidates c
-       WHERE o.position = c.position
+       WHERE o.position = ANY (ARRAY(SELECT position FROM candidates))
       RETURNING o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
                 o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts`,
 

@@ -77,6 +77,25 @@ export const migrations: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 2,
+    name: 'wake relays with NOTIFY on outbox inserts',
+    statements: (s) => [
+      // Statement-level, so a batch insert sends one notification; identical notifications
+      // in one transaction are folded by PostgreSQL, so the cost is one per transaction.
+      `CREATE OR REPLACE FUNCTION ${s}.notify_outbox_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         PERFORM pg_notify('converge_outbox', TG_TABLE_SCHEMA);
+         RETURN NULL;
+       END $$`,
+      `DROP TRIGGER IF EXISTS outbox_notify_insert ON ${s}.outbox`,
+      `CREATE TRIGGER outbox_notify_insert AFTER INSERT ON ${s}.outbox
+         FOR EACH STATEMENT EXECUTE FUNCTION ${s}.notify_outbox_insert()`,
+    ],
+  },
 ];
+
+/** The NOTIFY channel of migration 2; the payload is the schema name. */
+export const OUTBOX_CHANNEL = 'converge_outbox';
 
 export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;

@@ -1,0 +1,66 @@
+import type pg from 'pg';
+import { OUTBOX_CHANNEL } from '../schema/migrations.js';
+import type { Logger } from '../ops/logger.js';
+import { describeError } from '../ops/logger.js';
+
+/**
+ * Holds one pooled connection in LISTEN on the outbox channel and calls `onInsert` when a
+ * transaction that inserted into this schema's outbox commits. Polling stays as the
+ * fallback: a lost listener only costs latency, never an event.
+ */
+export class OutboxListener {
+  readonly #pool: pg.Pool;
+  readonly #schema: string;
+  readonly #onInsert: () => void;
+  readonly #logger: Logger;
+  #client: pg.PoolClient | undefined;
+  #connecting: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(pool: pg.Pool, schemaName: string, onInsert: () => void, logger: Logger) {
+    this.#pool = pool;
+    this.#schema = schemaName;
+    this.#onInsert = onInsert;
+    this.#logger = logger;
+  }
+
+  /** Connects if not connected; failures are logged and retried on the next call. */
+  ensure(): Promise<void> {
+    if (this.#client || this.#closed) return Promise.resolve();
+    this.#connecting ??= this.#connect().finally(() => (this.#connecting = undefined));
+    return this.#connecting;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#connecting;
+    this.#drop();
+  }
+
+  async #connect(): Promise<void> {
+    let client: pg.PoolClient | undefined;
+    try {
+      client = await this.#pool.connect();
+      client.on('notification', (message) => {
+        if (message.channel === OUTBOX_CHANNEL && message.payload === this.#schema) this.#onInsert();
+      });
+      client.on('error', (err) => {
+        this.#logger.warn(describeError(err), 'outbox listener lost; falling back to polling until it reconnects');
+        this.#drop(err);
+      });
+      await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
+      if (this.#closed) client.release();
+      else this.#client = client;
+    } catch (err) {
+      this.#logger.warn(describeError(err), 'could not start outbox listener; polling only');
+      client?.release(err as Error);
+    }
+  }
+
+  #drop(err?: Error): void {
+    const client = this.#client;
+    this.#client = undefined;
+    // A listening connection must not go back to the pool still subscribed.
+    client?.release(err ?? new Error('listener closed'));
+  }
+}
