@@ -24,6 +24,7 @@ export type {
   ConsumerStats,
   ProcessorOptions,
   EventHandler,
+  BatchHandler,
   HandlerContext,
   Settlement,
   FailureAction,
@@ -31,8 +32,18 @@ export type {
   RawDelivery,
 } from './inbox/index.js';
 
-export { applyIncrement, applySnapshot, readProjectionState, judgeIncrement } from './projection/index.js';
-export type { ApplyResult, ProjectionState, ProjectionTarget, SnapshotTarget, IncrementVerdict } from './projection/index.js';
+export { applyIncrement, applyIncrements, applySnapshot, readProjectionState, judgeIncrement, planIncrements } from './projection/index.js';
+export type {
+  ApplyResult,
+  BatchApplyResult,
+  BatchTarget,
+  ProjectionState,
+  ProjectionTarget,
+  SnapshotTarget,
+  IncrementPlan,
+  IncrementVerdict,
+  VersionedEvent,
+} from './projection/index.js';
 
 export { repairFromSnapshot } from './reconcile/index.js';
 export type { TrustedSnapshot, RepairResult } from './reconcile/index.js';

@@ -6,6 +6,7 @@ import {
   StaleVersionError,
   VersionGapError,
   applyIncrement,
+  applyIncrements,
   applySnapshot,
   readProjectionState,
   withTransaction,
@@ -465,6 +466,62 @@ describe('readProjectionState', () => {
       assert.deepEqual(f.calls, []);
       assert.equal(await f.state('o1'), null);
       assert.equal(await f.row('o1'), undefined);
+    });
+  });
+});
+
+describe('applyIncrements', () => {
+  const ev = (aggregateId: string, version: number) => ({ aggregateType: AGGREGATE_TYPE, aggregateId, aggregateVersion: version, amount: version * 10 });
+
+  it('applies a batch across aggregates in version order with one apply call, starting new aggregates', async () => {
+    await withFixture(async (f) => {
+      await withTransaction(f.pool, (tx) => applyIncrement(tx, f.target('a', 1), f.addAmount(tx, 'a', 10, 'a1')));
+      const calls: number[][] = [];
+      const result = await withTransaction(f.pool, (tx) =>
+        applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 3), ev('b', 1), ev('a', 2)], schema: f.schema }, async (events) => {
+          calls.push(events.map((e) => e.aggregateVersion));
+          for (const e of events) await f.addAmount(tx, e.aggregateId, e.amount, `${e.aggregateId}${e.aggregateVersion}`)();
+        }),
+      );
+      assert.equal(calls.length, 1);
+      assert.deepEqual(result.applied.map((e) => `${e.aggregateId}${e.aggregateVersion}`), ['a2', 'a3', 'b1']);
+      assert.deepEqual(await f.state('a'), { version: 3, baselineVersion: null, deleted: false });
+      assert.deepEqual(await f.state('b'), { version: 1, baselineVersion: null, deleted: false });
+      assert.equal((await f.row('a'))?.amount, 60);
+    });
+  });
+
+  it('throws VersionGapError before writing anything when one event of the batch has a gap', async () => {
+    await withFixture(async (f) => {
+      let applied = false;
+      const failure = await settle(
+        withTransaction(f.pool, (tx) =>
+          applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 1), ev('b', 2)], schema: f.schema }, async () => {
+            applied = true;
+          }),
+        ),
+      );
+      assert.ok(!failure.ok && failure.error instanceof VersionGapError);
+      assert.equal((failure as { error: VersionGapError }).error.key.aggregateId, 'b');
+      assert.equal(applied, false);
+      assert.equal(await f.state('a'), null, 'the healthy event of the batch was not written either');
+    });
+  });
+
+  it('throws StaleVersionError for a version already present, and skips events covered by a baseline', async () => {
+    await withFixture(async (f) => {
+      await withTransaction(f.pool, (tx) => applySnapshot(tx, f.snapshot('a', 3), f.replace(tx, 'a', 30, false, 's3')));
+      await withTransaction(f.pool, (tx) => applyIncrement(tx, f.target('c', 1), f.addAmount(tx, 'c', 10, 'c1')));
+      const stale = await settle(withTransaction(f.pool, (tx) => applyIncrements(tx, { projection: PROJECTION, events: [ev('c', 1)], schema: f.schema }, async () => undefined)));
+      assert.ok(!stale.ok && stale.error instanceof StaleVersionError);
+      const result = await withTransaction(f.pool, (tx) =>
+        applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 2), ev('a', 3), ev('a', 4)], schema: f.schema }, async (events) => {
+          for (const e of events) await f.addAmount(tx, e.aggregateId, 1, `a${e.aggregateVersion}`)();
+        }),
+      );
+      assert.deepEqual(result.covered.map((e) => e.aggregateVersion), [2, 3]);
+      assert.deepEqual(result.applied.map((e) => e.aggregateVersion), [4]);
+      assert.deepEqual(await f.state('a'), { version: 4, baselineVersion: 3, deleted: false });
     });
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { judgeIncrement } from '../src/index.js';
+import { judgeIncrement, planIncrements } from '../src/index.js';
+import { aggregateKey } from '../src/projection/versions.js';
 
 // judgeIncrement only sees events that did NOT land on `version = eventVersion - 1`.
 
@@ -34,5 +35,40 @@ describe('judgeIncrement', () => {
   it('says gap for current + 2 even when a baseline exists', () => {
     assert.equal(judgeIncrement(5, { version: 3, baselineVersion: 3 }), 'gap');
     assert.equal(judgeIncrement(7, { version: 5, baselineVersion: 3 }), 'gap');
+  });
+});
+
+describe('planIncrements', () => {
+  const ev = (id: string, version: number) => ({ aggregateType: 'order', aggregateId: id, aggregateVersion: version });
+  const state = (entries: [string, number, number | null][]) =>
+    new Map(entries.map(([id, version, baselineVersion]) => [aggregateKey({ aggregateType: 'order', aggregateId: id }), { version, baselineVersion }]));
+
+  it('chains consecutive versions of one aggregate inside a batch, whatever their arrival order', () => {
+    const plan = planIncrements([ev('a', 3), ev('a', 1), ev('a', 2)], state([]));
+    assert.deepEqual(plan.apply.map((e) => e.aggregateVersion), [1, 2, 3]);
+    assert.equal(plan.blocked, undefined);
+    assert.equal(plan.finalVersions.get(aggregateKey(ev('a', 0))), 3);
+  });
+
+  it('starts from the stored version and keeps aggregates apart', () => {
+    const plan = planIncrements([ev('a', 5), ev('b', 1)], state([['a', 4, null]]));
+    assert.deepEqual(plan.apply.map((e) => `${e.aggregateId}${e.aggregateVersion}`), ['a5', 'b1']);
+  });
+
+  it('blocks on the first gap and reports the version reached', () => {
+    const plan = planIncrements([ev('a', 1), ev('a', 3)], state([]));
+    assert.deepEqual(plan.blocked, { event: ev('a', 3), verdict: 'gap', currentVersion: 1 });
+  });
+
+  it('blocks a version already present with a stale verdict', () => {
+    const plan = planIncrements([ev('a', 2)], state([['a', 2, null]]));
+    assert.equal(plan.blocked?.verdict, 'stale');
+  });
+
+  it('counts events at or below the baseline as covered and applies the next one', () => {
+    const plan = planIncrements([ev('a', 3), ev('a', 4), ev('a', 2)], state([['a', 3, 3]]));
+    assert.deepEqual(plan.covered.map((e) => e.aggregateVersion), [2, 3]);
+    assert.deepEqual(plan.apply.map((e) => e.aggregateVersion), [4]);
+    assert.equal(plan.blocked, undefined);
   });
 });

@@ -42,6 +42,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   #channel: amqp.Channel | undefined;
   #retryPublisher: ConfirmPublisher | undefined;
   #consumerTag: string | undefined;
+  #buffer: ConsumeMessage[] = [];
+  #pumping = false;
   #inFlight: Promise<void> = Promise.resolve();
   #stopping = false;
   #stopped: Promise<void> | undefined;
@@ -54,7 +56,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   constructor(options: ConsumerOptions) {
     super();
     this.options = resolveConsumerOptions(options);
-    this.#processor = new DeliveryProcessor({ ...this.options, consumer: this.options.consumer });
+    // The processor validates the caller's own handler options; defaults resolved here would hide a missing handler.
+    this.#processor = new DeliveryProcessor({ ...options, consumer: this.options.consumer, logger: this.options.logger });
     this.#ready = new Promise((resolve) => (this.#markReady = resolve));
   }
 
@@ -114,8 +117,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#retryPublisher = new ConfirmPublisher(await connection.createConfirmChannel());
     if (this.options.declare) await this.#declare(channel);
     await channel.prefetch(this.options.prefetch);
+    this.#buffer = [];
     const { consumerTag } = await channel.consume(this.options.queue, (message) => {
-      if (message) this.#inFlight = this.#inFlight.then(() => this.#handle(channel, message));
+      if (!message) return;
+      this.#buffer.push(message);
+      this.#pump(channel);
     }, { noAck: false });
     this.#consumerTag = consumerTag;
     onConnected();
@@ -133,24 +139,54 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     await channel.assertQueue(retryQueue, { durable: true, arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue } });
   }
 
-  async #handle(channel: amqp.Channel, message: ConsumeMessage): Promise<void> {
-    let settlement: Settlement;
-    try {
-      settlement = await this.#processor.process(message);
-    } catch (err) {
-      // Processing itself broke (not a handler error): leave the delivery unacked for redelivery.
-      this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
-      channel.nack(message, false, true);
-      return;
-    }
-    if (settlement.action === 'retry') await this.#scheduleRetry(channel, message, settlement);
-    else safeAck(channel, message);
-    this.#count(settlement);
-    this.emit('settled', settlement);
-    if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && settlement.conflict) this.emit('conflict', settlement.conflict);
+  /**
+   * Batches form on their own: while one transaction runs, deliveries pile up in the buffer
+   * (at most `prefetch` of them) and the next transaction takes up to `batchSize`. At low load
+   * a delivery is processed the moment it arrives; nothing ever waits for a batch to fill.
+   */
+  #pump(channel: amqp.Channel): void {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    this.#inFlight = (async () => {
+      try {
+        while (this.#buffer.length > 0) await this.#handleBatch(channel, this.#buffer.splice(0, this.options.batchSize));
+      } finally {
+        this.#pumping = false;
+      }
+    })();
   }
 
-  async #scheduleRetry(channel: amqp.Channel, message: ConsumeMessage, settlement: Extract<Settlement, { action: 'retry' }>): Promise<void> {
+  async #handleBatch(channel: amqp.Channel, messages: ConsumeMessage[]): Promise<void> {
+    let settlements: Settlement[];
+    try {
+      settlements = await this.#processor.processBatch(messages);
+    } catch (err) {
+      // Processing itself broke (not a handler error): leave the deliveries for redelivery.
+      this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
+      for (const message of messages) safeSettle(() => channel.nack(message, false, true));
+      return;
+    }
+    const ackable = await Promise.all(messages.map((message, i) => {
+      const settlement = settlements[i]!;
+      return settlement.action === 'retry' ? this.#parkForRetry(message, settlement) : true;
+    }));
+    // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
+    if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
+    else messages.forEach((message, i) => safeSettle(() => (ackable[i] ? channel.ack(message) : channel.nack(message, false, true))));
+    for (const settlement of settlements) {
+      this.#count(settlement);
+      this.emit('settled', settlement);
+      if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && settlement.conflict) this.emit('conflict', settlement.conflict);
+    }
+  }
+
+  /**
+   * Copies a delivery that must wait to `<queue>.retry` with its backoff as expiry. True once
+   * the broker confirmed the copy (the original may then be acked); false if the copy could
+   * not be parked, after holding the delivery for its backoff so a broken retry path cannot
+   * turn into a hot redelivery loop.
+   */
+  async #parkForRetry(message: ConsumeMessage, settlement: Extract<Settlement, { action: 'retry' }>): Promise<boolean> {
     const publisher = this.#retryPublisher;
     try {
       if (!publisher) throw new Error('no retry channel');
@@ -162,16 +198,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         expiration: String(settlement.delayMs),
         persistent: true,
       }, 10_000);
-      safeAck(channel, message);
+      return true;
     } catch (err) {
       this.options.logger.warn({ eventId: settlement.eventId, ...describeError(err) }, 'could not park delivery for retry; requeueing it after the backoff');
-      // Holding the delivery for its backoff keeps a broken retry path from becoming a hot redelivery loop.
       await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
-      try {
-        channel.nack(message, false, true);
-      } catch {
-        // Channel already gone: the broker redelivers unacked messages by itself.
-      }
+      return false;
     }
   }
 
@@ -185,6 +216,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     // Stop new deliveries first, then let the ones already taken commit and ack.
     if (this.#channel && this.#consumerTag) await this.#channel.cancel(this.#consumerTag).catch(() => undefined);
     this.#consumerTag = undefined;
+    // Deliveries not yet started go back to the queue when the channel closes.
+    this.#buffer.length = 0;
     let settledUpTo: Promise<void>;
     do {
       settledUpTo = this.#inFlight;
@@ -211,9 +244,9 @@ function originHeaders(message: ConsumeMessage): Record<string, string> {
   };
 }
 
-function safeAck(channel: amqp.Channel, message: ConsumeMessage): void {
+function safeSettle(settle: () => void): void {
   try {
-    channel.ack(message);
+    settle();
   } catch {
     // The channel closed after commit: the broker redelivers and the inbox recognises the duplicate.
   }

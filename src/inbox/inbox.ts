@@ -3,34 +3,43 @@ import type { EventEnvelope } from '../envelope/envelope.js';
 import { ContentConflictError } from '../errors.js';
 import { inboxSql } from './sql.js';
 
-export type InboxStatus = 'new' | 'duplicate';
+export interface InboxEntry {
+  envelope: EventEnvelope;
+  fingerprint: string;
+}
+
+export type InboxStatus = { status: 'new' } | { status: 'duplicate' } | { status: 'conflict'; conflict: ContentConflictError };
 
 /**
- * Records the event in the inbox on the consumer's transaction. A new event returns 'new'
- * and must be applied in the same transaction; a repeat with the same fingerprint returns
- * 'duplicate'; a repeat with other content throws ContentConflictError.
+ * Records events in the inbox on the consumer's transaction, in one statement. A new event
+ * must be applied in the same transaction; a repeat with the same fingerprint is a
+ * duplicate; a repeat with other content is a conflict. eventIds must be distinct.
  */
-export async function recordInInbox(
-  tx: Executor,
-  schema: string,
-  consumer: string,
-  envelope: EventEnvelope,
-  fingerprint: string,
-): Promise<InboxStatus> {
+export async function recordInInbox(tx: Executor, schema: string, consumer: string, entries: readonly InboxEntry[]): Promise<Map<string, InboxStatus>> {
   const sql = inboxSql(schema);
-  const inserted = await tx.query(sql.insert, [
+  const inserted = await tx.query<{ event_id: string }>(sql.insert, [
     consumer,
-    envelope.eventId,
-    fingerprint,
-    envelope.aggregateType,
-    envelope.aggregateId,
-    envelope.aggregateVersion,
-    envelope.eventType,
+    entries.map((e) => e.envelope.eventId),
+    entries.map((e) => e.fingerprint),
+    entries.map((e) => e.envelope.aggregateType),
+    entries.map((e) => e.envelope.aggregateId),
+    entries.map((e) => e.envelope.aggregateVersion),
+    entries.map((e) => e.envelope.eventType),
   ]);
-  if ((inserted.rowCount ?? 0) === 1) return 'new';
-  // Read Committed: this statement takes a fresh snapshot, so it sees the row that won the conflict.
-  const { rows } = await tx.query<{ fingerprint: string }>(sql.storedFingerprint, [consumer, envelope.eventId]);
-  const stored = rows[0]?.fingerprint;
-  if (stored === fingerprint) return 'duplicate';
-  throw new ContentConflictError(consumer, envelope.eventId, stored ?? '(missing)', fingerprint);
+  const result = new Map<string, InboxStatus>(inserted.rows.map((row) => [row.event_id, { status: 'new' }]));
+  const seen = entries.filter((e) => !result.has(e.envelope.eventId));
+  if (seen.length === 0) return result;
+  // Read Committed: this statement takes a fresh snapshot, so it sees the rows that won the conflicts.
+  const stored = await tx.query<{ event_id: string; fingerprint: string }>(sql.storedFingerprints, [consumer, seen.map((e) => e.envelope.eventId)]);
+  const fingerprints = new Map(stored.rows.map((row) => [row.event_id, row.fingerprint]));
+  for (const entry of seen) {
+    const previous = fingerprints.get(entry.envelope.eventId);
+    result.set(
+      entry.envelope.eventId,
+      previous === entry.fingerprint
+        ? { status: 'duplicate' }
+        : { status: 'conflict', conflict: new ContentConflictError(consumer, entry.envelope.eventId, previous ?? '(missing)', entry.fingerprint) },
+    );
+  }
+  return result;
 }

@@ -22,9 +22,19 @@ export interface HandlerContext {
 /** Runs inside the consumer transaction; throwing rolls back everything, inbox row included. */
 export type EventHandler = (event: EventEnvelope, context: HandlerContext) => Promise<void>;
 
+/**
+ * Receives every new event of a batch at once (already deduplicated, and in version order
+ * per aggregate), for set-based projection writes such as `applyIncrements`. Throwing rolls
+ * the batch back; each delivery is then processed on its own, so one bad event never takes
+ * the others down and keeps its own outcome.
+ */
+export type BatchHandler = (events: EventEnvelope[], context: HandlerContext) => Promise<void>;
+
 export interface ProcessorOptions {
   /** Handlers by eventType; `'*'` catches any type without its own handler. */
-  handlers: Record<string, EventHandler>;
+  handlers?: Record<string, EventHandler>;
+  /** One handler for all new events of a batch; used instead of `handlers` when given. */
+  batchHandler?: BatchHandler;
   /** Inbox scope: deduplication is per consumer name. */
   consumer: string;
   pool?: pg.Pool;
@@ -54,15 +64,21 @@ export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
   bindings?: string[];
   /** Declare exchange, queues and bindings on start. Default true. */
   declare?: boolean;
-  /** Unacknowledged deliveries held at once. Default 16. */
+  /** Unacknowledged deliveries held at once; bounds the consumer's memory. Default 256. */
   prefetch?: number;
+  /**
+   * Most deliveries processed in one transaction. Batches form naturally: whatever arrived
+   * while the previous transaction ran, never waiting for more. Default 128; 1 turns batching off.
+   */
+  batchSize?: number;
   reconnectBackoff?: Partial<BackoffPolicy>;
   /** Stop gracefully on SIGTERM and SIGINT. Default false (the CLI turns it on). */
   handleSignals?: boolean;
 }
 
 const processorShape = {
-  handlers: z.record(z.string(), z.function()).refine((h) => Object.keys(h).length > 0, 'at least one handler is required'),
+  handlers: z.record(z.string(), z.function()).refine((h) => Object.keys(h).length > 0, 'at least one handler is required').optional(),
+  batchHandler: z.function().optional(),
   pool: z.any().optional(),
   connectionString: z.string().min(1).optional(),
   schema: identifierOption.optional(),
@@ -73,7 +89,10 @@ const processorShape = {
   logger: z.any().optional(),
 };
 
-const processorSchema = z.object({ ...processorShape, consumer: z.string().min(1).max(200) });
+const oneHandlerKind = (o: { handlers?: unknown; batchHandler?: unknown }) => o.handlers !== undefined || o.batchHandler !== undefined;
+const handlerRequired = { message: 'handlers or batchHandler is required', path: ['handlers'] };
+
+const processorSchema = z.object({ ...processorShape, consumer: z.string().min(1).max(200) }).refine(oneHandlerKind, handlerRequired);
 
 const consumerSchema = z.object({
   ...processorShape,
@@ -84,12 +103,14 @@ const consumerSchema = z.object({
   bindings: z.array(z.string().min(1).max(255)).min(1).optional(),
   declare: z.boolean().optional(),
   prefetch: z.number().int().min(1).max(65_535).optional(),
+  batchSize: z.number().int().min(1).max(10_000).optional(),
   reconnectBackoff: backoffOption,
   handleSignals: z.boolean().optional(),
-});
+}).refine(oneHandlerKind, handlerRequired);
 
 export interface ResolvedProcessorOptions {
   handlers: Record<string, EventHandler>;
+  batchHandler?: BatchHandler;
   consumer: string;
   pool?: pg.Pool;
   connectionString: string;
@@ -109,13 +130,15 @@ export interface ResolvedConsumerOptions extends ResolvedProcessorOptions {
   bindings: string[];
   declare: boolean;
   prefetch: number;
+  batchSize: number;
   reconnectBackoff: BackoffPolicy;
   handleSignals: boolean;
 }
 
 function processorDefaults(o: ProcessorOptions): ResolvedProcessorOptions {
   return {
-    handlers: o.handlers,
+    handlers: o.handlers ?? {},
+    batchHandler: o.batchHandler,
     consumer: o.consumer,
     pool: o.pool,
     connectionString: o.connectionString ?? databaseUrlFromEnv(),
@@ -142,7 +165,8 @@ export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumer
     exchange: o.exchange ?? 'converge.events',
     bindings: o.bindings ?? ['#'],
     declare: o.declare ?? true,
-    prefetch: o.prefetch ?? 16,
+    prefetch: o.prefetch ?? 256,
+    batchSize: o.batchSize ?? 128,
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2, ...o.reconnectBackoff },
     handleSignals: o.handleSignals ?? false,
   };

@@ -10,8 +10,8 @@ import { describeError } from '../ops/logger.js';
 import { classifyFailure } from './classify.js';
 import { ATTEMPT_HEADER } from './headers.js';
 import { recordInInbox } from './inbox.js';
-import { resolveProcessorOptions, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
-import { quarantine, type QuarantineReason, type RawDelivery } from './quarantine.js';
+import { resolveProcessorOptions, type EventHandler, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
+import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelivery } from './quarantine.js';
 
 
 /**
@@ -23,10 +23,23 @@ export type Settlement =
   | { action: 'ack'; outcome: 'quarantined'; reason: QuarantineReason; eventId: string | null; quarantineId: string; conflict?: ContentConflictError }
   | { action: 'retry'; delayMs: number; attempt: number; reason: string; eventId: string | null };
 
+interface Candidate {
+  index: number;
+  delivery: RawDelivery;
+  envelope: EventEnvelope;
+  print: string;
+  attempt: number;
+}
+
+type BatchOutcome = Map<string, Settlement>;
+
 /**
- * Turns one delivery into one local transaction: validate, insert the inbox row, run the
- * handler, commit, and tell the transport how to settle. It never talks to the broker, so
- * the same code serves the subscription loop, a basic.get loop and (later) batches.
+ * Turns deliveries into local transactions: validate, insert the inbox rows, run the
+ * handlers, commit, and tell the transport how to settle each delivery. A batch shares one
+ * transaction; if anything in it fails, every delivery of the batch is processed again on
+ * its own, so each keeps its own outcome (applied, duplicate, conflict, gap, quarantine).
+ * It never talks to the broker, so the same code serves the subscription loop and a
+ * basic.get loop alike.
  */
 export class DeliveryProcessor {
   readonly options: ResolvedProcessorOptions;
@@ -43,37 +56,101 @@ export class DeliveryProcessor {
   }
 
   async process(delivery: RawDelivery): Promise<Settlement> {
-    const attempt = readAttempt(delivery);
-    let envelope: EventEnvelope;
+    const [settlement] = await this.processBatch([delivery]);
+    return settlement!;
+  }
+
+  /** Settlements in the order of `deliveries`. */
+  async processBatch(deliveries: readonly RawDelivery[]): Promise<Settlement[]> {
+    const settlements: Settlement[] = new Array(deliveries.length);
+    const candidates: Candidate[] = [];
+    const later: Candidate[] = [];
+    const ids = new Set<string>();
+    for (const [index, delivery] of deliveries.entries()) {
+      const attempt = readAttempt(delivery);
+      let envelope: EventEnvelope;
+      try {
+        envelope = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
+      } catch (err) {
+        settlements[index] = await this.#settleFailure(err, delivery, null, null, attempt);
+        continue;
+      }
+      const print = fingerprint(envelope);
+      if (!this.options.batchHandler && !this.#handlerFor(envelope)) {
+        settlements[index] = await this.#settleUnknownType(delivery, envelope, print);
+        continue;
+      }
+      // A second copy of an event inside one batch is judged after the first has committed.
+      (ids.has(envelope.eventId) ? later : candidates).push({ index, delivery, envelope, print, attempt });
+      ids.add(envelope.eventId);
+    }
+    for (const [index, settlement] of (await this.#processCandidates(candidates)).entries()) settlements[index] = settlement;
+    for (const candidate of later) settlements[candidate.index] = (await this.#processCandidates([candidate])).get(candidate.index)!;
+    return settlements;
+  }
+
+  async #processCandidates(candidates: Candidate[]): Promise<Map<number, Settlement>> {
+    const settled = new Map<number, Settlement>();
+    if (candidates.length === 0) return settled;
+    // Version order per aggregate, so E1 and E2 arriving in one batch as E2, E1 both apply.
+    const ordered = [...candidates].sort(byAggregateVersion);
     try {
-      envelope = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
+      const outcome = await withTransaction(this.#pool, (tx) => this.#applyInTransaction(tx, ordered));
+      for (const candidate of ordered) settled.set(candidate.index, outcome.get(candidate.envelope.eventId)!);
+      return settled;
     } catch (err) {
-      return this.#settleFailure(err, delivery, null, null, attempt);
+      if (ordered.length === 1) {
+        const [only] = ordered;
+        settled.set(only!.index, await this.#settleFailure(err, only!.delivery, only!.envelope, only!.print, only!.attempt));
+        return settled;
+      }
+      this.options.logger.debug({ size: ordered.length, ...describeError(err) }, 'batch rolled back; processing its deliveries one by one');
+      for (const candidate of ordered) settled.set(candidate.index, (await this.#processCandidates([candidate])).get(candidate.index)!);
+      return settled;
     }
-    const handler = this.options.handlers[envelope.eventType] ?? this.options.handlers['*'];
-    const print = fingerprint(envelope);
-    if (!handler) {
-      if (this.options.unknownEventType === 'ignore') return { action: 'ack', outcome: 'ignored', eventId: envelope.eventId };
-      const detail = `no handler for eventType ${envelope.eventType}`;
-      return this.#quarantine(delivery, envelope.eventId, print, 'unknown-event-type', detail);
+  }
+
+  async #applyInTransaction(tx: pg.PoolClient, ordered: Candidate[]): Promise<BatchOutcome> {
+    const outcome: BatchOutcome = new Map();
+    const statuses = await recordInInbox(tx, this.#schema, this.options.consumer, ordered.map((c) => ({ envelope: c.envelope, fingerprint: c.print })));
+    const fresh: Candidate[] = [];
+    for (const candidate of ordered) {
+      const status = statuses.get(candidate.envelope.eventId)!;
+      const eventId = candidate.envelope.eventId;
+      if (status.status === 'new') fresh.push(candidate);
+      else if (status.status === 'duplicate') outcome.set(eventId, { action: 'ack', outcome: 'duplicate', eventId });
+      else {
+        // Recorded on the same transaction: the ack follows only once the quarantine row is durable.
+        const quarantineId = await quarantine(tx, this.#schema, this.#quarantineEntry(candidate.delivery, eventId, candidate.print, 'content-conflict', status.conflict.message));
+        this.options.logger.error({ eventId, reason: 'content-conflict', quarantineId }, 'delivery quarantined for a person to inspect');
+        outcome.set(eventId, { action: 'ack', outcome: 'quarantined', reason: 'content-conflict', eventId, quarantineId, conflict: status.conflict });
+      }
     }
-    try {
-      const outcome = await withTransaction(this.#pool, async (tx) => {
-        const status = await recordInInbox(tx, this.#schema, this.options.consumer, envelope, print);
-        if (status === 'duplicate') return 'duplicate' as const;
-        await handler(envelope, {
-          tx,
-          consumer: this.options.consumer,
-          schema: this.options.schema,
-          attempt,
-          redelivered: delivery.fields.redelivered ?? false,
-        });
-        return 'applied' as const;
-      });
-      return { action: 'ack', outcome, eventId: envelope.eventId };
-    } catch (err) {
-      return this.#settleFailure(err, delivery, envelope, print, attempt);
+    if (fresh.length > 0) await this.#runHandlers(tx, fresh);
+    for (const { envelope } of fresh) outcome.set(envelope.eventId, { action: 'ack', outcome: 'applied', eventId: envelope.eventId });
+    return outcome;
+  }
+
+  async #runHandlers(tx: pg.PoolClient, fresh: Candidate[]): Promise<void> {
+    const context = (attempt: number, redelivered: boolean) => ({ tx, consumer: this.options.consumer, schema: this.options.schema, attempt, redelivered });
+    if (this.options.batchHandler) {
+      const attempt = Math.max(...fresh.map((c) => c.attempt));
+      const redelivered = fresh.some((c) => c.delivery.fields.redelivered ?? false);
+      await this.options.batchHandler(fresh.map((c) => c.envelope), context(attempt, redelivered));
+      return;
     }
+    for (const candidate of fresh) {
+      await this.#handlerFor(candidate.envelope)!(candidate.envelope, context(candidate.attempt, candidate.delivery.fields.redelivered ?? false));
+    }
+  }
+
+  #handlerFor(envelope: EventEnvelope): EventHandler | undefined {
+    return this.options.handlers[envelope.eventType] ?? this.options.handlers['*'];
+  }
+
+  async #settleUnknownType(delivery: RawDelivery, envelope: EventEnvelope, print: string): Promise<Settlement> {
+    if (this.options.unknownEventType === 'ignore') return { action: 'ack', outcome: 'ignored', eventId: envelope.eventId };
+    return this.#quarantine(delivery, envelope.eventId, print, 'unknown-event-type', `no handler for eventType ${envelope.eventType}`);
   }
 
   async close(): Promise<void> {
@@ -96,22 +173,34 @@ export class DeliveryProcessor {
   }
 
   async #quarantine(delivery: RawDelivery, eventId: string | null, print: string | null, reason: QuarantineReason, detail: string): Promise<Settlement> {
-    const attempt = readAttempt(delivery);
     try {
-      const quarantineId = await quarantine(this.#pool, this.#schema, { consumer: this.options.consumer, eventId, reason, detail, fingerprint: print, delivery });
+      const quarantineId = await quarantine(this.#pool, this.#schema, this.#quarantineEntry(delivery, eventId, print, reason, detail));
       this.options.logger.error({ eventId, reason, quarantineId }, 'delivery quarantined for a person to inspect');
       return { action: 'ack', outcome: 'quarantined', reason, eventId, quarantineId };
     } catch (err) {
       // Without a durable quarantine row the delivery must not be acked: let it come back.
+      const attempt = readAttempt(delivery);
       const delayMs = backoffDelay(attempt, this.options.backoff);
       this.options.logger.warn({ eventId, reason, ...describeError(err) }, 'could not write quarantine row; retrying delivery');
       return { action: 'retry', delayMs, attempt, reason: 'quarantine-unavailable', eventId };
     }
   }
+
+  #quarantineEntry(delivery: RawDelivery, eventId: string | null, print: string | null, reason: QuarantineReason, detail: string): QuarantineEntry {
+    return { consumer: this.options.consumer, eventId, reason, detail, fingerprint: print, delivery };
+  }
 }
 
 export function createDeliveryProcessor(options: ProcessorOptions): DeliveryProcessor {
   return new DeliveryProcessor(options);
+}
+
+function byAggregateVersion(a: Candidate, b: Candidate): number {
+  const x = a.envelope;
+  const y = b.envelope;
+  if (x.aggregateType !== y.aggregateType) return x.aggregateType < y.aggregateType ? -1 : 1;
+  if (x.aggregateId !== y.aggregateId) return x.aggregateId < y.aggregateId ? -1 : 1;
+  return x.aggregateVersion - y.aggregateVersion || a.index - b.index;
 }
 
 function readAttempt(delivery: RawDelivery): number {

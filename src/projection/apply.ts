@@ -4,7 +4,7 @@ import type { EventEnvelope } from '../envelope/envelope.js';
 import { StaleVersionError, VersionGapError, type AggregateKey } from '../errors.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { projectionSql, type StateRow } from './sql.js';
-import { judgeIncrement } from './versions.js';
+import { aggregateKey, judgeIncrement, planIncrements } from './versions.js';
 
 export interface ProjectionTarget {
   /** Name of the read model, e.g. `order_search`; versions are tracked per projection. */
@@ -96,4 +96,82 @@ function toState(row: StateRow | undefined): ProjectionState | null {
     baselineVersion: row.baseline_version === null ? null : Number(row.baseline_version),
     deleted: row.deleted,
   };
+}
+
+export interface BatchTarget<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>> {
+  projection: string;
+  events: readonly E[];
+  schema?: string;
+}
+
+export interface BatchApplyResult<E> {
+  /** Events whose effect was written, in version order per aggregate. */
+  applied: E[];
+  /** Events a trusted snapshot already contains: recorded, no effect. */
+  covered: E[];
+}
+
+/**
+ * The set-based form of applyIncrement for a batch of incremental events, with the same
+ * rules per event: each must sit exactly on the previous version (earlier events of the
+ * same batch count), or be covered by the baseline. It locks the state rows of all touched
+ * aggregates, plans in memory, and throws VersionGapError / StaleVersionError for the first
+ * event that cannot apply, before writing anything, so the caller's transaction rolls back
+ * whole. Otherwise it moves every aggregate to its final version in two statements and calls
+ * `apply` once with the events to write.
+ */
+export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>>(
+  tx: Executor,
+  target: BatchTarget<E>,
+  apply: (events: E[]) => Promise<void>,
+): Promise<BatchApplyResult<E>> {
+  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA));
+  if (target.events.length === 0) return { applied: [], covered: [] };
+  const keys = uniqueAggregates(target.events);
+  const locked = await tx.query<StateRow & { aggregate_type: string; aggregate_id: string }>(sql.lockMany, [
+    target.projection,
+    keys.map((k) => k.aggregateType),
+    keys.map((k) => k.aggregateId),
+  ]);
+  const current = new Map(locked.rows.map((row) => [aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }), toState(row)!]));
+  const plan = planIncrements(target.events, current);
+  if (plan.blocked) {
+    const { event, verdict, currentVersion } = plan.blocked;
+    const key: AggregateKey = { projection: target.projection, aggregateType: event.aggregateType, aggregateId: event.aggregateId };
+    throw verdict === 'stale' ? new StaleVersionError(key, event.aggregateVersion, currentVersion) : new VersionGapError(key, event.aggregateVersion, currentVersion);
+  }
+  const moved = keys.filter((k) => plan.finalVersions.has(aggregateKey(k)));
+  const existing = moved.filter((k) => current.has(aggregateKey(k)));
+  const fresh = moved.filter((k) => !current.has(aggregateKey(k)));
+  if (existing.length > 0) {
+    await tx.query(sql.advanceMany, [
+      target.projection,
+      existing.map((k) => k.aggregateType),
+      existing.map((k) => k.aggregateId),
+      existing.map((k) => plan.finalVersions.get(aggregateKey(k))),
+      existing.map((k) => current.get(aggregateKey(k))!.version),
+    ]);
+  }
+  if (fresh.length > 0) {
+    const started = await tx.query(sql.startMany, [
+      target.projection,
+      fresh.map((k) => k.aggregateType),
+      fresh.map((k) => k.aggregateId),
+      fresh.map((k) => plan.finalVersions.get(aggregateKey(k))),
+    ]);
+    if ((started.rowCount ?? 0) !== fresh.length) {
+      // Another transaction started one of these aggregates after our read: re-run from the top.
+      const err = new Error('concurrent first version of an aggregate') as Error & { code: string };
+      err.code = '40001';
+      throw err;
+    }
+  }
+  if (plan.apply.length > 0) await apply(plan.apply);
+  return { applied: plan.apply, covered: plan.covered };
+}
+
+function uniqueAggregates(events: readonly Pick<EventEnvelope, 'aggregateType' | 'aggregateId'>[]): { aggregateType: string; aggregateId: string }[] {
+  const seen = new Map<string, { aggregateType: string; aggregateId: string }>();
+  for (const event of events) seen.set(aggregateKey(event), { aggregateType: event.aggregateType, aggregateId: event.aggregateId });
+  return [...seen.values()];
 }

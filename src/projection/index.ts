@@ -1,4 +1,4 @@
-export { applyIncrement, applySnapshot, readProjectionState } from './apply.js';
-export type { ApplyResult, ProjectionState, ProjectionTarget, SnapshotTarget } from './apply.js';
-export { judgeIncrement } from './versions.js';
-export type { IncrementVerdict } from './versions.js';
+export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } from './apply.js';
+export type { ApplyResult, BatchApplyResult, BatchTarget, ProjectionState, ProjectionTarget, SnapshotTarget } from './apply.js';
+export { judgeIncrement, planIncrements } from './versions.js';
+export type { IncrementPlan, IncrementVerdict, VersionedEvent } from './versions.js';

@@ -24,6 +24,24 @@ export function projectionSql(schema: string) {
                  SET version = EXCLUDED.version, baseline_version = EXCLUDED.version,
                      deleted = EXCLUDED.deleted, updated_at = now()
                WHERE ${table}.version < EXCLUDED.version`,
+    /** Locks the state rows of every aggregate in a batch ($2 types, $3 ids). */
+    lockMany: `SELECT s.aggregate_type, s.aggregate_id, s.version, s.baseline_version
+                 FROM ${table} s
+                 JOIN unnest($2::text[], $3::text[]) AS k(aggregate_type, aggregate_id)
+                   ON s.aggregate_type = k.aggregate_type AND s.aggregate_id = k.aggregate_id
+                WHERE s.projection = $1
+                ORDER BY s.aggregate_type, s.aggregate_id
+                  FOR UPDATE OF s`,
+    /** Moves locked rows from the version read ($5) to the batch's final version ($4). */
+    advanceMany: `UPDATE ${table} s SET version = k.version, updated_at = now()
+                    FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS k(aggregate_type, aggregate_id, version, previous)
+                   WHERE s.projection = $1 AND s.aggregate_type = k.aggregate_type AND s.aggregate_id = k.aggregate_id
+                     AND s.version = k.previous`,
+    /** First versions of aggregates the projection has not seen; a concurrent first insert wins cleanly. */
+    startMany: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version)
+                SELECT $1, k.aggregate_type, k.aggregate_id, k.version
+                  FROM unnest($2::text[], $3::text[], $4::bigint[]) AS k(aggregate_type, aggregate_id, version)
+                ON CONFLICT DO NOTHING`,
   };
 }
 

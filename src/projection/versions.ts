@@ -16,3 +16,56 @@ export function judgeIncrement(eventVersion: number, current: { version: number;
   if (eventVersion <= current.version) return 'stale';
   return 'gap';
 }
+
+export interface VersionedEvent {
+  aggregateType: string;
+  aggregateId: string;
+  aggregateVersion: number;
+}
+
+export interface IncrementPlan<E extends VersionedEvent> {
+  /** Events that apply, in version order per aggregate. */
+  apply: E[];
+  covered: E[];
+  /** The first event that cannot apply, and why; the batch must then not be written. */
+  blocked?: { event: E; verdict: 'gap' | 'stale'; currentVersion: number };
+  /** Each touched aggregate's version after applying, keyed by aggregateKey(). */
+  finalVersions: Map<string, number>;
+}
+
+export function aggregateKey(event: Pick<VersionedEvent, 'aggregateType' | 'aggregateId'>): string {
+  return `${event.aggregateType}\u0000${event.aggregateId}`;
+}
+
+/**
+ * Plans a batch of incremental events against the current state of their aggregates: each
+ * event must sit exactly on the version before it (counting the ones applied earlier in the
+ * same batch), or be covered by the baseline. Pure, so the chain rules are unit-tested.
+ */
+export function planIncrements<E extends VersionedEvent>(
+  events: readonly E[],
+  current: ReadonlyMap<string, { version: number; baselineVersion: number | null }>,
+): IncrementPlan<E> {
+  const plan: IncrementPlan<E> = { apply: [], covered: [], finalVersions: new Map() };
+  const ordered = [...events].sort((a, b) => {
+    const ka = aggregateKey(a);
+    const kb = aggregateKey(b);
+    return ka < kb ? -1 : ka > kb ? 1 : a.aggregateVersion - b.aggregateVersion;
+  });
+  for (const event of ordered) {
+    const key = aggregateKey(event);
+    const state = current.get(key) ?? null;
+    const version = plan.finalVersions.get(key) ?? state?.version ?? 0;
+    if (event.aggregateVersion === version + 1) {
+      plan.apply.push(event);
+      plan.finalVersions.set(key, event.aggregateVersion);
+      continue;
+    }
+    const verdict = judgeIncrement(event.aggregateVersion, { version, baselineVersion: state?.baselineVersion ?? null });
+    if (verdict === 'covered-by-baseline') plan.covered.push(event);
+    else {
+      plan.blocked ??= { event, verdict, currentVersion: version };
+    }
+  }
+  return plan;
+}
