@@ -3,6 +3,8 @@ export { fingerprint, canonicalJson } from './envelope/fingerprint.js';
 export { validateEnvelope, parseEnvelope, DEFAULT_MAX_ENVELOPE_BYTES } from './envelope/validate.js';
 export { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, HEADER, CONTENT_TYPE } from './transport/wire.js';
 export type { EncodedMessage, RoutingKeyFn } from './transport/wire.js';
+export { declarePartitionedTopology } from './transport/topology.js';
+export type { PartitionedTopology, PartitionedTopologyOptions } from './transport/topology.js';
 
 export type { Executor, QueryResultLike } from './db/executor.js';
 export { quoteIdentifier } from './db/identifier.js';
@@ -17,9 +19,10 @@ export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 export { Relay, startRelay } from './relay/index.js';
 export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents } from './relay/index.js';
 
-export { Consumer, startConsumer, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER } from './inbox/index.js';
+export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER } from './inbox/index.js';
 export type {
   ConsumerOptions,
+  PartitionedConsumerOptions,
   ConsumerEvents,
   ConsumerStats,
   ProcessorOptions,

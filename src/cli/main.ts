@@ -1,3 +1,4 @@
+import amqp from 'amqplib';
 import { Command, InvalidArgumentError } from 'commander';
 import pg from 'pg';
 import { ConvergeError } from '../errors.js';
@@ -6,6 +7,7 @@ import { createLogger } from '../ops/logger.js';
 import { readStatus, retryFailedEvents } from '../ops/status.js';
 import { startRelay } from '../relay/relay.js';
 import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
+import { declarePartitionedTopology } from '../transport/topology.js';
 
 function integer(value: string): number {
   const parsed = Number(value);
@@ -83,6 +85,32 @@ program
     });
     await relay.stop();
     logger.info({ relayId: relay.options.relayId }, 'relay stopped');
+  });
+
+program
+  .command('topology')
+  .description('declare a partitioned consumer group: consistent-hash routing by aggregate id, single-active-consumer queues')
+  .requiredOption('--queue-prefix <name>', 'partition queues are <prefix>.p0 … <prefix>.p<N-1>')
+  .requiredOption('--partitions <n>', 'number of partition queues', integer)
+  .option('--amqp-url <url>', 'RabbitMQ URL (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
+  .option('--exchange <name>', 'topic exchange the relay publishes to', 'converge.events')
+  .option('--binding <pattern...>', 'topic patterns the group receives', ['#'])
+  .option('--queue-type <type>', 'quorum or classic', 'quorum')
+  .action(async (options: { queuePrefix: string; partitions: number; amqpUrl?: string; exchange: string; binding: string[]; queueType: 'quorum' | 'classic' }) => {
+    const connection = await amqp.connect(options.amqpUrl ?? amqpUrlFromEnv());
+    try {
+      const channel = await connection.createChannel();
+      const topology = await declarePartitionedTopology(channel, {
+        exchange: options.exchange,
+        queuePrefix: options.queuePrefix,
+        partitions: options.partitions,
+        bindings: options.binding,
+        queueType: options.queueType,
+      });
+      console.log(`declared ${topology.hashExchange} -> ${topology.queues.join(', ')}`);
+    } finally {
+      await connection.close();
+    }
   });
 
 program

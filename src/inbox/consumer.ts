@@ -119,7 +119,12 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     await channel.prefetch(this.options.prefetch);
     this.#buffer = [];
     const { consumerTag } = await channel.consume(this.options.queue, (message) => {
-      if (!message) return;
+      // null is the broker cancelling us (queue deleted, or moved on a cluster): subscribe again.
+      if (!message) {
+        this.options.logger.warn({ queue: this.options.queue }, 'subscription cancelled by the broker; resubscribing');
+        this.#sessionEnded?.();
+        return;
+      }
       this.#buffer.push(message);
       this.#pump(channel);
     }, { noAck: false });

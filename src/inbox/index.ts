@@ -7,3 +7,5 @@ export { classifyFailure } from './classify.js';
 export type { FailureAction } from './classify.js';
 export type { ConsumerOptions, ProcessorOptions, EventHandler, BatchHandler, HandlerContext } from './options.js';
 export type { QuarantineReason, RawDelivery } from './quarantine.js';
+export { startPartitionedConsumers } from './partitioned.js';
+export type { PartitionedConsumerOptions } from './partitioned.js';
