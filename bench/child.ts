@@ -6,10 +6,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { AMQP_URL, DATABASE_URL, withTimeout } from './env.js';
+import { AMQP_URL, DATABASE_URL, runAbort, withTimeout } from './env.js';
 import type { ToChild, ToParent } from './workers/ipc.js';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** Every worker still running, so an interrupted run can end them all (each by its own handle). */
+const live = new Set<Worker>();
+
+export function killAllWorkers(): void {
+  for (const worker of live) worker.kill();
+}
 
 export interface WorkerResult {
   maxRssMb: number;
@@ -47,13 +54,16 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
       else if (message.type === 'fatal') rejectFailure(new Error(`${name} worker failed: ${message.message}`));
       else if (message.type === 'result') resolveResult({ maxRssMb: message.maxRssKb / 1024, data: message.data });
     });
+    live.add(this);
     this.#child.on('exit', (code, signal) => {
+      live.delete(this);
       if (!this.#stopping) rejectFailure(new Error(`${name} worker exited unexpectedly (code ${code}, signal ${signal})${this.lastError ? `; last error: ${this.lastError}` : ''}`));
     });
   }
 
   /** Starts the process and waits until it has set itself up (imports, options, connections it opens eagerly). */
   static async spawn(name: string, config: Record<string, unknown>, readyTimeoutMs = 30_000): Promise<Worker> {
+    if (runAbort.signal.aborted) throw new Error('run interrupted');
     const worker = new Worker(name, config);
     const ready = new Promise<void>((resolve) => worker.#child.on('message', (m: ToParent) => m.type === 'ready' && resolve()));
     try {
@@ -69,8 +79,11 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
     return this.#child.pid;
   }
 
-  start(): void {
+  /** Tells the worker to begin; resolves once it says it has (e.g. the consumer's subscription is live). */
+  start(timeoutMs = 30_000): Promise<void> {
+    const started = new Promise<void>((resolve) => this.#child.on('message', (m: ToParent) => m.type === 'started' && resolve()));
     this.#send({ type: 'start' });
+    return withTimeout(Promise.race([started, this.failure]), timeoutMs, `${this.name} worker did not start`);
   }
 
   /** Asks the worker to stop and report; kills it if it does not within `timeoutMs`. */
@@ -88,9 +101,11 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
     }
   }
 
-  /** Ends this one child (by its own pid, via the handle we spawned). */
+  /**
+   * Ends this one child (by its own pid, via the handle we spawned). Unless stop() asked for
+   * the exit, `failure` rejects, so whoever waits on this worker stops waiting.
+   */
   kill(): void {
-    this.#stopping = true;
     if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
   }
 
@@ -122,8 +137,9 @@ export class WorkerGroup {
     return errors.length ? `; worker errors: ${errors.join(' | ')}` : '';
   }
 
-  startAll(): void {
-    for (const worker of this.workers) worker.start();
+  /** Sends every start at once (a drain's clock starts here), then waits for all of them. */
+  async startAll(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.start()));
   }
 
   async stopAll(): Promise<WorkerResult[]> {

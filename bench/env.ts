@@ -10,21 +10,27 @@ import pg from 'pg';
 const PG_HINT = 'start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start';
 const AMQP_HINT = 'start it with: rabbitmq-server -detached';
 
-/** Refuses anything but loopback: a benchmark pointed at a shared server would hurt it and measure the network. */
-function loopbackUrl(variable: string, fallback: string): string {
-  const url = process.env[variable] ?? fallback;
-  const host = new URL(url).hostname;
-  if (host !== '127.0.0.1' && host !== 'localhost') throw new Error(`${variable} must point at 127.0.0.1 for the benchmark (got host ${host})`);
-  return url;
-}
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
-export const DATABASE_URL = loopbackUrl('DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/test');
-export const AMQP_URL = loopbackUrl('AMQP_URL', 'amqp://guest:guest@127.0.0.1:5672');
+/** Refuses anything but loopback: a benchmark pointed at a shared server would hurt it and measure the network. */
+export function assertLoopback(): void {
+  for (const [variable, url] of [['DATABASE_URL', DATABASE_URL], ['AMQP_URL', AMQP_URL]] as const) {
+    const host = new URL(url).hostname;
+    if (host !== '127.0.0.1' && host !== 'localhost') throw new Error(`${variable} must point at 127.0.0.1 for the benchmark (got host ${host})`);
+  }
+}
 
 /** Lower-case and short enough to be a schema name as well as a queue or exchange name. */
 export function unique(prefix: string): string {
   return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
 }
+
+/**
+ * Aborted on SIGINT/SIGTERM: no new measurement or worker starts after it, so the cleanup
+ * that follows is not raced by a stage creating fresh queues and schemas.
+ */
+export const runAbort = new AbortController();
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -114,7 +120,50 @@ export async function deleteBrokerObjects(connection: amqp.ChannelModel, objects
   }
 }
 
+/**
+ * Flushes dirty buffers before a measurement so a checkpoint triggered by the previous stage's
+ * writes does not land inside this one. Best effort: without the privilege we just measure.
+ */
+export async function checkpoint(pool: pg.Pool): Promise<void> {
+  await pool.query('CHECKPOINT').catch(() => undefined);
+}
+
 /** Progress lines go to stderr so stdout holds only the table and the JSON line. */
 export function note(message: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}
+
+/** What every measurement gets: the run's pool, a broker connection for setup, the run's schema and cleanup stack. */
+export interface BenchContext {
+  pool: pg.Pool;
+  broker: amqp.ChannelModel;
+  /** The run's converge schema (migrated); measurements truncate what they use. */
+  schema: string;
+  cleanup: Cleanup;
+}
+
+/**
+ * A fresh exchange and queue name. Their deletion is registered with the run's cleanup before
+ * they exist; `remove()` deletes them right after the measurement so a run never piles up
+ * hundreds of thousands of messages in the broker (the registered step is then a no-op).
+ */
+export function brokerNames(ctx: BenchContext, prefix: string): { exchange: string; queue: string; remove(): Promise<void> } {
+  const exchange = unique(`bench.${prefix}.x`);
+  const queue = unique(`bench.${prefix}.q`);
+  // `<queue>.retry` is the companion queue converge's consumer declares.
+  const remove = () => deleteBrokerObjects(ctx.broker, { queues: [queue, `${queue}.retry`], exchanges: [exchange] });
+  ctx.cleanup.add(`delete ${queue}`, remove);
+  return { exchange, queue, remove };
+}
+
+/** Declares a topic exchange with one durable queue bound to everything, as converge's consumer would. */
+export async function declareSink(ctx: BenchContext, exchange: string, queue: string): Promise<void> {
+  const channel = await ctx.broker.createChannel();
+  try {
+    await channel.assertExchange(exchange, 'topic', { durable: true });
+    await channel.assertQueue(queue, { durable: true });
+    await channel.bindQueue(queue, exchange, '#');
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
 }

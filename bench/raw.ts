@@ -1,106 +1,159 @@
 /**
- * Baselines with none of converge's guarantees: what the broker and the database do on
- * their own on this machine, measured in the same run as converge so ratios are fair.
+ * Baselines with none of converge's code or guarantees: what the broker and the database do
+ * on their own on this machine, measured in the same run so the ratios compare like with like.
  */
 import type amqp from 'amqplib';
 import type pg from 'pg';
-import { body, openBroker, unique } from './env.js';
+import { brokerNames, declareSink, withTimeout, type BenchContext } from './env.js';
 import { rate } from './stats.js';
 
-async function withQueue<T>(connection: amqp.ChannelModel, work: (exchange: string, queue: string) => Promise<T>): Promise<T> {
-  const channel = await connection.createChannel();
-  const exchange = unique('bench.raw');
-  const queue = unique('bench.raw.q');
-  await channel.assertExchange(exchange, 'topic', { durable: true });
-  await channel.assertQueue(queue, { durable: true });
-  await channel.bindQueue(queue, exchange, '#');
-  try {
-    return await work(exchange, queue);
-  } finally {
-    await channel.deleteQueue(queue).catch(() => undefined);
-    await channel.deleteExchange(exchange).catch(() => undefined);
-    await channel.close().catch(() => undefined);
-  }
+export interface Outgoing {
+  exchange: string;
+  routingKey: string;
+  content: Buffer;
+  options: amqp.Options.Publish;
 }
 
-/** Persistent, mandatory publishes with a window of unconfirmed messages. */
-export async function publishWindowed(channel: amqp.ConfirmChannel, exchange: string, count: number, window = 1000): Promise<void> {
+/** A ~200-byte JSON body, the size of a small event. */
+export function rawBody(i: number): Buffer {
+  return Buffer.from(JSON.stringify({ i, note: 'x'.repeat(170) }));
+}
+
+/**
+ * Publishes `count` messages keeping at most `window` unconfirmed. A nack or a return fails
+ * the whole call: a baseline that silently lost messages would flatter itself.
+ */
+export async function publishWindowed(channel: amqp.ConfirmChannel, count: number, message: (i: number) => Outgoing, window = 1000): Promise<void> {
   let inFlight = 0;
   let confirmed = 0;
-  let wake: (() => void) | undefined;
-  for (let i = 0; i < count; i++) {
-    while (inFlight >= window) await new Promise<void>((resolve) => (wake = resolve));
-    inFlight++;
-    channel.publish(exchange, 'raw.event', body(i), { persistent: true, mandatory: true, messageId: String(i), contentType: 'application/json' }, (err: unknown) => {
-      if (err) throw new Error('raw publish nacked');
-      inFlight--;
-      confirmed++;
-      wake?.();
-    });
-  }
-  while (confirmed < count) await new Promise<void>((resolve) => (wake = resolve));
-}
-
-export async function rawPublishRate(count: number): Promise<number> {
-  const connection = await openBroker();
+  let failure: Error | undefined;
+  let wake: () => void = () => undefined;
+  const onReturn = () => (failure ??= new Error('broker returned a message as unroutable'));
+  channel.on('return', onReturn);
   try {
-    return await withQueue(connection, async (exchange) => {
-      const channel = await connection.createConfirmChannel();
-      const started = performance.now();
-      await publishWindowed(channel, exchange, count);
-      const elapsed = performance.now() - started;
-      await channel.close();
-      return rate(count, elapsed);
-    });
+    for (let i = 0; i < count; i++) {
+      while (inFlight >= window && !failure) await new Promise<void>((resolve) => (wake = resolve));
+      if (failure) throw failure;
+      const out = message(i);
+      inFlight++;
+      channel.publish(out.exchange, out.routingKey, out.content, { ...out.options, persistent: true, mandatory: true }, (err: unknown) => {
+        if (err) failure ??= new Error('broker nacked a publish');
+        inFlight--;
+        confirmed++;
+        wake();
+      });
+    }
+    while (confirmed < count && !failure) await new Promise<void>((resolve) => (wake = resolve));
+    if (failure) throw failure;
   } finally {
-    await connection.close();
+    channel.off('return', onReturn);
   }
 }
 
-/** Consumes a pre-filled queue with prefetch and one ack-multiple per 100 deliveries. */
-export async function rawConsumeRate(count: number, prefetch = 1000): Promise<number> {
-  const connection = await openBroker();
+/** Confirm channel, window 1000, persistent + mandatory, to a topic exchange with one bound durable queue. */
+export async function rawPublish(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  const names = brokerNames(ctx, 'rawpub');
   try {
-    return await withQueue(connection, async (exchange, queue) => {
-      const publisher = await connection.createConfirmChannel();
-      await publishWindowed(publisher, exchange, count);
-      await publisher.close();
-      const channel = await connection.createChannel();
-      await channel.prefetch(prefetch);
+    await declareSink(ctx, names.exchange, names.queue);
+    const channel = await ctx.broker.createConfirmChannel();
+    try {
+      const started = performance.now();
+      await withTimeout(
+        publishWindowed(channel, count, (i) => ({ exchange: names.exchange, routingKey: 'raw.event', content: rawBody(i), options: { messageId: String(i), contentType: 'application/json' } })),
+        timeoutMs,
+        'raw_publish (RabbitMQ)',
+      );
+      return rate(count, performance.now() - started);
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
+  } finally {
+    await names.remove();
+  }
+}
+
+/** Consumes a pre-filled queue with prefetch 1000 and one ack-multiple per 100 deliveries. */
+export async function rawConsume(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  const names = brokerNames(ctx, 'rawcon');
+  try {
+    await declareSink(ctx, names.exchange, names.queue);
+    const publisher = await ctx.broker.createConfirmChannel();
+    await withTimeout(
+      publishWindowed(publisher, count, (i) => ({ exchange: names.exchange, routingKey: 'raw.event', content: rawBody(i), options: { messageId: String(i) } })),
+      timeoutMs,
+      'raw_consume: pre-filling the queue (RabbitMQ)',
+    );
+    await publisher.close();
+    const channel = await ctx.broker.createChannel();
+    try {
+      await channel.prefetch(1000);
       let received = 0;
       const started = performance.now();
-      await new Promise<void>((resolve) => {
-        void channel.consume(queue, (message) => {
+      const all = new Promise<void>((resolve) => {
+        void channel.consume(names.queue, (message) => {
           if (!message) return;
           received++;
           if (received % 100 === 0 || received === count) channel.ack(message, true);
           if (received === count) resolve();
         });
       });
-      const elapsed = performance.now() - started;
-      await channel.close();
-      return rate(count, elapsed);
-    });
+      await withTimeout(all, timeoutMs, `raw_consume (RabbitMQ): ${received}/${count} received`);
+      return rate(count, performance.now() - started);
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
   } finally {
-    await connection.close();
+    await names.remove();
   }
 }
 
-/** Single-row transactions on one connection: the price of one commit. */
-export async function rawSingleCommitRate(pool: pg.Pool, count: number): Promise<number> {
-  const table = unique('bench_raw_commit');
-  await pool.query(`CREATE TABLE public.${table} (id bigserial PRIMARY KEY, payload jsonb)`);
-  const client = await pool.connect();
+async function rawTable(pool: pg.Pool, schema: string, name: string): Promise<string> {
+  const table = `"${schema}".${name}`;
+  await pool.query(`DROP TABLE IF EXISTS ${table}`);
+  await pool.query(`CREATE TABLE ${table} (id bigserial PRIMARY KEY, aggregate_id text NOT NULL, version bigint NOT NULL, payload jsonb NOT NULL)`);
+  return table;
+}
+
+/** One-row transactions on one connection: what one durable commit costs here. */
+export async function rawPgSingleCommit(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  const table = await rawTable(ctx.pool, ctx.schema, 'raw_single');
+  const client = await ctx.pool.connect();
   try {
+    const deadline = performance.now() + timeoutMs;
     const started = performance.now();
     for (let i = 0; i < count; i++) {
       await client.query('BEGIN');
-      await client.query(`INSERT INTO public.${table} (payload) VALUES ($1)`, [JSON.stringify({ i })]);
+      await client.query(`INSERT INTO ${table} (aggregate_id, version, payload) VALUES ($1, $2, $3)`, [`a${i}`, 1, '{"delta":1}']);
       await client.query('COMMIT');
+      if (performance.now() > deadline) throw new Error(`raw_pg_single_commit (PostgreSQL): only ${i + 1}/${count} commits in ${timeoutMs / 1000} s`);
     }
     return rate(count, performance.now() - started);
   } finally {
     client.release();
-    await pool.query(`DROP TABLE public.${table}`);
+    await ctx.pool.query(`DROP TABLE IF EXISTS ${table}`);
+  }
+}
+
+/** Set-based inserts (unnest of 1,000-element arrays, one statement and commit each): rows/s. */
+export async function rawPgBatchInsert(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  const table = await rawTable(ctx.pool, ctx.schema, 'raw_batch');
+  const client = await ctx.pool.connect();
+  try {
+    const deadline = performance.now() + timeoutMs;
+    const started = performance.now();
+    for (let from = 0; from < count; from += 1000) {
+      const n = Math.min(1000, count - from);
+      const ids = Array.from({ length: n }, (_, k) => `a${from + k}`);
+      await client.query(`INSERT INTO ${table} (aggregate_id, version, payload) SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])`, [
+        ids,
+        ids.map(() => 1),
+        ids.map((_, k) => JSON.stringify({ delta: 1, i: from + k })),
+      ]);
+      if (performance.now() > deadline) throw new Error(`raw_pg_batch_insert (PostgreSQL): only ${from + n}/${count} rows in ${timeoutMs / 1000} s`);
+    }
+    return rate(count, performance.now() - started);
+  } finally {
+    client.release();
+    await ctx.pool.query(`DROP TABLE IF EXISTS ${table}`);
   }
 }

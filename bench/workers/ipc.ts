@@ -7,6 +7,7 @@
 
 export type ToParent =
   | { type: 'ready'; info: Record<string, unknown> }
+  | { type: 'started' }
   | { type: 'progress'; count: number }
   | { type: 'error'; message: string }
   | { type: 'fatal'; message: string }
@@ -49,7 +50,7 @@ export function reportError(err: unknown): void {
   void send({ type: 'error', message: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
 }
 
-/** Counts done work and tells the parent every 100 ms, and at once when the target is reached. */
+/** Counts done work and tells the parent every 20 ms (cheap over IPC), and at once when the target is reached. */
 export class Progress {
   #count = 0;
   #sent = 0;
@@ -58,7 +59,7 @@ export class Progress {
 
   constructor(target: number) {
     this.#target = target;
-    this.#timer = setInterval(() => this.#flush(), 100);
+    this.#timer = setInterval(() => this.#flush(), 20);
     this.#timer.unref();
   }
 
@@ -100,7 +101,9 @@ export async function runWorker<T extends BaseConfig>(setup: (config: T, progres
     const body = await setup(config, progress);
     const commands = (message: ToChild) => {
       if (message.type === 'start') {
-        Promise.resolve(body.start()).catch(fail);
+        Promise.resolve(body.start())
+          .then(() => send({ type: 'started' }))
+          .catch(fail);
       } else if (message.type === 'stop') {
         process.off('message', commands);
         body

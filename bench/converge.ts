@@ -1,0 +1,324 @@
+/**
+ * converge through its public API only: outbox appends in this process, relay and consumer
+ * in worker processes (workers/relay.ts, workers/consumer.ts).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import {
+  appendManyToOutbox,
+  appendToOutbox,
+  DEFAULT_ROUTING_KEY,
+  encodeMessage,
+  quoteIdentifier,
+  routingKeyFromTemplate,
+  type EventEnvelope,
+  type NewEvent,
+} from '../src/index.js';
+import { Worker, WorkerGroup } from './child.js';
+import { brokerNames, checkpoint, declareSink, TimeoutError, type BenchContext } from './env.js';
+import { AGGREGATES, eventAt, latencyOf, pacedRun, sustainedRate, waitUntil, withPipeline, type Pipeline } from './measure.js';
+import { publishWindowed } from './raw.js';
+import { rate, type LatencySummary } from './stats.js';
+
+/** Options the benchmark passes; `optional` ones are used only if the running src knows them. */
+export interface Tuning {
+  relayBatchSize: number;
+  relayOptional: Record<string, unknown>;
+  consumerPrefetch: number;
+  consumerOptional: Record<string, unknown>;
+}
+
+export const READ_TABLE = 'bench_read';
+export const PROJECTION = 'bench_read';
+
+/** The read model the consumer handler writes next to converge's projection_state. */
+export async function createReadTable(pool: pg.Pool, schema: string): Promise<void> {
+  await pool.query(`CREATE TABLE ${quoteIdentifier(schema)}.${READ_TABLE} (id text PRIMARY KEY, amount bigint NOT NULL, version bigint NOT NULL)`);
+}
+
+function newEvent(i: number): NewEvent {
+  const { aggregateId, version } = eventAt(i);
+  return { aggregateType: 'order', aggregateId, aggregateVersion: version, eventType: 'AmountAdded', payload: { delta: 1 } };
+}
+
+async function appliedInReadModel(pool: pg.Pool, schema: string): Promise<number> {
+  const { rows } = await pool.query<{ applied: string }>(`SELECT coalesce(sum(version), 0) AS applied FROM ${quoteIdentifier(schema)}.${READ_TABLE}`);
+  return Number(rows[0]!.applied);
+}
+
+/** appendToOutbox, one event per transaction on one connection. */
+export async function outboxSingle(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  await ctx.pool.query(`TRUNCATE ${quoteIdentifier(ctx.schema)}.outbox`);
+  const client = await ctx.pool.connect();
+  try {
+    const deadline = performance.now() + timeoutMs;
+    const started = performance.now();
+    for (let i = 0; i < count; i++) {
+      await client.query('BEGIN');
+      await appendToOutbox(client, newEvent(i), { schema: ctx.schema });
+      await client.query('COMMIT');
+      if (performance.now() > deadline) throw new TimeoutError(`outbox_single: only ${i + 1}/${count} events in ${timeoutMs / 1000} s`);
+    }
+    return rate(count, performance.now() - started);
+  } finally {
+    client.release();
+  }
+}
+
+/** appendManyToOutbox, 500 events per transaction. */
+export async function outboxBatch(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  await ctx.pool.query(`TRUNCATE ${quoteIdentifier(ctx.schema)}.outbox`);
+  const client = await ctx.pool.connect();
+  try {
+    const deadline = performance.now() + timeoutMs;
+    const started = performance.now();
+    for (let from = 0; from < count; from += 500) {
+      const events = Array.from({ length: Math.min(500, count - from) }, (_, k) => newEvent(from + k));
+      await client.query('BEGIN');
+      await appendManyToOutbox(client, events, { schema: ctx.schema });
+      await client.query('COMMIT');
+      if (performance.now() > deadline) throw new TimeoutError(`outbox_batch: only ${from + events.length}/${count} events in ${timeoutMs / 1000} s`);
+    }
+    return rate(count, performance.now() - started);
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * Seeds `rows` pending events in SQL, round-robin over AGGREGATES aggregates (versions 1..k
+ * each, in position order), under an aggregate-id prefix of their own so a schema with
+ * history (or earlier repetitions) never collides.
+ */
+export async function seedBacklog(pool: pg.Pool, schema: string, rows: number): Promise<void> {
+  const prefix = `d${randomBytes(3).toString('hex')}_`;
+  await pool.query(
+    `INSERT INTO ${quoteIdentifier(schema)}.outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
+     SELECT gen_random_uuid()::text, 'order', $3 || (i % $2), i / $2 + 1, 'AmountAdded', '{"delta":1}'::jsonb
+       FROM generate_series(0, $1::bigint - 1) AS i`,
+    [rows, AGGREGATES, prefix],
+  );
+}
+
+/** Same statistics and visibility map before every drain, with or without history, and no checkpoint debt from the seeding. */
+async function settle(pool: pg.Pool, tables: string[]): Promise<void> {
+  for (const table of tables) await pool.query(`VACUUM (ANALYZE) ${table}`);
+  await checkpoint(pool);
+}
+
+export interface ChildMeasurement {
+  rate: number;
+  peakRssMb: number;
+  /** RSS once imports and setup are done, before any work: the floor the peak is to be read against. */
+  baselineRssMb: number;
+  options: unknown;
+}
+
+/**
+ * Seeds a backlog, starts `relays` relay processes at once and times until no row is left
+ * unpublished. The sink queue is bound to everything, so every publish is routable.
+ */
+export async function relayDrain(
+  ctx: BenchContext,
+  options: { schema: string; rows: number; relays: number; truncate: boolean; timeoutMs: number; tuning: Tuning; label: string },
+): Promise<ChildMeasurement> {
+  const outbox = `${quoteIdentifier(options.schema)}.outbox`;
+  if (options.truncate) await ctx.pool.query(`TRUNCATE ${outbox}`);
+  await seedBacklog(ctx.pool, options.schema, options.rows);
+  await settle(ctx.pool, [outbox]);
+  const names = brokerNames(ctx, 'drain');
+  const group = new WorkerGroup();
+  try {
+    await declareSink(ctx, names.exchange, names.queue);
+    const config = {
+      schema: options.schema,
+      exchange: names.exchange,
+      batchSize: options.tuning.relayBatchSize,
+      optional: options.tuning.relayOptional,
+      target: options.rows,
+      ttlMs: options.timeoutMs + 120_000,
+    };
+    for (const worker of await Promise.all(Array.from({ length: options.relays }, () => Worker.spawn('relay', config)))) group.add(worker);
+    const started = performance.now();
+    await group.startAll();
+    const done = await waitUntil(options.label, {
+      timeoutMs: options.timeoutMs,
+      group,
+      target: options.rows,
+      // Shaped to match the partial index on pending positions: an EXISTS over `status <> 'published'`
+      // may be planned as a sequential scan, which on a 5M-row history table would load the
+      // machine 10× a second during the very measurement.
+      check: async () => {
+        const { rows } = await ctx.pool.query(`SELECT position FROM ${outbox} WHERE status = 'pending' ORDER BY position LIMIT 1`);
+        return { done: rows.length === 0, status: 'rows still pending' };
+      },
+      describe: async () => {
+        const { rows } = await ctx.pool.query<{ status: string; n: string }>(`SELECT status, count(*) AS n FROM ${outbox} GROUP BY status ORDER BY status`);
+        return rows.map((r) => `${r.status}=${r.n}`).join(' ');
+      },
+    });
+    const results = await group.stopAll();
+    const failed = await ctx.pool.query(`SELECT count(*) AS n FROM ${outbox} WHERE status = 'failed'`);
+    if (Number(failed.rows[0].n) > 0) throw new Error(`${options.label}: ${failed.rows[0].n} events ended as failed instead of published`);
+    return {
+      rate: rate(options.rows, done - started),
+      peakRssMb: Math.max(...results.map((r) => r.maxRssMb)),
+      baselineRssMb: Number(group.workers[0]!.info.rssMb),
+      options: group.workers[0]!.info.options,
+    };
+  } catch (err) {
+    group.killAll();
+    throw err;
+  } finally {
+    await names.remove();
+  }
+}
+
+/** N incremental envelopes through the wire format, versions in order per aggregate. */
+async function prefill(ctx: BenchContext, exchange: string, count: number, timeoutMs: number): Promise<void> {
+  const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
+  const occurredAt = new Date().toISOString();
+  const channel = await ctx.broker.createConfirmChannel();
+  try {
+    const work = publishWindowed(channel, count, (i) => {
+      const { aggregateId, version } = eventAt(i);
+      const envelope: EventEnvelope = {
+        eventId: randomUUID(),
+        aggregateType: 'order',
+        aggregateId,
+        aggregateVersion: version,
+        eventType: 'AmountAdded',
+        schemaVersion: 1,
+        kind: 'incremental',
+        payload: { delta: 1 },
+        occurredAt,
+      };
+      const message = encodeMessage(envelope, routingKey);
+      return { exchange, routingKey: message.routingKey, content: message.content, options: message.options };
+    });
+    await Promise.race([work, new Promise((_, reject) => setTimeout(() => reject(new TimeoutError('consumer_apply: pre-filling the queue (RabbitMQ) timed out')), timeoutMs).unref())]);
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Pre-fills a queue, then starts one consumer process on it and times until every event is
+ * committed in the read model. `inboxConsumer` is the inbox scope: a history run uses the
+ * scope its seeded inbox rows belong to; otherwise the inbox is emptied first.
+ */
+export async function consumerApply(
+  ctx: BenchContext,
+  options: { schema: string; events: number; inboxConsumer: string; truncateInbox: boolean; timeoutMs: number; tuning: Tuning; label: string },
+): Promise<ChildMeasurement> {
+  const s = quoteIdentifier(options.schema);
+  await ctx.pool.query(`TRUNCATE ${s}.${READ_TABLE}`);
+  await ctx.pool.query(`DELETE FROM ${s}.projection_state WHERE projection = $1`, [PROJECTION]);
+  if (options.truncateInbox) await ctx.pool.query(`TRUNCATE ${s}.inbox`);
+  await settle(ctx.pool, [`${s}.inbox`, `${s}.projection_state`]);
+  const names = brokerNames(ctx, 'apply');
+  const group = new WorkerGroup();
+  try {
+    await declareSink(ctx, names.exchange, names.queue);
+    await prefill(ctx, names.exchange, options.events, options.timeoutMs);
+    const worker = group.add(await Worker.spawn('consumer', consumerConfig(options.schema, names, options.inboxConsumer, options.tuning, false, options.events, options.timeoutMs)));
+    const started = performance.now();
+    await worker.start();
+    const done = await waitUntil(options.label, {
+      timeoutMs: options.timeoutMs,
+      group,
+      target: options.events,
+      check: async () => {
+        const applied = await appliedInReadModel(ctx.pool, options.schema);
+        return { done: applied >= options.events, status: `${applied}/${options.events} applied` };
+      },
+    });
+    const [result] = await group.stopAll();
+    return { rate: rate(options.events, done - started), peakRssMb: result!.maxRssMb, baselineRssMb: Number(worker.info.rssMb), options: worker.info.options };
+  } catch (err) {
+    group.killAll();
+    throw err;
+  } finally {
+    await names.remove();
+  }
+}
+
+function consumerConfig(schema: string, names: { exchange: string; queue: string }, inboxConsumer: string, tuning: Tuning, latency: boolean, target: number, timeoutMs: number) {
+  return {
+    schema,
+    queue: names.queue,
+    exchange: names.exchange,
+    consumer: inboxConsumer,
+    projection: PROJECTION,
+    readTable: READ_TABLE,
+    prefetch: tuning.consumerPrefetch,
+    optional: tuning.consumerOptional,
+    latency,
+    target,
+    ttlMs: timeoutMs + 120_000,
+  };
+}
+
+/** Relay and consumer processes on empty tables; the producer runs in this process. */
+function openConverge(ctx: BenchContext, names: { exchange: string; queue: string }, tuning: Tuning, latency: boolean, target: number, timeoutMs: number) {
+  return async (group: Pipeline['group']): Promise<Omit<Pipeline, 'group'>> => {
+    const s = quoteIdentifier(ctx.schema);
+    await ctx.pool.query(`TRUNCATE ${s}.outbox, ${s}.inbox, ${s}.projection_state, ${s}.${READ_TABLE}`);
+    await checkpoint(ctx.pool);
+    const [consumer, relay] = await Promise.all([
+      Worker.spawn('consumer', consumerConfig(ctx.schema, names, 'bench_e2e', tuning, latency, target, timeoutMs)),
+      Worker.spawn('relay', {
+        schema: ctx.schema,
+        exchange: names.exchange,
+        batchSize: tuning.relayBatchSize,
+        optional: tuning.relayOptional,
+        target,
+        ttlMs: timeoutMs + 120_000,
+      }),
+    ]);
+    group.add(consumer);
+    group.add(relay);
+    // The consumer declares and binds its queue; only then may the relay publish (mandatory would return everything).
+    await consumer.start();
+    await relay.start();
+    return {
+      consumer,
+      insert: async (client, from, to) => {
+        await appendManyToOutbox(client, Array.from({ length: to - from }, (_, k) => newEvent(from + k)), { schema: ctx.schema });
+      },
+      applied: () => appliedInReadModel(ctx.pool, ctx.schema),
+    };
+  };
+}
+
+export async function e2eSustained(ctx: BenchContext, total: number, timeoutMs: number, tuning: Tuning): Promise<number> {
+  const names = brokerNames(ctx, 'e2e');
+  try {
+    const { value } = await withPipeline('e2e_sustained', openConverge(ctx, names, tuning, false, total, timeoutMs), (pipeline) =>
+      sustainedRate(ctx.pool, pipeline, total, timeoutMs, 'e2e_sustained'),
+    );
+    return value;
+  } finally {
+    await names.remove();
+  }
+}
+
+export async function e2eLatency(
+  ctx: BenchContext,
+  perSecond: number,
+  durationMs: number,
+  timeoutMs: number,
+  tuning: Tuning,
+  label: string,
+): Promise<LatencySummary & { offered: number; applied: number }> {
+  const names = brokerNames(ctx, 'e2elat');
+  try {
+    const target = Math.round((perSecond * durationMs) / 1000);
+    const { value, results } = await withPipeline(label, openConverge(ctx, names, tuning, true, target, durationMs + timeoutMs), (pipeline) =>
+      pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, label),
+    );
+    return { ...latencyOf(results, value.total, label), offered: value.offered, applied: value.applied };
+  } finally {
+    await names.remove();
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * The table and the JSON line. Targets come from the performance issue; whether one is met
+ * is computed from the measured value every time, and a value that was not measured is
+ * reported as such, never as met.
+ */
+import { formatNumber } from './stats.js';
+
+export type Results = Record<string, number | null>;
+
+interface Target {
+  op: '>=' | '<=';
+  value: number;
+  /** Why it may be missing, e.g. the flag that measures it. */
+  needs?: string;
+  /** Extra condition for the target to apply (the RSS target is about a 1M backlog). */
+  applies?: (results: Results) => string | null;
+}
+
+interface Row {
+  key: string;
+  unit: string;
+  target?: Target;
+  note?: string;
+}
+
+interface Section {
+  title: string;
+  rows: Row[];
+}
+
+export const SECTIONS: Section[] = [
+  {
+    title: 'raw baselines (no converge code)',
+    rows: [
+      { key: 'raw_publish', unit: 'msg/s', note: 'confirm window 1000, persistent, mandatory' },
+      { key: 'raw_consume', unit: 'msg/s', note: 'prefetch 1000, ack-multiple per 100' },
+      { key: 'raw_pg_single_commit', unit: 'tx/s', note: 'informative' },
+      { key: 'raw_pg_batch_insert', unit: 'rows/s', note: 'informative' },
+      { key: 'naive_pipeline', unit: 'events/s', note: 'no inbox, no ordering, no leases' },
+      { key: 'naive_latency_1000_p50_ms', unit: 'ms', note: 'reference' },
+      { key: 'naive_latency_1000_p99_ms', unit: 'ms', note: 'reference' },
+    ],
+  },
+  {
+    title: 'converge',
+    rows: [
+      { key: 'outbox_single', unit: 'events/s', note: 'one event per transaction' },
+      { key: 'outbox_batch', unit: 'events/s', note: '500 events per transaction' },
+      { key: 'relay_drain', unit: 'events/s' },
+      { key: 'relay_peak_rss_mb', unit: 'MB', note: 'during relay_drain (maxRSS of the relay process)' },
+      { key: 'relay_baseline_rss_mb', unit: 'MB', note: 'same process before start: node + tsx loader + imports' },
+      { key: 'relay_drain_2relays', unit: 'events/s' },
+      { key: 'consumer_apply', unit: 'events/s' },
+      { key: 'consumer_peak_rss_mb', unit: 'MB' },
+      { key: 'e2e_sustained', unit: 'events/s' },
+      { key: 'e2e_latency_1000_p50_ms', unit: 'ms', target: { op: '<=', value: 10 } },
+      { key: 'e2e_latency_1000_p99_ms', unit: 'ms', target: { op: '<=', value: 50 } },
+      { key: 'e2e_latency_1000_max_ms', unit: 'ms' },
+      { key: 'e2e_latency_1000_applied_rate', unit: 'events/s', note: 'first insert → last commit; < 1000 = fell behind' },
+      { key: 'e2e_latency_half_rate', unit: 'events/s', note: 'offered: half of e2e_sustained' },
+      { key: 'e2e_latency_half_p50_ms', unit: 'ms' },
+      { key: 'e2e_latency_half_p99_ms', unit: 'ms' },
+      { key: 'e2e_latency_half_max_ms', unit: 'ms' },
+      { key: 'e2e_latency_half_applied_rate', unit: 'events/s', note: 'first insert → last commit' },
+    ],
+  },
+  {
+    title: 'ratios',
+    rows: [
+      { key: 'relay_vs_raw_publish', unit: '×', target: { op: '>=', value: 0.9 } },
+      { key: 'consumer_vs_raw_consume', unit: '×', target: { op: '>=', value: 0.4 } },
+      { key: 'e2e_vs_naive', unit: '×', target: { op: '>=', value: 1.5 } },
+    ],
+  },
+  {
+    title: 'history (5M published outbox rows, 5M inbox rows)',
+    rows: [
+      { key: 'relay_drain_history', unit: 'events/s' },
+      { key: 'consumer_apply_history', unit: 'events/s' },
+      { key: 'relay_history_ratio', unit: '×', target: { op: '>=', value: 0.8, needs: '--history' } },
+      { key: 'consumer_history_ratio', unit: '×', target: { op: '>=', value: 0.8, needs: '--history' } },
+    ],
+  },
+  {
+    title: 'relay memory on a large backlog',
+    rows: [
+      { key: 'relay_backlog_rows', unit: 'rows' },
+      { key: 'relay_backlog_drain', unit: 'events/s' },
+      {
+        key: 'relay_backlog_peak_rss_mb',
+        unit: 'MB',
+        target: {
+          op: '<=',
+          value: 150,
+          needs: '--rss',
+          applies: (r) => ((r.relay_backlog_rows ?? 0) < 1_000_000 ? 'target is for a 1M backlog' : null),
+        },
+      },
+    ],
+  },
+];
+
+export interface TargetStatus {
+  target: string;
+  met: boolean | null;
+  why?: string;
+}
+
+export function evaluateTargets(results: Results, errors: Record<string, string>): Record<string, TargetStatus> {
+  const statuses: Record<string, TargetStatus> = {};
+  for (const row of SECTIONS.flatMap((s) => s.rows)) {
+    const target = row.target;
+    if (!target) continue;
+    const text = `${target.op === '>=' ? '≥' : '≤'} ${target.value}`;
+    const value = results[row.key];
+    if (value === null || value === undefined || !Number.isFinite(value)) {
+      const why = errors[row.key] ? 'failed' : target.needs ? `not measured (run with ${target.needs})` : 'not measured';
+      statuses[row.key] = { target: text, met: null, why };
+      continue;
+    }
+    const notApplicable = target.applies?.(results);
+    if (notApplicable) {
+      statuses[row.key] = { target: text, met: null, why: notApplicable };
+      continue;
+    }
+    statuses[row.key] = { target: text, met: target.op === '>=' ? value >= target.value : value <= target.value };
+  }
+  return statuses;
+}
+
+export function renderTable(results: Results, targets: Record<string, TargetStatus>, errors: Record<string, string>): string {
+  const lines: string[] = [];
+  const width = Math.max(...SECTIONS.flatMap((s) => s.rows.map((r) => r.key.length)));
+  for (const section of SECTIONS) {
+    if (section.rows.every((row) => results[row.key] === null || results[row.key] === undefined) && !section.rows.some((row) => targets[row.key])) continue;
+    lines.push('', `  ${section.title}`);
+    for (const row of section.rows) {
+      const value = results[row.key];
+      const status = targets[row.key];
+      let right = row.note ?? '';
+      if (status) right = `target ${status.target}: ${status.met === null ? status.why : status.met ? 'met' : 'NOT MET'}`;
+      if (errors[row.key]) right = `FAILED (see below)`;
+      lines.push(`  ${row.key.padEnd(width)}  ${formatNumber(value).padStart(10)}  ${row.unit.padEnd(8)}  ${right}`.trimEnd());
+    }
+  }
+  const all = Object.values(targets);
+  lines.push('', `  targets: ${all.filter((t) => t.met === true).length} met, ${all.filter((t) => t.met === false).length} not met, ${all.filter((t) => t.met === null).length} not measured`);
+  const failures = Object.entries(errors);
+  if (failures.length > 0) {
+    lines.push('', '  failures:');
+    for (const [key, message] of failures) lines.push(`    ${key}: ${message}`);
+  }
+  return lines.join('\n');
+}
+
+/** Rounded so the JSON line stays readable; null (not undefined) for anything not measured. */
+export function jsonLine(results: Results, targets: Record<string, TargetStatus>, errors: Record<string, string>, meta: Record<string, unknown>): string {
+  const rounded: Record<string, number | null> = {};
+  for (const row of SECTIONS.flatMap((s) => s.rows)) {
+    const value = results[row.key];
+    rounded[row.key] = value === null || value === undefined || !Number.isFinite(value) ? null : Number(value.toPrecision(4));
+  }
+  return JSON.stringify({ ...rounded, targets, errors, meta });
+}

@@ -1,0 +1,370 @@
+/**
+ * `npm run bench [-- --quick] [--json] [--history] [--rss | --rss-backlog N] [--reps K]`
+ *
+ * One run measures raw baselines, a naive pipeline and converge on the local PostgreSQL and
+ * RabbitMQ, side by side, and prints a table (plus one JSON line last on stdout with --json).
+ * Each value is the median over the repetitions; repetitions of comparable measurements are
+ * interleaved so that background noise hits both sides of a ratio alike. A measurement that
+ * fails or times out is reported with its reason and the run goes on; everything the run
+ * created is removed at the end, also after a failure or Ctrl-C.
+ */
+import { cpus } from 'node:os';
+import { parseArgs } from 'node:util';
+import { migrate, quoteIdentifier } from '../src/index.js';
+import { consumerApply, createReadTable, e2eLatency, e2eSustained, outboxBatch, outboxSingle, relayDrain, type Tuning } from './converge.js';
+import { killAllWorkers } from './child.js';
+import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';
+import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
+import { createNaiveTables, naiveLatency, naiveSustained } from './naive.js';
+import { rawConsume, rawPgBatchInsert, rawPgSingleCommit, rawPublish } from './raw.js';
+import { evaluateTargets, jsonLine, renderTable, type Results } from './report.js';
+import { median } from './stats.js';
+
+const USAGE = `usage: npm run bench -- [--quick] [--json] [--history] [--rss] [--rss-backlog N] [--reps K]
+                      [--only raw,outbox,relay,consumer,e2e,latency,history,rss]
+                      [--relay-options JSON] [--consumer-options JSON]`;
+
+/** Bad flags end the run before anything is created, with the usage instead of a stack trace. */
+function usageError(message: string): never {
+  console.error(`${message}\n${USAGE}`);
+  process.exit(2);
+}
+
+const { values: flags } = (() => {
+  try {
+    return parseArgs({
+      options: {
+        quick: { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+        history: { type: 'boolean', default: false },
+        rss: { type: 'boolean', default: false },
+        'rss-backlog': { type: 'string' },
+        reps: { type: 'string' },
+        only: { type: 'string' },
+        'relay-options': { type: 'string' },
+        'consumer-options': { type: 'string' },
+        help: { type: 'boolean', default: false },
+      },
+      strict: true,
+    });
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+})();
+if (flags.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+
+function positiveInt(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw.replace(/_/g, ''));
+  if (!Number.isInteger(value) || value < 1) usageError(`--${name} must be a positive integer (got ${raw})`);
+  return value;
+}
+
+function jsonObject(name: string, raw: string | undefined): Record<string, unknown> {
+  if (raw === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    usageError(`--${name} is not valid JSON`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) usageError(`--${name} must be a JSON object`);
+  return value as Record<string, unknown>;
+}
+
+const quick = flags.quick;
+/** Sizes and time bounds. The quick run stays under 90 s; the full one aims at 10 minutes. */
+const plan = {
+  mode: quick ? 'quick' : 'full',
+  reps: positiveInt('reps', flags.reps, quick ? 1 : 3),
+  rawMessages: quick ? 20_000 : 30_000,
+  pgSingle: quick ? 1_000 : 5_000,
+  pgBatch: quick ? 50_000 : 200_000,
+  outboxSingle: quick ? 1_000 : 5_000,
+  outboxBatch: quick ? 20_000 : 100_000,
+  drainRows: quick ? 20_000 : 100_000,
+  consumerEvents: quick ? 20_000 : 100_000,
+  e2eEvents: quick ? 10_000 : 30_000,
+  latencyMs: quick ? 4_000 : 10_000,
+  historyRows: 5_000_000,
+  // The RSS target is about a 1M backlog; a quick run that asks for --rss gets a smaller one (and says the target does not apply).
+  rssBacklog: flags['rss-backlog'] !== undefined || flags.rss ? positiveInt('rss-backlog', flags['rss-backlog'], quick ? 200_000 : 1_000_000) : null,
+  /** Every measurement's own bound; a stage over it fails with how far it got. */
+  timeoutMs: {
+    raw: quick ? 20_000 : 60_000,
+    pipeline: quick ? 30_000 : 120_000,
+    latencyDrain: quick ? 15_000 : 30_000,
+    history: 300_000,
+  },
+};
+
+const GROUPS = ['raw', 'outbox', 'relay', 'consumer', 'e2e', 'latency', 'history', 'rss'] as const;
+const only = flags.only ? new Set(flags.only.split(',')) : null;
+for (const group of only ?? []) if (!(GROUPS as readonly string[]).includes(group)) usageError(`--only: unknown group ${group}`);
+const wanted = (group: (typeof GROUPS)[number]) => {
+  if (group === 'history' && !flags.history) return false;
+  if (group === 'rss' && plan.rssBacklog === null) return false;
+  return only === null || only.has(group);
+};
+
+const tuning: Tuning = {
+  relayBatchSize: 1000,
+  // `concurrency` appeared in RelayOptions while this was written; the worker checks that the running src knows it.
+  relayOptional: { concurrency: 4, ...jsonObject('relay-options', flags['relay-options']) },
+  consumerPrefetch: 1000,
+  // Likewise for consumer batching: used if ConsumerOptions has it, reported as unsupported otherwise.
+  consumerOptional: { batchSize: 500, ...jsonObject('consumer-options', flags['consumer-options']) },
+};
+
+const samples: Record<string, number[]> = {};
+const errors: Record<string, string> = {};
+const workerOptions: Record<string, unknown> = {};
+
+interface Measurement {
+  /** The JSON key a failure is reported under. */
+  key: string;
+  run: () => Promise<Record<string, number>>;
+}
+
+/** Runs the measurements rep-major (A1 B1 A2 B2 …); one that fails is not repeated. */
+async function repeat(reps: number, measurements: Measurement[]): Promise<void> {
+  for (let rep = 1; rep <= reps; rep++) {
+    for (const m of measurements) {
+      if (errors[m.key] || runAbort.signal.aborted) continue;
+      const started = performance.now();
+      try {
+        const values = await m.run();
+        for (const [key, value] of Object.entries(values)) (samples[key] ??= []).push(value);
+        const shown = Object.entries(values).map(([k, v]) => `${k}=${v.toFixed(v < 100 ? 2 : 0)}`).join(' ');
+        note(`${m.key} rep ${rep}/${reps}: ${shown} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+      } catch (err) {
+        errors[m.key] = (err as Error).message;
+        note(`${m.key} FAILED: ${(err as Error).message}`);
+      }
+    }
+  }
+}
+
+const resultOf = (key: string): number | null => {
+  const value = median(samples[key] ?? []);
+  return Number.isFinite(value) ? value : null;
+};
+
+async function measureAll(ctx: BenchContext): Promise<void> {
+  const t = plan.timeoutMs;
+  if (wanted('raw')) {
+    await repeat(plan.reps, [
+      { key: 'raw_publish', run: async () => ({ raw_publish: await rawPublish(ctx, plan.rawMessages, t.raw) }) },
+      { key: 'raw_consume', run: async () => ({ raw_consume: await rawConsume(ctx, plan.rawMessages, t.raw) }) },
+    ]);
+    await repeat(plan.reps, [
+      { key: 'raw_pg_single_commit', run: async () => ({ raw_pg_single_commit: await rawPgSingleCommit(ctx, plan.pgSingle, t.raw) }) },
+      { key: 'raw_pg_batch_insert', run: async () => ({ raw_pg_batch_insert: await rawPgBatchInsert(ctx, plan.pgBatch, t.raw) }) },
+    ]);
+  }
+  if (wanted('outbox')) {
+    await repeat(plan.reps, [
+      { key: 'outbox_single', run: async () => ({ outbox_single: await outboxSingle(ctx, plan.outboxSingle, t.raw) }) },
+      { key: 'outbox_batch', run: async () => ({ outbox_batch: await outboxBatch(ctx, plan.outboxBatch, t.raw) }) },
+    ]);
+  }
+  if (wanted('relay')) {
+    const drain = async (relays: number) => {
+      const r = await relayDrain(ctx, { schema: ctx.schema, rows: plan.drainRows, relays, truncate: true, timeoutMs: t.pipeline, tuning, label: relays === 1 ? 'relay_drain' : 'relay_drain_2relays' });
+      workerOptions.relay = r.options;
+      return r;
+    };
+    await repeat(plan.reps, [
+      {
+        key: 'relay_drain',
+        run: async () => {
+          const r = await drain(1);
+          return { relay_drain: r.rate, relay_peak_rss_mb: r.peakRssMb, relay_baseline_rss_mb: r.baselineRssMb };
+        },
+      },
+      { key: 'relay_drain_2relays', run: async () => ({ relay_drain_2relays: (await drain(2)).rate }) },
+    ]);
+  }
+  if (wanted('consumer')) {
+    await repeat(plan.reps, [
+      {
+        key: 'consumer_apply',
+        run: async () => {
+          const r = await consumerApply(ctx, { schema: ctx.schema, events: plan.consumerEvents, inboxConsumer: 'bench_apply', truncateInbox: true, timeoutMs: t.pipeline, tuning, label: 'consumer_apply' });
+          workerOptions.consumer = r.options;
+          return { consumer_apply: r.rate, consumer_peak_rss_mb: r.peakRssMb };
+        },
+      },
+    ]);
+  }
+  if (wanted('e2e')) {
+    await repeat(plan.reps, [
+      { key: 'naive_pipeline', run: async () => ({ naive_pipeline: await naiveSustained(ctx, plan.e2eEvents, t.pipeline) }) },
+      { key: 'e2e_sustained', run: async () => ({ e2e_sustained: await e2eSustained(ctx, plan.e2eEvents, t.pipeline, tuning) }) },
+    ]);
+  }
+  if (wanted('latency')) {
+    await repeat(plan.reps, [
+      {
+        key: 'e2e_latency_1000_p50_ms',
+        run: async () => {
+          const l = await e2eLatency(ctx, 1000, plan.latencyMs, t.latencyDrain, tuning, 'e2e_latency_1000');
+          return { e2e_latency_1000_p50_ms: l.p50, e2e_latency_1000_p99_ms: l.p99, e2e_latency_1000_max_ms: l.max, e2e_latency_1000_applied_rate: l.applied };
+        },
+      },
+      {
+        key: 'naive_latency_1000_p50_ms',
+        run: async () => {
+          const l = await naiveLatency(ctx, 1000, plan.latencyMs, t.latencyDrain);
+          return { naive_latency_1000_p50_ms: l.p50, naive_latency_1000_p99_ms: l.p99 };
+        },
+      },
+    ]);
+    const sustained = resultOf('e2e_sustained');
+    if (sustained === null) errors.e2e_latency_half_p50_ms = 'needs e2e_sustained, which was not measured (include the e2e group)';
+    else {
+      const half = Math.max(1, Math.round(sustained / 2));
+      await repeat(plan.reps, [
+        {
+          key: 'e2e_latency_half_p50_ms',
+          run: async () => {
+            const l = await e2eLatency(ctx, half, plan.latencyMs, t.latencyDrain, tuning, 'e2e_latency_half');
+            return {
+              e2e_latency_half_rate: half,
+              e2e_latency_half_p50_ms: l.p50,
+              e2e_latency_half_p99_ms: l.p99,
+              e2e_latency_half_max_ms: l.max,
+              e2e_latency_half_applied_rate: l.applied,
+            };
+          },
+        },
+      ]);
+    }
+  }
+  if (wanted('history')) {
+    let schema: string | undefined;
+    try {
+      schema = await createHistorySchema(ctx, plan.historyRows, t.history);
+    } catch (err) {
+      errors.relay_history_ratio = `history seed failed: ${(err as Error).message}`;
+    }
+    if (schema) {
+      const histSchema = schema;
+      await repeat(plan.reps, [
+        {
+          key: 'relay_drain_history',
+          run: async () => ({
+            relay_drain_history: (await relayDrain(ctx, { schema: histSchema, rows: plan.drainRows, relays: 1, truncate: false, timeoutMs: t.pipeline, tuning, label: 'relay_drain_history' })).rate,
+          }),
+        },
+        {
+          key: 'consumer_apply_history',
+          run: async () => ({
+            consumer_apply_history: (
+              await consumerApply(ctx, { schema: histSchema, events: plan.consumerEvents, inboxConsumer: HISTORY_CONSUMER, truncateInbox: false, timeoutMs: t.pipeline, tuning, label: 'consumer_apply_history' })
+            ).rate,
+          }),
+        },
+      ]);
+    }
+  }
+  if (wanted('rss') && plan.rssBacklog !== null) {
+    const rows = plan.rssBacklog;
+    // Generous: this stage exists to watch memory, not speed; it still ends with a message instead of hanging.
+    const timeoutMs = Math.max(300_000, rows * 2);
+    // One repetition whatever --reps says: a 1M drain takes minutes and peak RSS is not a noisy figure.
+    await repeat(1, [
+      {
+        key: 'relay_backlog_peak_rss_mb',
+        run: async () => {
+          const r = await relayDrain(ctx, { schema: ctx.schema, rows, relays: 1, truncate: true, timeoutMs, tuning, label: 'relay_backlog' });
+          workerOptions.relay ??= r.options;
+          return { relay_backlog_rows: rows, relay_backlog_drain: r.rate, relay_backlog_peak_rss_mb: r.peakRssMb };
+        },
+      },
+    ]);
+  }
+}
+
+function results(): Results {
+  const r: Results = {};
+  for (const key of Object.keys(samples)) r[key] = resultOf(key);
+  const ratio = (a: string, b: string) => (r[a] != null && r[b] != null && r[b]! > 0 ? r[a]! / r[b]! : null);
+  r.relay_vs_raw_publish = ratio('relay_drain', 'raw_publish');
+  r.consumer_vs_raw_consume = ratio('consumer_apply', 'raw_consume');
+  r.e2e_vs_naive = ratio('e2e_sustained', 'naive_pipeline');
+  r.relay_history_ratio = ratio('relay_drain_history', 'relay_drain');
+  r.consumer_history_ratio = ratio('consumer_apply_history', 'consumer_apply');
+  return r;
+}
+
+async function main(): Promise<number> {
+  const started = performance.now();
+  const cleanup = new Cleanup();
+  // `on`, not `once`: tsx relays a signal a second time if the first was not acknowledged quickly,
+  // and with no listener left its preflight would exit on the spot, skipping the cleanup.
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (runAbort.signal.aborted) return;
+    note(`${signal}: stopping workers, then cleaning up`);
+    runAbort.abort();
+    killAllWorkers();
+    // The stage in flight fails at once (its workers are gone) and the normal cleanup below runs;
+    // should it hang anyway, clean up from here and leave.
+    setTimeout(() => void cleanup.runAll().finally(() => process.exit(130)), 20_000).unref();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  note(`mode ${plan.mode}, ${plan.reps} rep(s), ${cpus().length} cores`);
+  assertLoopback();
+  const pool = await openPool(6);
+  cleanup.add('close pool', () => pool.end());
+  const broker = await openBroker();
+  cleanup.add('close broker connection', () => broker.close());
+  const schema = unique('bench');
+  const ctx: BenchContext = { pool, broker, schema, cleanup };
+  cleanup.add(`drop schema ${schema}`, () => pool.query(`DROP SCHEMA IF EXISTS ${quoteIdentifier(schema)} CASCADE`));
+  try {
+    await migrate({ pool, schema });
+    await createReadTable(pool, schema);
+    await createNaiveTables(ctx);
+    await measureAll(ctx);
+  } catch (err) {
+    errors.run = (err as Error).message;
+  } finally {
+    const failures = await cleanup.runAll();
+    if (failures.length > 0) errors.cleanup = failures.join('; ');
+  }
+  if (runAbort.signal.aborted) {
+    note('interrupted: cleaned up, no report');
+    return 130;
+  }
+  const r = results();
+  const targets = evaluateTargets(r, errors);
+  const seconds = (performance.now() - started) / 1000;
+  const meta = {
+    mode: plan.mode,
+    reps: plan.reps,
+    sizes: { raw: plan.rawMessages, drain: plan.drainRows, consumer: plan.consumerEvents, e2e: plan.e2eEvents, latency_s: plan.latencyMs / 1000, history: flags.history ? plan.historyRows : null, rss_backlog: plan.rssBacklog },
+    relay_options: workerOptions.relay ?? null,
+    consumer_options: workerOptions.consumer ?? null,
+    cores: cpus().length,
+    node: process.version,
+    duration_s: Math.round(seconds),
+  };
+  console.log(`converge bench (${plan.mode}, median of ${plan.reps}, ${cpus().length} cores, ${seconds.toFixed(0)} s)`);
+  console.log(`  relay options: ${JSON.stringify(meta.relay_options)}   consumer options: ${JSON.stringify(meta.consumer_options)}`);
+  console.log(renderTable(r, targets, errors));
+  if (flags.json) console.log(jsonLine(r, targets, errors, meta));
+  return Object.keys(errors).length > 0 ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: Error) => {
+    console.error(`bench failed: ${err.message}`);
+    process.exit(1);
+  },
+);

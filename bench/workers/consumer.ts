@@ -1,0 +1,98 @@
+/**
+ * converge's Consumer in its own process: every delivery is recorded in the inbox, advances
+ * the projection version with applyIncrement and adds its delta to a read-model row, all in
+ * the consumer's one transaction.
+ */
+import { applyIncrement, ConfigError, Consumer, quoteIdentifier, silentLogger, type ConsumerOptions } from '../../src/index.js';
+import { reportError, runWorker, type BaseConfig } from './ipc.js';
+
+export interface ConsumerWorkerConfig extends BaseConfig {
+  schema: string;
+  queue: string;
+  exchange: string;
+  /** Inbox scope; a history run reuses the scope its seeded inbox rows belong to. */
+  consumer: string;
+  projection: string;
+  /** Read-model table in `schema`: (id text primary key, amount bigint, version bigint). */
+  readTable: string;
+  prefetch: number;
+  /** Options that may or may not exist in this version of ConsumerOptions (batching), plus --consumer-options. */
+  optional: Record<string, unknown>;
+  /** Record commit time − occurredAt for every applied event. */
+  latency: boolean;
+}
+
+type ConsumerOptionsMaybe = ConsumerOptions & Record<string, unknown>;
+
+/** Same approach as the relay worker: unknown optional keys are dropped and reported, never guessed into src. */
+function createConsumer(options: ConsumerOptionsMaybe, optional: Record<string, unknown>): { consumer: Consumer; dropped: string[] } {
+  const dropped: string[] = [];
+  for (;;) {
+    try {
+      return { consumer: new Consumer(options), dropped };
+    } catch (err) {
+      const field = err instanceof ConfigError ? err.field.split('.')[0]! : undefined;
+      if (!field || !(field in optional) || !(field in options)) throw err;
+      delete options[field];
+      dropped.push(field);
+    }
+  }
+}
+
+void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
+  const upsert = `INSERT INTO ${quoteIdentifier(config.schema)}.${quoteIdentifier(config.readTable)} AS r (id, amount, version) VALUES ($1, $2, $3)
+                  ON CONFLICT (id) DO UPDATE SET amount = r.amount + EXCLUDED.amount, version = EXCLUDED.version`;
+  // eventId → occurredAt (ms); read back on 'settled', which the consumer emits right after commit and ack.
+  const occurredAt = new Map<string, number>();
+  const latencies: number[] = [];
+  const options: ConsumerOptionsMaybe = {
+    connectionString: config.databaseUrl,
+    amqpUrl: config.amqpUrl,
+    schema: config.schema,
+    queue: config.queue,
+    consumer: config.consumer,
+    exchange: config.exchange,
+    bindings: ['#'],
+    prefetch: config.prefetch,
+    logger: silentLogger,
+    handlers: {
+      AmountAdded: async (event, { tx, schema }) => {
+        if (config.latency) occurredAt.set(event.eventId, Date.parse(event.occurredAt));
+        await applyIncrement(tx, { projection: config.projection, event, schema }, async () => {
+          await tx.query(upsert, [event.aggregateId, (event.payload as { delta: number }).delta, event.aggregateVersion]);
+        });
+      },
+    },
+    ...config.optional,
+  };
+  const { consumer, dropped } = createConsumer(options, config.optional);
+  const resolved = consumer.options as unknown as Record<string, unknown>;
+  const effective: Record<string, unknown> = { prefetch: consumer.options.prefetch };
+  for (const key of Object.keys(config.optional)) effective[key] = key in resolved && !dropped.includes(key) ? resolved[key] : 'unsupported';
+  // Batching knobs that exist but were not set are listed too, so a reader sees they ran at their defaults.
+  for (const [key, value] of Object.entries(resolved)) {
+    if (/batch|concurren|parallel/i.test(key) && !(key in effective) && ['number', 'boolean', 'string'].includes(typeof value)) effective[key] = `${String(value)} (default)`;
+  }
+
+  consumer.on('settled', (settlement) => {
+    if (settlement.action !== 'ack' || settlement.outcome !== 'applied') return;
+    progress.add(1);
+    if (!config.latency || settlement.eventId === null) return;
+    const at = occurredAt.get(settlement.eventId);
+    if (at === undefined) return;
+    occurredAt.delete(settlement.eventId);
+    latencies.push(Date.now() - at);
+  });
+  consumer.on('error', reportError);
+  return {
+    info: { options: effective },
+    async start() {
+      consumer.start();
+      await consumer.ready();
+    },
+    async stop() {
+      await consumer.stop();
+      return { stats: { ...consumer.stats }, latencies };
+    },
+  };
+});
