@@ -1,9 +1,10 @@
 /**
- * converge's Consumer in its own process: every delivery is recorded in the inbox, advances
- * the projection version with applyIncrement and adds its delta to a read-model row, all in
- * the consumer's one transaction.
+ * converge's Consumer in its own process, with the batch API a throughput-minded user would
+ * pick: every delivery is recorded in the inbox, applyIncrements checks and advances the
+ * projection versions of the whole batch, and one set-based upsert adds the deltas to the
+ * read model, all in the consumer's one transaction per batch.
  */
-import { applyIncrement, ConfigError, Consumer, quoteIdentifier, silentLogger, type ConsumerOptions } from '../../src/index.js';
+import { applyIncrements, ConfigError, Consumer, quoteIdentifier, silentLogger, type ConsumerOptions } from '../../src/index.js';
 import { reportError, runWorker, type BaseConfig } from './ipc.js';
 
 export interface ConsumerWorkerConfig extends BaseConfig {
@@ -40,7 +41,8 @@ function createConsumer(options: ConsumerOptionsMaybe, optional: Record<string, 
 }
 
 void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
-  const upsert = `INSERT INTO ${quoteIdentifier(config.schema)}.${quoteIdentifier(config.readTable)} AS r (id, amount, version) VALUES ($1, $2, $3)
+  const upsert = `INSERT INTO ${quoteIdentifier(config.schema)}.${quoteIdentifier(config.readTable)} AS r (id, amount, version)
+                  SELECT id, sum(delta), max(version) FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS e(id, delta, version) GROUP BY id
                   ON CONFLICT (id) DO UPDATE SET amount = r.amount + EXCLUDED.amount, version = EXCLUDED.version`;
   // eventId → occurredAt (ms); read back on 'settled', which the consumer emits right after commit and ack.
   const occurredAt = new Map<string, number>();
@@ -55,13 +57,15 @@ void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
     bindings: ['#'],
     prefetch: config.prefetch,
     logger: silentLogger,
-    handlers: {
-      AmountAdded: async (event, { tx, schema }) => {
-        if (config.latency) occurredAt.set(event.eventId, Date.parse(event.occurredAt));
-        await applyIncrement(tx, { projection: config.projection, event, schema }, async () => {
-          await tx.query(upsert, [event.aggregateId, (event.payload as { delta: number }).delta, event.aggregateVersion]);
-        });
-      },
+    batchHandler: async (events, { tx, schema }) => {
+      if (config.latency) for (const event of events) occurredAt.set(event.eventId, Date.parse(event.occurredAt));
+      await applyIncrements(tx, { projection: config.projection, events, schema }, async (applied) => {
+        await tx.query(upsert, [
+          applied.map((e) => e.aggregateId),
+          applied.map((e) => (e.payload as { delta: number }).delta),
+          applied.map((e) => e.aggregateVersion),
+        ]);
+      });
     },
     ...config.optional,
   };

@@ -36,11 +36,9 @@ export interface ProjectionState {
 export async function applyIncrement(tx: Executor, target: ProjectionTarget, apply: () => Promise<void>): Promise<ApplyResult> {
   const { sql, params, key } = prepare(target);
   const version = target.event.aggregateVersion;
-  if ((await tx.query(sql.advance, [...params, version])).rowCount === 1) {
-    await apply();
-    return { applied: true, version };
-  }
-  if (version === 1 && (await tx.query(sql.start, params)).rowCount === 1) {
+  // One statement on the happy path: the first version starts the row, any later one advances it.
+  const moved = version === 1 ? await tx.query(sql.start, params) : await tx.query(sql.advance, [...params, version]);
+  if (moved.rowCount === 1) {
     await apply();
     return { applied: true, version };
   }
