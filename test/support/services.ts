@@ -97,3 +97,24 @@ export function trackCreatedSchemas(): string[] {
   });
   return created;
 }
+
+/** Outcome of a promise without letting a rejection go unhandled while we wait for something else. */
+export function settle<T>(promise: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
+  return promise.then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+}
+
+export async function backendPid(client: pg.PoolClient): Promise<number> {
+  const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  return rows[0]!.pid;
+}
+
+/** True once `pid` is waiting on a heavyweight lock (row/transaction lock), seen both ways. */
+export async function isBlockedOnLock(pool: pg.Pool, pid: number): Promise<boolean> {
+  const activity = await pool.query<{ wait_event_type: string | null }>(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [pid]);
+  if (activity.rows[0]?.wait_event_type !== 'Lock') return false;
+  const locks = await pool.query(`SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted`, [pid]);
+  return (locks.rowCount ?? 0) > 0;
+}
