@@ -38,9 +38,9 @@ export interface RelayOptions {
   /** Rows claimed per cycle. Default 500. */
   batchSize?: number;
   /**
-   * Claim → publish → mark cycles run at once, so one batch's database work overlaps another's
-   * wait for confirms. Per-aggregate order still holds: a claimed event keeps later versions
-   * of its aggregate out of every other claim until it is published. Default 2.
+   * Batches that may wait for their confirms at once: as soon as one batch is sent, the next
+   * is claimed. Per-aggregate order still holds: a claimed event keeps later versions of its
+   * aggregate out of every other claim until it is published. Default 4.
    */
   concurrency?: number;
   /** Wake up on NOTIFY from outbox inserts (migration 2) instead of waiting for the next poll. Default true. */
@@ -121,7 +121,7 @@ export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
     routingKey: typeof o.routingKey === 'function' ? o.routingKey : routingKeyFromTemplate(o.routingKey ?? DEFAULT_ROUTING_KEY),
     relayId: o.relayId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
     batchSize: o.batchSize ?? 500,
-    concurrency: o.concurrency ?? 2,
+    concurrency: o.concurrency ?? 4,
     listen: o.listen ?? true,
     leaseMs: o.leaseMs ?? 30_000,
     pollIntervalMs: o.pollIntervalMs ?? 250,

@@ -87,17 +87,30 @@ export class Relay extends EventEmitter<RelayEvents> {
     if (this.#ownsPool) await this.#pool.end();
   }
 
-  /** One claim → publish → mark cycle. Used by the loop; callable directly in tests and tools. */
+  /** One claim → publish → mark cycle, awaited whole. Callable directly in tests and tools. */
   async runOnce(): Promise<RelayCycleResult> {
+    return (await this.#startCycle()).done;
+  }
+
+  /**
+   * Claims and sends a batch; `done` settles once the broker answered for every message and
+   * the rows are marked or rescheduled. Splitting the two lets the loop claim and send the
+   * next batch while this one still waits for its confirms.
+   */
+  async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
     const publisher = await this.#ensurePublisher();
     const { rows } = await this.#pool.query<ClaimedRow>(this.#sql.claim, [this.options.relayId, this.options.batchSize, this.options.leaseMs]);
     const result: RelayCycleResult = { claimed: rows.length, published: 0, retried: 0, failed: 0, fenced: 0 };
-    if (rows.length === 0) return result;
+    if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
+    // Each publish is written to the channel synchronously here, in claim order.
+    const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row)));
+    return { claimed: rows.length, done: this.#finishCycle(rows, outcomes, result) };
+  }
 
-    const outcomes = await Promise.all(rows.map((row) => this.#publishRow(publisher, row)));
+  async #finishCycle(rows: ClaimedRow[], pending: Promise<(PublishError | null)[]>, result: RelayCycleResult): Promise<RelayCycleResult> {
+    const outcomes = await pending;
     const confirmed = rows.filter((_, i) => outcomes[i] === null);
     const rejected = rows.flatMap((row, i) => (outcomes[i] ? [{ row, error: outcomes[i]! }] : []));
-
     if (confirmed.length > 0) {
       await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
       const marked = await this.#pool.query<{ event_id: string }>(this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
@@ -151,33 +164,47 @@ export class Relay extends EventEmitter<RelayEvents> {
     if (rejected.some(({ error }) => error.reason === 'confirm-timeout' || error.reason === 'channel-closed')) await this.#closeBroker();
   }
 
+  /**
+   * One claiming loop with up to `concurrency` batches waiting for confirms at once: as soon
+   * as a batch is sent, the next claim runs. A finished batch wakes the loop, because marking
+   * an event can make the next version of its aggregate claimable.
+   */
   async #run(): Promise<void> {
-    await Promise.all(Array.from({ length: this.options.concurrency }, () => this.#work()));
-    await this.#listener?.close();
-  }
-
-  async #work(): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
     let failures = 0;
     while (!this.#stopping) {
       try {
+        if (inFlight.size >= this.options.concurrency) {
+          await Promise.race(inFlight);
+          continue;
+        }
         await this.#listener?.ensure();
-        const { claimed } = await this.runOnce();
+        const cycle = await this.#startCycle();
         failures = 0;
-        // Publishing an event can make the next version of its aggregate eligible, so only an empty claim idles.
-        if (claimed === 0) {
+        if (cycle.claimed === 0) {
           this.emit('idle');
           await this.#idle.sleep(this.options.pollIntervalMs);
+          continue;
         }
+        const tracked: Promise<void> = cycle.done
+          .then(() => this.#idle.wake(), (err: unknown) => this.#cycleFailed(err))
+          .finally(() => inFlight.delete(tracked));
+        inFlight.add(tracked);
       } catch (err) {
         failures++;
-        const delay = backoffDelay(failures, this.options.reconnectBackoff);
-        this.options.logger.warn({ ...describeError(err), attempt: failures, delayMs: delay }, 'relay cycle failed; retrying');
-        if (this.listenerCount('error') > 0) this.emit('error', err as Error);
-        // A database hiccup says nothing about the broker: keep the channel other cycles are using.
-        if (!isTransientDatabaseError(err)) await this.#closeBroker();
-        await this.#idle.sleep(delay);
+        await this.#cycleFailed(err);
+        await this.#idle.sleep(backoffDelay(failures, this.options.reconnectBackoff));
       }
     }
+    await Promise.all(inFlight);
+    await this.#listener?.close();
+  }
+
+  async #cycleFailed(err: unknown): Promise<void> {
+    this.options.logger.warn(describeError(err), 'relay cycle failed; retrying');
+    if (this.listenerCount('error') > 0) this.emit('error', err as Error);
+    // A database hiccup says nothing about the broker: keep the channel other cycles are using.
+    if (!isTransientDatabaseError(err)) await this.#closeBroker();
   }
 
   #ensurePublisher(): Promise<ConfirmPublisher> {
