@@ -64,7 +64,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     if (this.options.listen) this.#listener = new OutboxListener(this.#pool, this.options.schema, () => this.#idle.wake(), this.options.logger);
   }
 
-  /** Starts the background loop; resolves once it runs. */
+  /** Starts the background loop and returns at once. */
   start(): this {
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
@@ -72,7 +72,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     return this;
   }
 
-  /** Finishes the cycle in flight (so confirmed events get marked), then closes everything it opened. */
+  /** Lets the batches in flight finish (so confirmed events get marked), then closes everything it opened. */
   stop(): Promise<void> {
     this.#stopped ??= this.#shutdown();
     return this.#stopped;
