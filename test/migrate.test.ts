@@ -164,6 +164,19 @@ describe('migrate', () => {
     assert.equal(rows[0]!.n, migrations.length);
   });
 
+  it('sets the storage options that keep relay updates HOT and statistics fresh', async () => {
+    const schema = freshSchema('cvt_mig_storage');
+    await migrate({ pool: admin, schema });
+    const { rows } = await admin.query<{ relname: string; reloptions: string[] | null }>(
+      `SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname IN ('outbox', 'projection_state')`,
+      [schema],
+    );
+    const options = new Map(rows.map((row) => [row.relname, row.reloptions ?? []]));
+    assert.ok(options.get('outbox')?.includes('fillfactor=80'));
+    assert.ok(options.get('outbox')?.includes('autovacuum_analyze_scale_factor=0.01'));
+    assert.ok(options.get('projection_state')?.includes('fillfactor=80'));
+  });
+
   it('opens and closes its own connection when given only a connection string', async () => {
     const schema = freshSchema('cvt_mig_url');
     const result = await migrate({ connectionString: DATABASE_URL, schema });
