@@ -1,5 +1,3 @@
-import type pg from 'pg';
-
 export interface QueryResultLike<R> {
   rows: R[];
   rowCount: number | null;
@@ -14,6 +12,3 @@ export interface Executor {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
 }
-
-/** Wraps a pg pool client that already holds an open transaction. */
-export type TransactionClient = pg.PoolClient;

@@ -1,5 +1,6 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { quoteIdentifier } from '../db/identifier.js';
+import { leasePool } from '../db/pool.js';
 import { withTransaction } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { fingerprint } from '../envelope/fingerprint.js';
@@ -44,15 +45,15 @@ type BatchOutcome = Map<string, Settlement>;
 export class DeliveryProcessor {
   readonly options: ResolvedProcessorOptions;
   readonly #pool: pg.Pool;
-  readonly #ownsPool: boolean;
+  readonly #releasePool: () => Promise<void>;
   readonly #schema: string;
 
   constructor(options: ProcessorOptions) {
     this.options = resolveProcessorOptions(options);
     this.#schema = quoteIdentifier(this.options.schema);
-    this.#ownsPool = !this.options.pool;
-    this.#pool = this.options.pool ?? new pg.Pool({ connectionString: this.options.connectionString, max: 4, application_name: 'converge-consumer' });
-    if (this.#ownsPool) this.#pool.on('error', (err) => this.options.logger.warn(describeError(err), 'idle database connection lost'));
+    const lease = leasePool(this.options.pool, { connectionString: this.options.connectionString, max: 4, applicationName: 'converge-consumer', logger: this.options.logger });
+    this.#pool = lease.pool;
+    this.#releasePool = lease.release;
   }
 
   async process(delivery: RawDelivery): Promise<Settlement> {
@@ -154,7 +155,7 @@ export class DeliveryProcessor {
   }
 
   async close(): Promise<void> {
-    if (this.#ownsPool) await this.#pool.end();
+    await this.#releasePool();
   }
 
   async #settleFailure(err: unknown, delivery: RawDelivery, envelope: EventEnvelope | null, print: string | null, attempt: number): Promise<Settlement> {

@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
-import pg from 'pg';
+import type pg from 'pg';
 import { quoteIdentifier } from '../db/identifier.js';
+import { leasePool } from '../db/pool.js';
 import { isTransientDatabaseError } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { PublishError } from '../errors.js';
@@ -42,7 +43,7 @@ export interface RelayEvents {
 export class Relay extends EventEmitter<RelayEvents> {
   readonly options: ResolvedRelayOptions;
   readonly #pool: pg.Pool;
-  readonly #ownsPool: boolean;
+  readonly #releasePool: () => Promise<void>;
   readonly #sql: ReturnType<typeof relaySql>;
   readonly #idle = new Idle();
   readonly #listener: OutboxListener | undefined;
@@ -57,9 +58,9 @@ export class Relay extends EventEmitter<RelayEvents> {
   constructor(options: RelayOptions = {}) {
     super();
     this.options = resolveRelayOptions(options);
-    this.#ownsPool = !this.options.pool;
-    this.#pool = this.options.pool ?? new pg.Pool({ connectionString: this.options.connectionString, max: this.options.concurrency + 1, application_name: 'converge-relay' });
-    if (this.#ownsPool) this.#pool.on('error', (err) => this.options.logger.warn(describeError(err), 'idle database connection lost'));
+    const lease = leasePool(this.options.pool, { connectionString: this.options.connectionString, max: this.options.concurrency + 1, applicationName: 'converge-relay', logger: this.options.logger });
+    this.#pool = lease.pool;
+    this.#releasePool = lease.release;
     this.#sql = relaySql(quoteIdentifier(this.options.schema));
     if (this.options.listen) this.#listener = new OutboxListener(this.#pool, this.options.schema, () => this.#idle.wake(), this.options.logger);
   }
@@ -84,7 +85,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     await this.#loop;
     this.#removeSignals?.();
     await this.#closeBroker();
-    if (this.#ownsPool) await this.#pool.end();
+    await this.#releasePool();
   }
 
   /** One claim → publish → mark cycle, awaited whole. Callable directly in tests and tools. */
