@@ -14,11 +14,11 @@ import {
   type EventEnvelope,
   type NewEvent,
 } from '../src/index.js';
-import { Worker, WorkerGroup } from './child.js';
+import { Worker, WorkerGroup, type WorkerResult } from './child.js';
 import { brokerNames, checkpoint, declareSink, TimeoutError, type BenchContext } from './env.js';
 import { AGGREGATES, eventAt, latencyOf, pacedRun, sustainedRate, waitUntil, withPipeline, type Pipeline } from './measure.js';
 import { publishWindowed } from './raw.js';
-import { rate, type LatencySummary } from './stats.js';
+import { rate, summarizeLatency, type LatencySummary } from './stats.js';
 
 /** Options the benchmark passes; `optional` ones are used only if the running src knows them. */
 export interface Tuning {
@@ -272,6 +272,7 @@ function openConverge(ctx: BenchContext, names: { exchange: string; queue: strin
         exchange: names.exchange,
         batchSize: tuning.relayBatchSize,
         optional: tuning.relayOptional,
+        latency,
         target,
         ttlMs: timeoutMs + 120_000,
       }),
@@ -310,15 +311,42 @@ export async function e2eLatency(
   timeoutMs: number,
   tuning: Tuning,
   label: string,
-): Promise<LatencySummary & { offered: number; applied: number }> {
+): Promise<LatencySummary & { offered: number; applied: number; stages: StageBreakdown }> {
   const names = brokerNames(ctx, 'e2elat');
   try {
     const target = Math.round((perSecond * durationMs) / 1000);
     const { value, results } = await withPipeline(label, openConverge(ctx, names, tuning, true, target, durationMs + timeoutMs), (pipeline) =>
       pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, label),
     );
-    return { ...latencyOf(results, value.total, label), offered: value.offered, applied: value.applied };
+    return { ...latencyOf(results, value.total, label), offered: value.offered, applied: value.applied, stages: stageBreakdown(results) };
   } finally {
     await names.remove();
   }
+}
+
+/** p50/p99 (ms) of each stage an event goes through, from the relay's confirm hook and the consumer's handler. */
+export interface StageBreakdown {
+  /** occurredAt (producer transaction start) → broker confirm: producer commit, NOTIFY, claim, publish, confirm. */
+  toConfirm: LatencySummary;
+  /** broker confirm → consumer handler start: delivery, batching, BEGIN and the inbox insert (negative when delivered before the confirm). */
+  confirmToHandler: LatencySummary;
+  /** handler start → commit and ack. */
+  handlerToCommit: LatencySummary;
+}
+
+function stageBreakdown(results: WorkerResult[]): StageBreakdown {
+  const confirmed = new Map(results.flatMap((r) => (Array.isArray(r.data.confirmedAt) ? (r.data.confirmedAt as [string, number][]) : [])));
+  const toConfirm: number[] = [];
+  const confirmToHandler: number[] = [];
+  const handlerToCommit: number[] = [];
+  for (const result of results) {
+    for (const [eventId, occurred, handler, committed] of (result.data.stages ?? []) as [string, number, number, number][]) {
+      handlerToCommit.push(committed - handler);
+      const confirm = confirmed.get(eventId);
+      if (confirm === undefined) continue;
+      toConfirm.push(confirm - occurred);
+      confirmToHandler.push(handler - confirm);
+    }
+  }
+  return { toConfirm: summarizeLatency(toConfirm), confirmToHandler: summarizeLatency(confirmToHandler), handlerToCommit: summarizeLatency(handlerToCommit) };
 }

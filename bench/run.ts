@@ -212,7 +212,18 @@ async function measureAll(ctx: BenchContext): Promise<void> {
         key: 'e2e_latency_1000_p50_ms',
         run: async () => {
           const l = await e2eLatency(ctx, 1000, plan.latencyMs, t.latencyDrain, tuning, 'e2e_latency_1000');
-          return { e2e_latency_1000_p50_ms: l.p50, e2e_latency_1000_p99_ms: l.p99, e2e_latency_1000_max_ms: l.max, e2e_latency_1000_applied_rate: l.applied };
+          return {
+            e2e_latency_1000_p50_ms: l.p50,
+            e2e_latency_1000_p99_ms: l.p99,
+            e2e_latency_1000_max_ms: l.max,
+            e2e_latency_1000_applied_rate: l.applied,
+            e2e_latency_1000_to_confirm_p50_ms: l.stages.toConfirm.p50,
+            e2e_latency_1000_to_confirm_p99_ms: l.stages.toConfirm.p99,
+            e2e_latency_1000_to_handler_p50_ms: l.stages.confirmToHandler.p50,
+            e2e_latency_1000_to_handler_p99_ms: l.stages.confirmToHandler.p99,
+            e2e_latency_1000_to_commit_p50_ms: l.stages.handlerToCommit.p50,
+            e2e_latency_1000_to_commit_p99_ms: l.stages.handlerToCommit.p99,
+          };
         },
       },
       {

@@ -296,7 +296,7 @@ describe('relay', () => {
 
       // The exchange exists (the relay declares it) but no queue is bound: acked and returned.
       const first = await relay.runOnce();
-      assert.deepEqual(first, { claimed: 1, published: 0, retried: 1, failed: 0, fenced: 0 });
+      assert.deepEqual(first, { claimed: 1, published: 0, retried: 1, failed: 0, fenced: 0, unblocked: false });
       assert.deepEqual(retries, [{ eventId: id!, attempts: 1, reason: 'returned' }]);
       const { rows } = await rig.db.pool.query<OutboxRow & { delay_s: number }>(
         `SELECT *, extract(epoch FROM next_attempt_at - now())::float8 AS delay_s FROM ${rig.outbox} WHERE event_id = $1`,
@@ -316,7 +316,7 @@ describe('relay', () => {
       const queue = await rig.queue('#');
       await rig.db.pool.query(`UPDATE ${rig.outbox} SET next_attempt_at = now() WHERE event_id = $1`, [id]);
       const second = await relay.runOnce();
-      assert.deepEqual(second, { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0 });
+      assert.deepEqual(second, { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0, unblocked: false });
 
       const after = await rig.row(id!);
       assert.equal(after.status, 'published');
@@ -400,7 +400,7 @@ describe('relay', () => {
         const { rows } = await rig.db.pool.query(`SELECT 1 FROM ${rig.outbox} WHERE event_id = $1 AND claim_expires_at < now()`, [id]);
         return rows.length === 1;
       }, "A's lease to expire");
-      assert.deepEqual(await relayB.runOnce(), { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0 });
+      assert.deepEqual(await relayB.runOnce(), { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0, unblocked: false });
       const published = await rig.row(id!);
       assert.equal(published.status, 'published');
       assert.equal(published.claimed_by, null);
@@ -445,7 +445,7 @@ describe('relay', () => {
 
       // A wakes up after B took the claim over: its confirmed publish is not marked.
       holdA.release();
-      assert.deepEqual(await cycleA, { claimed: 1, published: 0, retried: 0, failed: 0, fenced: 1 });
+      assert.deepEqual(await cycleA, { claimed: 1, published: 0, retried: 0, failed: 0, fenced: 1, unblocked: false });
       const heldByB = await rig.row(id!);
       assert.equal(heldByB.status, 'pending');
       assert.equal(heldByB.claimed_by, relayB.options.relayId);
@@ -466,7 +466,7 @@ describe('relay', () => {
       assert.equal(untouched.claimed_by, relayB.options.relayId);
 
       holdB.release();
-      assert.deepEqual(await cycleB, { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0 });
+      assert.deepEqual(await cycleB, { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0, unblocked: false });
       assert.equal((await rig.row(id!)).status, 'published');
       const messages = await rig.drain(queue);
       assert.deepEqual(
@@ -487,7 +487,7 @@ describe('relay', () => {
       await rig.db.pool.query(`UPDATE ${rig.outbox} SET claimed_by = 'live-relay', claim_expires_at = now() + interval '1 minute' WHERE event_id = $1`, [live]);
 
       const relay = rig.relay();
-      assert.deepEqual(await relay.runOnce(), { claimed: 3, published: 3, retried: 0, failed: 0, fenced: 0 });
+      assert.deepEqual(await relay.runOnce(), { claimed: 3, published: 3, retried: 0, failed: 0, fenced: 0, unblocked: false });
       for (const id of [dead1, dead2, free]) {
         const row = await rig.row(id!);
         assert.equal(row.status, 'published', id);
@@ -513,13 +513,13 @@ describe('relay', () => {
       const [a1, a2, a3] = await rig.append(event('A', 1), event('A', 2), event('A', 3));
       const [b1, b2] = await rig.append(event('B', 1), event('B', 2));
 
-      assert.deepEqual(await relay.runOnce(), { claimed: 2, published: 1, retried: 1, failed: 0, fenced: 0 }, 'A1 returned, B1 published');
-      assert.deepEqual(await relay.runOnce(), { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0 }, 'B2 published');
+      assert.deepEqual(await relay.runOnce(), { claimed: 2, published: 1, retried: 1, failed: 0, fenced: 0, unblocked: true }, 'A1 returned, B1 published');
+      assert.deepEqual(await relay.runOnce(), { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0, unblocked: false }, 'B2 published');
       assert.equal((await relay.runOnce()).claimed, 0, 'A2, A3 are not eligible while A1 waits');
 
       // Even when A1 is due again and still unroutable, A2/A3 are never claimed.
       await rig.db.pool.query(`UPDATE ${rig.outbox} SET next_attempt_at = now() WHERE event_id = $1`, [a1]);
-      assert.deepEqual(await relay.runOnce(), { claimed: 1, published: 0, retried: 1, failed: 0, fenced: 0 });
+      assert.deepEqual(await relay.runOnce(), { claimed: 1, published: 0, retried: 1, failed: 0, fenced: 0, unblocked: false });
 
       const whileRetrying = new Map((await rig.rows()).map((row) => [row.event_id, row]));
       assert.equal(whileRetrying.get(a1!)!.status, 'pending');
@@ -712,6 +712,33 @@ describe('relay', () => {
       const [id] = await rig.append(event('n-1', 1));
       await waitFor(async () => (await rig.row(id!)).status === 'published', 'the event appended while idle to be published', 10_000);
       assert.equal((await rig.drain(queue)).length, 2);
+    });
+  });
+
+  it('claims the next version of a hot aggregate as soon as the previous one is marked, without a poll or NOTIFY', async () => {
+    await withRig(async (rig) => {
+      const queue = await rig.queue('#');
+      await rig.append(event('hot', 1), event('hot', 2), event('hot', 3), event('cold', 1));
+      // No listener and a poll interval far beyond the wait: only the mark's `unblocks` can re-run the claim.
+      // Each batch's mark is held until the loop has gone idle, so nothing else can wake it.
+      let idles = 0;
+      let batches = 0;
+      const relay = rig.started({
+        pollIntervalMs: 120_000,
+        listen: false,
+        concurrency: 2,
+        hooks: {
+          // The k-th batch is followed by a claim that finds nothing (the k-th idle) before it may be marked.
+          afterConfirm: async () => {
+            const batch = ++batches;
+            await waitFor(async () => idles >= batch, 'the relay loop to go idle');
+          },
+        },
+      });
+      relay.on('idle', () => idles++);
+      await waitFor(async () => (await rig.rows()).every((row) => row.status === 'published'), 'hot v1..v3 published one after the other', 10_000);
+      const versions = (await rig.drain(queue)).map((m) => parseEnvelope(m.content)).filter((e) => e.aggregateId === 'hot').map((e) => e.aggregateVersion);
+      assert.deepEqual(versions, [1, 2, 3]);
     });
   });
 

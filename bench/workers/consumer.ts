@@ -44,9 +44,11 @@ void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
   const upsert = `INSERT INTO ${quoteIdentifier(config.schema)}.${quoteIdentifier(config.readTable)} AS r (id, amount, version)
                   SELECT id, sum(delta), max(version) FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS e(id, delta, version) GROUP BY id
                   ON CONFLICT (id) DO UPDATE SET amount = r.amount + EXCLUDED.amount, version = EXCLUDED.version`;
-  // eventId → occurredAt (ms); read back on 'settled', which the consumer emits right after commit and ack.
-  const occurredAt = new Map<string, number>();
+  // eventId → [occurredAt, handler start] (ms); read back on 'settled', which the consumer emits right after commit and ack.
+  const seen = new Map<string, [number, number]>();
   const latencies: number[] = [];
+  /** [eventId, occurredAt, handler start, commit] per applied event, for the stage breakdown. */
+  const stages: [string, number, number, number][] = [];
   const options: ConsumerOptionsMaybe = {
     connectionString: config.databaseUrl,
     amqpUrl: config.amqpUrl,
@@ -58,7 +60,10 @@ void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
     prefetch: config.prefetch,
     logger: silentLogger,
     batchHandler: async (events, { tx, schema }) => {
-      if (config.latency) for (const event of events) occurredAt.set(event.eventId, Date.parse(event.occurredAt));
+      if (config.latency) {
+        const now = Date.now();
+        for (const event of events) seen.set(event.eventId, [Date.parse(event.occurredAt), now]);
+      }
       await applyIncrements(tx, { projection: config.projection, events, schema }, async (applied) => {
         await tx.query(upsert, [
           applied.map((e) => e.aggregateId),
@@ -82,10 +87,12 @@ void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
     if (settlement.action !== 'ack' || settlement.outcome !== 'applied') return;
     progress.add(1);
     if (!config.latency || settlement.eventId === null) return;
-    const at = occurredAt.get(settlement.eventId);
-    if (at === undefined) return;
-    occurredAt.delete(settlement.eventId);
-    latencies.push(Date.now() - at);
+    const times = seen.get(settlement.eventId);
+    if (times === undefined) return;
+    seen.delete(settlement.eventId);
+    const committed = Date.now();
+    latencies.push(committed - times[0]);
+    stages.push([settlement.eventId, times[0], times[1], committed]);
   });
   consumer.on('error', reportError);
   return {
@@ -96,7 +103,7 @@ void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
     },
     async stop() {
       await consumer.stop();
-      return { stats: { ...consumer.stats }, latencies };
+      return { stats: { ...consumer.stats }, latencies, stages };
     },
   };
 });

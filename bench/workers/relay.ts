@@ -8,6 +8,8 @@ export interface RelayWorkerConfig extends BaseConfig {
   batchSize: number;
   /** Options that may or may not exist in this version of RelayOptions (e.g. `concurrency`), plus --relay-options. */
   optional: Record<string, unknown>;
+  /** Record when the broker confirmed each event, for the latency breakdown. */
+  latency?: boolean;
 }
 
 /**
@@ -42,6 +44,16 @@ void runWorker<RelayWorkerConfig>(async (config, progress) => {
     logger: silentLogger,
     ...config.optional,
   };
+  // eventId → confirm time (ms); the hook runs after the broker confirmed and before the mark.
+  const confirmedAt: [string, number][] = [];
+  if (config.latency) {
+    options.hooks = {
+      afterConfirm: (eventIds) => {
+        const now = Date.now();
+        for (const eventId of eventIds) confirmedAt.push([eventId, now]);
+      },
+    };
+  }
   const { relay, dropped } = createRelay(options, config.optional);
   const resolved = relay.options as unknown as Record<string, unknown>;
   const effective: Record<string, unknown> = { batchSize: relay.options.batchSize, pollIntervalMs: relay.options.pollIntervalMs };
@@ -55,7 +67,7 @@ void runWorker<RelayWorkerConfig>(async (config, progress) => {
     start: () => void relay.start(),
     async stop() {
       await relay.stop();
-      return { published: progress.count, retried };
+      return { published: progress.count, retried, confirmedAt };
     },
   };
 });

@@ -23,6 +23,8 @@ export interface RelayCycleResult {
   failed: number;
   /** Confirmed but not marked because another relay took over the claim (duplicate, not loss). */
   fenced: number;
+  /** A later version of a marked event's aggregate is waiting and can now be claimed. */
+  unblocked: boolean;
 }
 
 export interface RelayEvents {
@@ -101,7 +103,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
     const publisher = await this.#ensurePublisher();
     const { rows } = await this.#pool.query<ClaimedRow>(this.#sql.claim, [this.options.relayId, this.options.batchSize, this.options.leaseMs]);
-    const result: RelayCycleResult = { claimed: rows.length, published: 0, retried: 0, failed: 0, fenced: 0 };
+    const result: RelayCycleResult = { claimed: rows.length, published: 0, retried: 0, failed: 0, fenced: 0, unblocked: false };
     if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
     // Each publish is written to the channel synchronously here, in claim order.
     const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row)));
@@ -114,7 +116,8 @@ export class Relay extends EventEmitter<RelayEvents> {
     const rejected = rows.flatMap((row, i) => (outcomes[i] ? [{ row, error: outcomes[i]! }] : []));
     if (confirmed.length > 0) {
       await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
-      const marked = await this.#pool.query<{ event_id: string }>(this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
+      const marked = await this.#pool.query<{ event_id: string; unblocks: boolean }>(this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
+      result.unblocked = marked.rows.some((row) => row.unblocks);
       result.published = marked.rows.length;
       result.fenced = confirmed.length - result.published;
       if (result.fenced > 0) this.options.logger.warn({ relayId: this.options.relayId, fenced: result.fenced }, 'lease lost before marking; another relay re-publishes these events');
@@ -167,8 +170,8 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   /**
    * One claiming loop with up to `concurrency` batches waiting for confirms at once: as soon
-   * as a batch is sent, the next claim runs. A finished batch wakes the loop, because marking
-   * an event can make the next version of its aggregate claimable.
+   * as a batch is sent, the next claim runs. A finished batch wakes the loop only if its mark
+   * made a waiting later version of an aggregate claimable; new inserts wake it by NOTIFY.
    */
   async #run(): Promise<void> {
     const inFlight = new Set<Promise<void>>();
@@ -188,7 +191,9 @@ export class Relay extends EventEmitter<RelayEvents> {
           continue;
         }
         const tracked: Promise<void> = cycle.done
-          .then(() => this.#idle.wake(), (err: unknown) => this.#cycleFailed(err))
+          .then((done) => {
+            if (done.unblocked) this.#idle.wake();
+          }, (err: unknown) => this.#cycleFailed(err))
           .finally(() => inFlight.delete(tracked));
         inFlight.add(tracked);
       } catch (err) {

@@ -36,11 +36,18 @@ export function relaySql(schema: string) {
       RETURNING o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
                 o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts`,
 
+    /**
+     * `unblocks` says a later version of the same aggregate waits in the outbox: it became
+     * claimable with this mark, so the relay claims again instead of sleeping.
+     */
     markPublished: `
-      UPDATE ${outbox}
+      UPDATE ${outbox} o
          SET status = 'published', published_at = now(), claimed_by = NULL, claim_expires_at = NULL, last_error = NULL
-       WHERE position = ANY($2::bigint[]) AND claimed_by = $1 AND status = 'pending'
-      RETURNING event_id`,
+       WHERE o.position = ANY($2::bigint[]) AND o.claimed_by = $1 AND o.status = 'pending'
+      RETURNING o.event_id,
+                EXISTS (SELECT 1 FROM ${outbox} n
+                         WHERE n.aggregate_type = o.aggregate_type AND n.aggregate_id = o.aggregate_id
+                           AND n.aggregate_version > o.aggregate_version AND n.status <> 'published') AS unblocks`,
 
     /** $2 positions, $3 errors, $4 delays in ms, $5 max attempts after which a row is failed, $6 give up now. */
     reschedule: `

@@ -9,7 +9,7 @@ import { redactUrl } from '../ops/config.js';
  */
 export async function openConnection(url: string, name: string, logger: Logger, onClose: (err?: Error) => void): Promise<amqp.ChannelModel> {
   // connection_name shows up in the management UI and rabbitmqctl, which makes a stuck relay findable.
-  const connection = await amqp.connect(url, { clientProperties: { connection_name: name } });
+  const connection = await amqp.connect(url, { noDelay: true, clientProperties: { connection_name: name } });
   connection.on('error', (err: Error) => logger.warn({ err: err.message, broker: redactUrl(url) }, 'amqp connection error'));
   connection.on('close', (err?: Error) => onClose(err));
   return connection;
