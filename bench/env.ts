@@ -64,7 +64,7 @@ export async function openPool(max: number): Promise<pg.Pool> {
 
 export async function openBroker(): Promise<amqp.ChannelModel> {
   try {
-    const connection = await withTimeout(amqp.connect(AMQP_URL, { timeout: 5000 }), 6000, 'connecting to RabbitMQ');
+    const connection = await withTimeout(amqp.connect(AMQP_URL, { timeout: 5000, noDelay: true }), 6000, 'connecting to RabbitMQ');
     connection.on('error', () => undefined); // surfaced through the failing channel operation instead
     return connection;
   } catch (err) {

@@ -9,6 +9,7 @@ export type { PartitionedTopology, PartitionedTopologyOptions } from './transpor
 export type { Executor, QueryResultLike } from './db/executor.js';
 export { quoteIdentifier } from './db/identifier.js';
 export { withTransaction } from './db/transaction.js';
+export { usePreparedStatements } from './db/statement.js';
 
 export { migrate, migrationSql, DEFAULT_SCHEMA } from './schema/migrate.js';
 export type { MigrateOptions, MigrateResult } from './schema/migrate.js';

@@ -471,7 +471,7 @@ describe('applyIncrements', () => {
     });
   });
 
-  it('throws VersionGapError before writing anything when one event of the batch has a gap', async () => {
+  it('throws VersionGapError when one event of the batch has a gap; apply is never called and the rollback undoes the healthy event too', async () => {
     await withFixture(async (f) => {
       let applied = false;
       const failure = await settle(
@@ -485,6 +485,35 @@ describe('applyIncrements', () => {
       assert.equal((failure as { error: VersionGapError }).error.key.aggregateId, 'b');
       assert.equal(applied, false);
       assert.equal(await f.state('a'), null, 'the healthy event of the batch was not written either');
+    });
+  });
+
+  it('mixes the one-statement path and the full plan in one batch: in-order runs move at once, a baseline-covered run is planned', async () => {
+    await withFixture(async (f) => {
+      await withTransaction(f.pool, (tx) => applyIncrement(tx, f.target('a', 1), f.addAmount(tx, 'a', 10, 'a1')));
+      await withTransaction(f.pool, (tx) => applySnapshot(tx, f.snapshot('b', 3), f.replace(tx, 'b', 30, false, 's3')));
+      const calls: string[][] = [];
+      const result = await withTransaction(f.pool, (tx) =>
+        applyIncrements(tx, { projection: PROJECTION, events: [ev('b', 4), ev('a', 3), ev('c', 1), ev('b', 2), ev('a', 2), ev('b', 3)], schema: f.schema }, async (events) => {
+          calls.push(events.map((e) => `${e.aggregateId}${e.aggregateVersion}`));
+        }),
+      );
+      assert.equal(calls.length, 1);
+      assert.deepEqual([...calls[0]!].sort(), ['a2', 'a3', 'b4', 'c1']);
+      assert.ok(calls[0]!.indexOf('a2') < calls[0]!.indexOf('a3'), 'version order within an aggregate');
+      assert.deepEqual(result.covered.map((e) => `${e.aggregateId}${e.aggregateVersion}`), ['b2', 'b3']);
+      assert.deepEqual(await f.state('a'), { version: 3, baselineVersion: null, deleted: false });
+      assert.deepEqual(await f.state('b'), { version: 4, baselineVersion: 3, deleted: false });
+      assert.deepEqual(await f.state('c'), { version: 1, baselineVersion: null, deleted: false });
+    });
+  });
+
+  it('takes the full plan for a batch with a hole inside one aggregate and still rejects the gap', async () => {
+    await withFixture(async (f) => {
+      const failure = await settle(withTransaction(f.pool, (tx) => applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 1), ev('a', 3)], schema: f.schema }, async () => undefined)));
+      assert.ok(!failure.ok && failure.error instanceof VersionGapError);
+      assert.equal((failure as { error: VersionGapError }).error.eventVersion, 3);
+      assert.equal(await f.state('a'), null);
     });
   });
 

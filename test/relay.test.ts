@@ -675,17 +675,19 @@ describe('relay', () => {
       const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
       pool.on('error', () => undefined);
       rig.pools.push(pool);
-      const original = pool.query.bind(pool) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
+      type Statement = string | pg.QueryConfig;
+      const original = pool.query.bind(pool) as (statement: Statement, values?: unknown[]) => Promise<pg.QueryResult>;
       const hold = rig.gate();
       let holding = true;
       // Holds the relay's first claim query so stop() lands while that (empty) cycle is in flight.
-      pool.query = (async (text: string, values?: unknown[]) => {
+      pool.query = (async (statement: Statement, values?: unknown[]) => {
+        const text = typeof statement === 'string' ? statement : statement.text;
         if (holding && text.includes('candidates')) {
           holding = false;
           hold.entered();
           await hold.released;
         }
-        return original(text, values);
+        return original(statement, values);
       }) as unknown as typeof pool.query;
 
       const pollIntervalMs = 5_000;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { judgeIncrement, planIncrements } from '../src/index.js';
-import { aggregateKey } from '../src/projection/versions.js';
+import { aggregateKey, consecutiveRuns } from '../src/projection/versions.js';
 
 // judgeIncrement only sees events that did NOT land on `version = eventVersion - 1`.
 
@@ -70,5 +70,27 @@ describe('planIncrements', () => {
     assert.deepEqual(plan.covered.map((e) => e.aggregateVersion), [2, 3]);
     assert.deepEqual(plan.apply.map((e) => e.aggregateVersion), [4]);
     assert.equal(plan.blocked, undefined);
+  });
+});
+
+describe('consecutiveRuns', () => {
+  const ev = (id: string, version: number) => ({ aggregateType: 'order', aggregateId: id, aggregateVersion: version });
+
+  it('groups a batch into one sorted run per aggregate when versions are consecutive', () => {
+    const runs = consecutiveRuns([ev('b', 7), ev('a', 3), ev('b', 6), ev('a', 2), ev('c', 1)]);
+    assert.deepEqual(
+      runs?.map((r) => [r.aggregateId, r.first, r.last, r.events.map((e) => e.aggregateVersion)]),
+      [['a', 2, 3, [2, 3]], ['b', 6, 7, [6, 7]], ['c', 1, 1, [1]]],
+    );
+  });
+
+  it('returns null for a hole or a repeated version inside one aggregate', () => {
+    assert.equal(consecutiveRuns([ev('a', 1), ev('a', 3)]), null);
+    assert.equal(consecutiveRuns([ev('a', 2), ev('a', 2)]), null);
+  });
+
+  it('keeps aggregate types apart', () => {
+    const runs = consecutiveRuns([ev('a', 1), { aggregateType: 'user', aggregateId: 'a', aggregateVersion: 5 }]);
+    assert.equal(runs?.length, 2);
   });
 });

@@ -65,7 +65,7 @@ void runWorker<NaiveConsumerConfig>(async (config, progress) => {
   return {
     async start() {
       await client.connect();
-      connection = await amqp.connect(config.amqpUrl);
+      connection = await amqp.connect(config.amqpUrl, { noDelay: true });
       channel = await connection.createChannel();
       await channel.prefetch(config.prefetch);
       await channel.consume(config.queue, (message) => {

@@ -33,7 +33,7 @@ void runWorker<NaiveRelayConfig>(async (config, progress) => {
     // Connections are opened on start, as converge's relay does, so both pay for them inside the measurement.
     const client = new pg.Client({ connectionString: config.databaseUrl, application_name: 'naive-relay' });
     await client.connect();
-    const connection = await amqp.connect(config.amqpUrl);
+    const connection = await amqp.connect(config.amqpUrl, { noDelay: true });
     const channel = await connection.createConfirmChannel();
     try {
       while (!stopping) {

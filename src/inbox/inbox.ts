@@ -2,6 +2,7 @@ import type { Executor } from '../db/executor.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { ContentConflictError } from '../errors.js';
 import { inboxSql } from './sql.js';
+import { runStatement } from '../db/statement.js';
 
 export interface InboxEntry {
   envelope: EventEnvelope;
@@ -17,7 +18,7 @@ export type InboxStatus = { status: 'new' } | { status: 'duplicate' } | { status
  */
 export async function recordInInbox(tx: Executor, schema: string, consumer: string, entries: readonly InboxEntry[]): Promise<Map<string, InboxStatus>> {
   const sql = inboxSql(schema);
-  const inserted = await tx.query<{ event_id: string }>(sql.insert, [
+  const inserted = await runStatement<{ event_id: string }>(tx, sql.insert, [
     consumer,
     entries.map((e) => e.envelope.eventId),
     entries.map((e) => e.fingerprint),
@@ -30,7 +31,7 @@ export async function recordInInbox(tx: Executor, schema: string, consumer: stri
   const seen = entries.filter((e) => !result.has(e.envelope.eventId));
   if (seen.length === 0) return result;
   // Read Committed: this statement takes a fresh snapshot, so it sees the rows that won the conflicts.
-  const stored = await tx.query<{ event_id: string; fingerprint: string }>(sql.storedFingerprints, [consumer, seen.map((e) => e.envelope.eventId)]);
+  const stored = await runStatement<{ event_id: string; fingerprint: string }>(tx, sql.storedFingerprints, [consumer, seen.map((e) => e.envelope.eventId)]);
   const fingerprints = new Map(stored.rows.map((row) => [row.event_id, row.fingerprint]));
   for (const entry of seen) {
     const previous = fingerprints.get(entry.envelope.eventId);

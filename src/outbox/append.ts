@@ -6,6 +6,7 @@ import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
 import { validateEnvelope } from '../envelope/validate.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { outboxSql } from './sql.js';
+import { runStatement } from '../db/statement.js';
 
 export interface OutboxOptions {
   /** Schema that holds converge's tables; defaults to `converge`. */
@@ -35,7 +36,7 @@ export async function appendManyToOutbox(executor: Executor, events: readonly Ne
   const sql = outboxSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
   if (events.length === 0) return [];
   const envelopes = events.map(toEnvelope);
-  const { rows } = await executor.query<{ position: string; event_id: string }>(sql.insert, [
+  const { rows } = await runStatement<{ position: string; event_id: string }>(executor, sql.insert, [
     envelopes.map((e) => e.eventId),
     envelopes.map((e) => e.aggregateType),
     envelopes.map((e) => e.aggregateId),

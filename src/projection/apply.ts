@@ -4,7 +4,8 @@ import type { EventEnvelope } from '../envelope/envelope.js';
 import { StaleVersionError, VersionGapError, type AggregateKey } from '../errors.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { projectionSql, type StateRow } from './sql.js';
-import { aggregateKey, judgeIncrement, planIncrements } from './versions.js';
+import { aggregateKey, consecutiveRuns, judgeIncrement, planIncrements } from './versions.js';
+import { runStatement } from '../db/statement.js';
 
 export interface ProjectionTarget {
   /** Name of the read model, e.g. `order_search`; versions are tracked per projection. */
@@ -37,12 +38,12 @@ export async function applyIncrement(tx: Executor, target: ProjectionTarget, app
   const { sql, params, key } = prepare(target);
   const version = target.event.aggregateVersion;
   // One statement on the happy path: the first version starts the row, any later one advances it.
-  const moved = version === 1 ? await tx.query(sql.start, params) : await tx.query(sql.advance, [...params, version]);
+  const moved = version === 1 ? await runStatement(tx, sql.start, params) : await runStatement(tx, sql.advance, [...params, version]);
   if (moved.rowCount === 1) {
     await apply();
     return { applied: true, version };
   }
-  const current = toState((await tx.query<StateRow>(sql.lock, params)).rows[0]);
+  const current = toState((await runStatement<StateRow>(tx, sql.lock, params)).rows[0]);
   const verdict = judgeIncrement(version, current);
   if (verdict === 'covered-by-baseline') return { applied: false, reason: 'covered-by-baseline', version: current!.version };
   if (verdict === 'stale') throw new StaleVersionError(key, version, current!.version);
@@ -62,7 +63,7 @@ export interface SnapshotTarget extends ProjectionTarget {
 export async function applySnapshot(tx: Executor, target: SnapshotTarget, apply: () => Promise<void>): Promise<ApplyResult> {
   const { sql, params } = prepare(target);
   const version = target.event.aggregateVersion;
-  const result = await tx.query(sql.snapshot, [...params, version, target.deleted ?? false]);
+  const result = await runStatement(tx, sql.snapshot, [...params, version, target.deleted ?? false]);
   if (result.rowCount === 1) {
     await apply();
     return { applied: true, version };
@@ -112,11 +113,12 @@ export interface BatchApplyResult<E> {
 /**
  * The set-based form of applyIncrement for a batch of incremental events, with the same
  * rules per event: each must sit exactly on the previous version (earlier events of the
- * same batch count), or be covered by the baseline. It locks the state rows of all touched
- * aggregates, plans in memory, and throws VersionGapError / StaleVersionError for the first
- * event that cannot apply, before writing anything, so the caller's transaction rolls back
- * whole. Otherwise it moves every aggregate to its final version in two statements and calls
- * `apply` once with the events to write.
+ * same batch count), or be covered by the baseline. When every aggregate's versions in the
+ * batch are consecutive, one statement moves all aggregates that sit right below their run
+ * (the common case: nothing else is needed). Whatever did not move is locked and planned in
+ * memory; the first event that cannot apply throws VersionGapError / StaleVersionError
+ * before `apply` runs. Some aggregates may already have moved by then, so the caller's
+ * transaction must roll back whole (the consumer does). `apply` is called once with the events to write.
  */
 export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>>(
   tx: Executor,
@@ -125,25 +127,53 @@ export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateTy
 ): Promise<BatchApplyResult<E>> {
   const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA));
   if (target.events.length === 0) return { applied: [], covered: [] };
-  const keys = uniqueAggregates(target.events);
-  const locked = await tx.query<StateRow & { aggregate_type: string; aggregate_id: string }>(sql.lockMany, [
-    target.projection,
+  let moved: E[] = [];
+  let rest: readonly E[] = target.events;
+  const runs = consecutiveRuns(target.events);
+  if (runs) {
+    const result = await runStatement<{ aggregate_type: string; aggregate_id: string }>(tx, sql.moveRuns, [
+      target.projection,
+      runs.map((r) => r.aggregateType),
+      runs.map((r) => r.aggregateId),
+      runs.map((r) => r.first),
+      runs.map((r) => r.last),
+    ]);
+    const movedKeys = new Set(result.rows.map((row) => aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id })));
+    moved = runs.filter((r) => movedKeys.has(aggregateKey(r))).flatMap((r) => r.events);
+    rest = runs.filter((r) => !movedKeys.has(aggregateKey(r))).flatMap((r) => r.events);
+  }
+  const plan = rest.length > 0 ? await planAndMove(tx, sql, target.projection, rest) : { apply: [], covered: [] };
+  const applied = [...moved, ...plan.apply];
+  if (applied.length > 0) await apply(applied);
+  return { applied, covered: plan.covered };
+}
+
+/** Locks the state rows of `events`' aggregates, plans, throws on the first blocked event, then moves them. */
+async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>>(
+  tx: Executor,
+  sql: ReturnType<typeof projectionSql>,
+  projection: string,
+  events: readonly E[],
+): Promise<{ apply: E[]; covered: E[] }> {
+  const keys = uniqueAggregates(events);
+  const locked = await runStatement<StateRow & { aggregate_type: string; aggregate_id: string }>(tx, sql.lockMany, [
+    projection,
     keys.map((k) => k.aggregateType),
     keys.map((k) => k.aggregateId),
   ]);
   const current = new Map(locked.rows.map((row) => [aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }), toState(row)!]));
-  const plan = planIncrements(target.events, current);
+  const plan = planIncrements(events, current);
   if (plan.blocked) {
     const { event, verdict, currentVersion } = plan.blocked;
-    const key: AggregateKey = { projection: target.projection, aggregateType: event.aggregateType, aggregateId: event.aggregateId };
+    const key: AggregateKey = { projection, aggregateType: event.aggregateType, aggregateId: event.aggregateId };
     throw verdict === 'stale' ? new StaleVersionError(key, event.aggregateVersion, currentVersion) : new VersionGapError(key, event.aggregateVersion, currentVersion);
   }
   const moved = keys.filter((k) => plan.finalVersions.has(aggregateKey(k)));
   const existing = moved.filter((k) => current.has(aggregateKey(k)));
   const fresh = moved.filter((k) => !current.has(aggregateKey(k)));
   if (existing.length > 0) {
-    await tx.query(sql.advanceMany, [
-      target.projection,
+    await runStatement(tx, sql.advanceMany, [
+      projection,
       existing.map((k) => k.aggregateType),
       existing.map((k) => k.aggregateId),
       existing.map((k) => plan.finalVersions.get(aggregateKey(k))),
@@ -151,8 +181,8 @@ export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateTy
     ]);
   }
   if (fresh.length > 0) {
-    const started = await tx.query(sql.startMany, [
-      target.projection,
+    const started = await runStatement(tx, sql.startMany, [
+      projection,
       fresh.map((k) => k.aggregateType),
       fresh.map((k) => k.aggregateId),
       fresh.map((k) => plan.finalVersions.get(aggregateKey(k))),
@@ -164,8 +194,7 @@ export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateTy
       throw err;
     }
   }
-  if (plan.apply.length > 0) await apply(plan.apply);
-  return { applied: plan.apply, covered: plan.covered };
+  return { apply: plan.apply, covered: plan.covered };
 }
 
 function uniqueAggregates(events: readonly Pick<EventEnvelope, 'aggregateType' | 'aggregateId'>[]): { aggregateType: string; aggregateId: string }[] {

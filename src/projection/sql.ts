@@ -37,6 +37,29 @@ export function projectionSql(schema: string) {
                     FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS k(aggregate_type, aggregate_id, version, previous)
                    WHERE s.projection = $1 AND s.aggregate_type = k.aggregate_type AND s.aggregate_id = k.aggregate_id
                      AND s.version = k.previous`,
+    /**
+     * The batch fast path, one statement: every run ($2 types, $3 ids, $4 first, $5 last
+     * versions) whose aggregate sits exactly on first - 1 moves to last; a run starting at 1
+     * on an aggregate without a row starts it. Returns the aggregates that moved; the others
+     * are left untouched for the full plan.
+     */
+    moveRuns: `WITH k AS (
+                 SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS k(aggregate_type, aggregate_id, first_version, last_version)
+               ), advanced AS (
+                 UPDATE ${table} s SET version = k.last_version, updated_at = now()
+                   FROM k
+                  WHERE s.projection = $1 AND s.aggregate_type = k.aggregate_type AND s.aggregate_id = k.aggregate_id
+                    AND s.version = k.first_version - 1
+                 RETURNING s.aggregate_type, s.aggregate_id
+               ), started AS (
+                 INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version)
+                 SELECT $1, k.aggregate_type, k.aggregate_id, k.last_version FROM k WHERE k.first_version = 1
+                 ON CONFLICT DO NOTHING
+                 RETURNING aggregate_type, aggregate_id
+               )
+               SELECT aggregate_type, aggregate_id FROM advanced
+               UNION ALL
+               SELECT aggregate_type, aggregate_id FROM started`,
     /** First versions of aggregates the projection has not seen; a concurrent first insert wins cleanly. */
     startMany: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version)
                 SELECT $1, k.aggregate_type, k.aggregate_id, k.version

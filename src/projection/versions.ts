@@ -69,3 +69,36 @@ export function planIncrements<E extends VersionedEvent>(
   }
   return plan;
 }
+
+/** One aggregate's events in a batch, when they form an unbroken chain of versions. */
+export interface VersionRun<E extends VersionedEvent> {
+  aggregateType: string;
+  aggregateId: string;
+  first: number;
+  last: number;
+  /** In version order. */
+  events: E[];
+}
+
+/**
+ * Splits a batch into one run per aggregate if every aggregate's versions are consecutive
+ * (3, 4, 5); null if any aggregate has a hole or a repeated version inside the batch, which
+ * only the full plan can judge. Runs come sorted by aggregate, the order rows get locked in.
+ */
+export function consecutiveRuns<E extends VersionedEvent>(events: readonly E[]): VersionRun<E>[] | null {
+  const byAggregate = new Map<string, E[]>();
+  for (const event of events) {
+    const key = aggregateKey(event);
+    const list = byAggregate.get(key);
+    if (list) list.push(event);
+    else byAggregate.set(key, [event]);
+  }
+  const runs: VersionRun<E>[] = [];
+  for (const key of [...byAggregate.keys()].sort()) {
+    const list = byAggregate.get(key)!.sort((a, b) => a.aggregateVersion - b.aggregateVersion);
+    for (let i = 1; i < list.length; i++) if (list[i]!.aggregateVersion !== list[i - 1]!.aggregateVersion + 1) return null;
+    const head = list[0]!;
+    runs.push({ aggregateType: head.aggregateType, aggregateId: head.aggregateId, first: head.aggregateVersion, last: list[list.length - 1]!.aggregateVersion, events: list });
+  }
+  return runs;
+}

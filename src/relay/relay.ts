@@ -15,6 +15,7 @@ import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
 import { OutboxListener } from './wakeup.js';
+import { runStatement } from '../db/statement.js';
 
 export interface RelayCycleResult {
   claimed: number;
@@ -102,7 +103,7 @@ export class Relay extends EventEmitter<RelayEvents> {
    */
   async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
     const publisher = await this.#ensurePublisher();
-    const { rows } = await this.#pool.query<ClaimedRow>(this.#sql.claim, [this.options.relayId, this.options.batchSize, this.options.leaseMs]);
+    const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [this.options.relayId, this.options.batchSize, this.options.leaseMs]);
     const result: RelayCycleResult = { claimed: rows.length, published: 0, retried: 0, failed: 0, fenced: 0, unblocked: false };
     if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
     // Each publish is written to the channel synchronously here, in claim order.
@@ -116,7 +117,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     const rejected = rows.flatMap((row, i) => (outcomes[i] ? [{ row, error: outcomes[i]! }] : []));
     if (confirmed.length > 0) {
       await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
-      const marked = await this.#pool.query<{ event_id: string; unblocks: boolean }>(this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
+      const marked = await runStatement<{ event_id: string; unblocks: boolean }>(this.#pool, this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
       result.unblocked = marked.rows.some((row) => row.unblocks);
       result.published = marked.rows.length;
       result.fenced = confirmed.length - result.published;
@@ -144,7 +145,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   async #reschedule(rejected: { row: ClaimedRow; error: PublishError }[], result: RelayCycleResult): Promise<void> {
     const delays = rejected.map(({ row }) => backoffDelay(row.attempts + 1, this.options.backoff));
-    const { rows } = await this.#pool.query<{ event_id: string; status: string; attempts: number }>(this.#sql.reschedule, [
+    const { rows } = await runStatement<{ event_id: string; status: string; attempts: number }>(this.#pool, this.#sql.reschedule, [
       this.options.relayId,
       rejected.map(({ row }) => row.position),
       rejected.map(({ error }) => error.code),
