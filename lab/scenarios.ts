@@ -103,17 +103,19 @@ export const incrementalGap: Scenario = {
     const consumer = startConsumer({ queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, backoff: fastRetry });
     try {
       await consumer.ready();
-      const gapSeen = new Promise<void>((resolve) => consumer.on('settled', (s: Settlement) => s.action === 'retry' && s.reason === 'version-gap' && resolve()));
+      const parked = new Promise<void>((resolve) => consumer.on('settled', (s: Settlement) => s.action === 'ack' && s.outcome === 'parked' && resolve()));
       await publishEnvelope(env, envelopeFor('1', 2, 20, 'E2'));
-      await gapSeen;
+      await parked;
       check(checks, (await projectionRow(env, '1')) === null, 'E2 before E1 is not applied');
       check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E2'`)) === 0, 'E2 left no inbox row (the whole transaction rolled back)');
+      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.parked WHERE event_id = 'E2'`)) === 1, 'E2 waits in the reorder buffer (committed before its ack)');
       await publishEnvelope(env, envelopeFor('1', 1, 10, 'E1'));
       await waitUntil(async () => (await projectionRow(env, '1'))?.version === 2, 'E1 and the waiting E2 to apply');
       const row = await projectionRow(env, '1');
       check(checks, row?.amount === 30 && row.version === 2, 'after E1 arrives both apply: amount 30, version 2', row);
       const order = await env.pool.query<{ event_id: string }>(`SELECT event_id FROM "${env.schema}".applications ORDER BY applied_at, event_id`);
       check(checks, order.rows.map((r) => r.event_id).join(',') === 'E1,E2', 'applied in order E1, E2');
+      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.parked`)) === 0, 'E2 left the reorder buffer with its inbox row');
     } finally {
       await consumer.stop();
     }

@@ -20,7 +20,7 @@ export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 export { Relay, startRelay } from './relay/index.js';
 export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents } from './relay/index.js';
 
-export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER } from './inbox/index.js';
+export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER, DEFAULT_REORDER_BUFFER, readGaps } from './inbox/index.js';
 export type {
   ConsumerOptions,
   PartitionedConsumerOptions,
@@ -31,6 +31,14 @@ export type {
   BatchHandler,
   HandlerContext,
   Settlement,
+  DrainedEvent,
+  DrainListener,
+  ReorderBufferLimits,
+  Gap,
+  GapQuery,
+  SourceSnapshot,
+  GapRepairOptions,
+  GapRepairReport,
   FailureAction,
   QuarantineReason,
   RawDelivery,

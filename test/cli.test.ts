@@ -102,3 +102,25 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
     await connection.close();
   }
 });
+
+test('gaps lists aggregates stuck on a missing version as a table or JSON, and exits 3 while any is open', async () => {
+  const migrated = await cli(['--schema', schema, 'migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const clean = await cli(['--schema', schema, 'gaps']);
+  assert.deepEqual([clean.code, clean.stdout.trim()], [0, 'no gaps']);
+  await pool.query(
+    `INSERT INTO "${schema}".parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body, parked_at)
+     VALUES ('search', 'e5', 'f5', 'order_view', 'order', 'o-7', 5, 4, '{}', '\\x00', now() - interval '1 minute'),
+            ('search', 'e6', 'f6', 'order_view', 'order', 'o-7', 6, 4, '{}', '\\x00', now())`,
+  );
+  await pool.query(`INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('order_view', 'order', 'o-7', 3)`);
+  const table = await cli(['--schema', schema, 'gaps']);
+  assert.equal(table.code, 3, table.stderr);
+  assert.match(table.stdout, /search\s+order_view\s+order\/o-7\s+3\s+4\s+5,6\s+6\d\.\d s/);
+  const json = await cli(['--schema', schema, 'gaps', '--json', '--older-than', '30000']);
+  const [gap] = JSON.parse(json.stdout) as { aggregateId: string; currentVersion: number; missingVersion: number; parkedVersions: number[]; ageMs: number }[];
+  assert.deepEqual([gap?.aggregateId, gap?.currentVersion, gap?.missingVersion, gap?.parkedVersions], ['o-7', 3, 4, [5, 6]]);
+  assert.ok(gap!.ageMs >= 60_000);
+  const recentOnly = await cli(['--schema', schema, 'gaps', '--json', '--older-than', '3600000']);
+  assert.deepEqual([recentOnly.code, JSON.parse(recentOnly.stdout)], [0, []]);
+});

@@ -5,6 +5,7 @@ import { ConvergeError } from '../errors.js';
 import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
 import { createLogger } from '../ops/logger.js';
 import { readStatus, retryFailedEvents } from '../ops/status.js';
+import { readGaps, type Gap } from '../inbox/index.js';
 import { startRelay } from '../relay/relay.js';
 import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
 import { declarePartitionedTopology } from '../transport/topology.js';
@@ -123,6 +124,22 @@ program
   });
 
 program
+  .command('gaps')
+  .description('aggregates whose next version is missing while later versions wait in the reorder buffer')
+  .option('--consumer <name>', 'only this consumer (inbox scope)')
+  .option('--older-than <ms>', 'only gaps open at least this long', integer, 0)
+  .option('--limit <n>', 'most rows, oldest first', integer, 1_000)
+  .option('--json', 'one JSON document instead of a table')
+  .action(async (options: { consumer?: string; olderThan: number; limit: number; json?: boolean }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const gaps = await withPool(databaseUrl, (pool) => readGaps(pool, { schema, olderThanMs: options.olderThan, limit: options.limit, ...(options.consumer ? { consumer: options.consumer } : {}) }));
+    if (options.json) console.log(JSON.stringify(gaps, null, 2));
+    else console.log(gapTable(gaps));
+    // Non-zero when something is stuck, so the command doubles as an alert check.
+    if (gaps.length > 0) process.exitCode = 3;
+  });
+
+program
   .command('retry-failed')
   .description('put failed outbox events back in line (same eventIds)')
   .option('--event-id <id>', 'only this event')
@@ -131,6 +148,22 @@ program
     const ids = await withPool(databaseUrl, (pool) => retryFailedEvents(pool, { schema, ...(options.eventId ? { eventId: options.eventId } : {}) }));
     console.log(`requeued ${ids.length} event(s)`);
   });
+
+function gapTable(gaps: Gap[]): string {
+  if (gaps.length === 0) return 'no gaps';
+  const header = ['consumer', 'projection', 'aggregate', 'current', 'missing', 'parked', 'oldest'];
+  const rows = gaps.map((g) => [
+    g.consumer,
+    g.projection,
+    `${g.aggregateType}/${g.aggregateId}`,
+    String(g.currentVersion),
+    String(g.missingVersion),
+    g.parkedVersions.length > 5 ? `${g.parkedVersions.slice(0, 5).join(',')},… (${g.parkedVersions.length})` : g.parkedVersions.join(','),
+    `${(g.ageMs / 1000).toFixed(1)} s`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   // Only converge's own messages are printed in full: they never carry payloads or passwords.

@@ -9,10 +9,12 @@ import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER } from './headers.js';
-import { DeliveryProcessor, type Settlement } from './processor.js';
+import { DeliveryProcessor, type DrainedEvent, type GapRepairOptions, type GapRepairReport, type Settlement, type SourceSnapshot } from './processor.js';
 
 export interface ConsumerEvents {
   settled: [settlement: Settlement];
+  /** A parked event left the reorder buffer (applied, duplicate, quarantined, or handed back for a retry). */
+  drained: [settlement: Settlement];
   conflict: [err: ContentConflictError];
   error: [err: Error];
 }
@@ -23,6 +25,10 @@ export interface ConsumerStats {
   ignored: number;
   quarantined: number;
   retried: number;
+  /** Early events put into the reorder buffer. */
+  parked: number;
+  /** Parked events applied from the reorder buffer (also counted in `applied`). */
+  drained: number;
 }
 
 /**
@@ -35,7 +41,7 @@ export interface ConsumerStats {
  */
 export class Consumer extends EventEmitter<ConsumerEvents> {
   readonly options: ResolvedConsumerOptions;
-  readonly stats: ConsumerStats = { applied: 0, duplicate: 0, ignored: 0, quarantined: 0, retried: 0 };
+  readonly stats: ConsumerStats = { applied: 0, duplicate: 0, ignored: 0, quarantined: 0, retried: 0, parked: 0, drained: 0 };
   readonly #processor: DeliveryProcessor;
   readonly #idle = new Idle();
   #connection: amqp.ChannelModel | undefined;
@@ -58,6 +64,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.options = resolveConsumerOptions(options);
     // The processor validates the caller's own handler options; defaults resolved here would hide a missing handler.
     this.#processor = new DeliveryProcessor({ ...options, consumer: this.options.consumer, logger: this.options.logger });
+    this.#processor.onDrained((drained) => this.#settleDrained(drained));
     this.#ready = new Promise((resolve) => (this.#markReady = resolve));
   }
 
@@ -71,6 +78,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** Resolves once queues are declared and the subscription is active for the first time. */
   ready(): Promise<void> {
     return this.#ready;
+  }
+
+  /** See DeliveryProcessor.repairGaps: repairs this consumer's gaps from the source, then drains. */
+  repairGaps<S extends SourceSnapshot>(options: GapRepairOptions<S>): Promise<GapRepairReport> {
+    return this.#processor.repairGaps(options);
   }
 
   /** Stops taking deliveries, finishes the one in progress (commit, then ack), closes everything. */
@@ -209,6 +221,26 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
       return false;
     }
+  }
+
+  /**
+   * Drained events were acked when they were parked. One that must be retried goes back to
+   * the broker (a confirmed copy in the retry queue) and only then leaves the buffer.
+   */
+  async #settleDrained(drained: DrainedEvent[]): Promise<void> {
+    const handedBack: string[] = [];
+    for (const { delivery, settlement } of drained) {
+      if (settlement.action === 'retry') {
+        this.stats.retried++;
+        if (settlement.eventId !== null && (await this.#parkForRetry(delivery as unknown as ConsumeMessage, settlement))) handedBack.push(settlement.eventId);
+        continue;
+      }
+      this.#count(settlement);
+      if (settlement.outcome === 'applied') this.stats.drained++;
+      this.emit('drained', settlement);
+      if (settlement.outcome === 'quarantined' && settlement.conflict) this.emit('conflict', settlement.conflict);
+    }
+    if (handedBack.length > 0) await this.#processor.releaseParked(handedBack);
   }
 
   #count(settlement: Settlement): void {

@@ -6,6 +6,7 @@ import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
 import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../ops/config.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
 
 export interface HandlerContext {
   /** The consumer's open transaction: write the projection (and next-hop outbox events) here. */
@@ -49,6 +50,12 @@ export interface ProcessorOptions {
   backoff?: Partial<BackoffPolicy>;
   /** What to do with an eventType that has no handler. Default 'quarantine'. */
   unknownEventType?: 'quarantine' | 'ignore';
+  /**
+   * Incremental events that arrive before their predecessor are parked in the `parked` table
+   * (committed before the ack) and applied as soon as the missing version applies. `false`
+   * sends them through the retry queue instead. Default on, with the default limits.
+   */
+  reorderBuffer?: false | Partial<ReorderBufferLimits>;
   logger?: Logger;
 }
 
@@ -86,6 +93,9 @@ const processorShape = {
   maxAttempts: z.number().int().min(1).optional(),
   backoff: backoffOption,
   unknownEventType: z.enum(['quarantine', 'ignore']).optional(),
+  reorderBuffer: z
+    .union([z.literal(false), z.object({ maxPerAggregate: z.number().int().min(1).optional(), maxTotal: z.number().int().min(1).optional() }).strict()])
+    .optional(),
   logger: z.any().optional(),
 };
 
@@ -119,6 +129,8 @@ export interface ResolvedProcessorOptions {
   maxAttempts: number;
   backoff: BackoffPolicy;
   unknownEventType: 'quarantine' | 'ignore';
+  /** null when turned off. */
+  reorderBuffer: ReorderBufferLimits | null;
   logger: Logger;
 }
 
@@ -147,6 +159,7 @@ function processorDefaults(o: ProcessorOptions): ResolvedProcessorOptions {
     maxAttempts: o.maxAttempts ?? 10,
     backoff: { ...DEFAULT_BACKOFF, initialDelayMs: 100, maxDelayMs: 10_000, ...o.backoff },
     unknownEventType: o.unknownEventType ?? 'quarantine',
+    reorderBuffer: o.reorderBuffer === false ? null : { ...DEFAULT_REORDER_BUFFER, ...o.reorderBuffer },
     logger: o.logger ?? createLogger('converge-consumer'),
   };
 }

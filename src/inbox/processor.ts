@@ -5,13 +5,16 @@ import { withTransaction } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { fingerprint } from '../envelope/fingerprint.js';
 import { parseEnvelope } from '../envelope/validate.js';
-import { ContentConflictError, ConvergeError } from '../errors.js';
+import { ContentConflictError, ConvergeError, VersionGapError } from '../errors.js';
 import { backoffDelay } from '../ops/backoff.js';
 import { describeError } from '../ops/logger.js';
 import { classifyFailure } from './classify.js';
 import { ATTEMPT_HEADER } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { resolveProcessorOptions, type EventHandler, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
+import { aggregatesToDrain, loadParked, parkEvent, readGaps, unpark, type AggregateRef, type Gap, type ParkResult } from './parking.js';
+import { readProjectionState } from '../projection/index.js';
+import { repairFromSnapshot } from '../reconcile/index.js';
 import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelivery } from './quarantine.js';
 
 
@@ -21,6 +24,8 @@ import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelive
  */
 export type Settlement =
   | { action: 'ack'; outcome: 'applied' | 'duplicate' | 'ignored'; eventId: string }
+  /** Arrived before its predecessor: kept in the reorder buffer (committed), applied once the predecessor is. */
+  | { action: 'ack'; outcome: 'parked'; eventId: string }
   | { action: 'ack'; outcome: 'quarantined'; reason: QuarantineReason; eventId: string | null; quarantineId: string; conflict?: ContentConflictError }
   | { action: 'retry'; delayMs: number; attempt: number; reason: string; eventId: string | null };
 
@@ -30,7 +35,55 @@ interface Candidate {
   envelope: EventEnvelope;
   print: string;
   attempt: number;
+  /** Comes from the reorder buffer, not from the broker: leaves the buffer with its inbox row. */
+  parked?: boolean;
 }
+
+/** An event drained from the reorder buffer and what became of it; there is no delivery to settle. */
+export interface DrainedEvent {
+  delivery: RawDelivery;
+  settlement: Settlement;
+}
+
+/** Parked events that were applied or failed after their predecessor arrived. Default: nothing. */
+export type DrainListener = (drained: DrainedEvent[]) => Promise<void> | void;
+
+/** What the source of truth says about one aggregate, read consistently (one snapshot). */
+export interface SourceSnapshot {
+  version: number;
+  /** The source says the aggregate is gone: the repair writes a versioned tombstone. */
+  deleted?: boolean;
+}
+
+export interface GapRepairOptions<S extends SourceSnapshot> {
+  /** Only gaps open at least this long. Default 0. */
+  olderThanMs?: number;
+  /** Most gaps repaired in one call, oldest first. Default 100. */
+  limit?: number;
+  /**
+   * Reads the aggregate from the source. Return null if the source cannot say (nothing is
+   * written then: a deletion is never inferred from absence); return `deleted: true` for a
+   * known deletion.
+   */
+  loadSnapshot: (gap: Gap) => Promise<S | null>;
+  /** Writes the read model from the snapshot, on the repair's transaction; runs only if the repair wins. */
+  apply: (tx: pg.PoolClient, snapshot: S, gap: Gap) => Promise<void>;
+}
+
+export interface GapRepairReport {
+  gaps: number;
+  /** Projection moved to the source's version (baseline watermark set). */
+  repaired: number;
+  /** The projection already had the source's version or a later one. */
+  notNewer: number;
+  /** loadSnapshot returned null; the gap stays. */
+  unknownAtSource: number;
+  /** Parked events applied (or recorded as covered by the baseline) after the repairs. */
+  drained: number;
+}
+
+/** Parked events of one aggregate taken per drain transaction. */
+const DRAIN_BATCH = 256;
 
 type BatchOutcome = Map<string, Settlement>;
 
@@ -47,6 +100,7 @@ export class DeliveryProcessor {
   readonly #pool: pg.Pool;
   readonly #releasePool: () => Promise<void>;
   readonly #schema: string;
+  #onDrained: DrainListener = () => undefined;
 
   constructor(options: ProcessorOptions) {
     this.options = resolveProcessorOptions(options);
@@ -54,6 +108,11 @@ export class DeliveryProcessor {
     const lease = leasePool(this.options.pool, { connectionString: this.options.connectionString, max: 4, applicationName: 'converge-consumer', logger: this.options.logger });
     this.#pool = lease.pool;
     this.#releasePool = lease.release;
+  }
+
+  /** Where drained parked events are reported (the consumer re-queues the ones that must be retried). */
+  onDrained(listener: DrainListener): void {
+    this.#onDrained = listener;
   }
 
   async process(delivery: RawDelivery): Promise<Settlement> {
@@ -87,7 +146,84 @@ export class DeliveryProcessor {
     }
     for (const [index, settlement] of (await this.#processCandidates(candidates)).entries()) settlements[index] = settlement;
     for (const candidate of later) settlements[candidate.index] = (await this.#processCandidates([candidate])).get(candidate.index)!;
+    await this.#drainAfter([...candidates, ...later].filter((c) => isApplied(settlements[c.index])));
     return settlements;
+  }
+
+  /**
+   * Committed events may have made parked successors applicable: drain them now, in the
+   * same consumer flow, each with its inbox row. One indexed query per batch when nothing is parked.
+   */
+  async #drainAfter(applied: Candidate[]): Promise<void> {
+    if (!this.options.reorderBuffer || applied.length === 0) return;
+    const reached = new Map<string, AggregateRef & { version: number }>();
+    for (const { envelope } of applied) {
+      const key = `${envelope.aggregateType}\u0000${envelope.aggregateId}`;
+      const version = Math.max(reached.get(key)?.version ?? 0, envelope.aggregateVersion);
+      reached.set(key, { aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, version });
+    }
+    for (const aggregate of await aggregatesToDrain(this.#pool, this.#schema, this.options.consumer, [...reached.values()])) await this.#drainAggregate(aggregate);
+  }
+
+  /**
+   * Repairs aggregates stuck on a missing version from the source: a conditional snapshot
+   * write that sets the baseline watermark (never regressing what a live consumer wrote
+   * meanwhile: on a lost race it re-reads and compares again), then drains the parked
+   * events. Those at or below the baseline are recorded in the inbox without effect; the
+   * ones above apply in order. Late copies of covered events are acked as done when they arrive.
+   */
+  async repairGaps<S extends SourceSnapshot>(options: GapRepairOptions<S>): Promise<GapRepairReport> {
+    const gaps = await readGaps(this.#pool, { schema: this.options.schema, consumer: this.options.consumer, olderThanMs: options.olderThanMs ?? 0, limit: options.limit ?? 100 });
+    const report: GapRepairReport = { gaps: gaps.length, repaired: 0, notNewer: 0, unknownAtSource: 0, drained: 0 };
+    for (const gap of gaps) {
+      const snapshot = await options.loadSnapshot(gap);
+      if (snapshot === null) {
+        report.unknownAtSource++;
+        continue;
+      }
+      const outcome = await this.#repairOne(gap, snapshot, options.apply);
+      report[outcome]++;
+      this.options.logger.info({ aggregateType: gap.aggregateType, aggregateId: gap.aggregateId, projection: gap.projection, sourceVersion: snapshot.version, outcome }, 'gap repair');
+      report.drained += await this.#drainAggregate(gap);
+    }
+    return report;
+  }
+
+  async #repairOne<S extends SourceSnapshot>(gap: Gap, snapshot: S, apply: GapRepairOptions<S>['apply']): Promise<'repaired' | 'notNewer'> {
+    for (;;) {
+      const result = await withTransaction(this.#pool, async (tx) => {
+        const state = await readProjectionState(tx, { projection: gap.projection, aggregateType: gap.aggregateType, aggregateId: gap.aggregateId, schema: this.options.schema });
+        return repairFromSnapshot(
+          tx,
+          { projection: gap.projection, aggregateType: gap.aggregateType, aggregateId: gap.aggregateId, sourceVersion: snapshot.version, deleted: snapshot.deleted ?? false, observedVersion: state?.version ?? null, schema: this.options.schema },
+          () => apply(tx, snapshot, gap),
+        );
+      });
+      if (result.repaired) return 'repaired';
+      if (result.reason === 'not-newer') return 'notNewer';
+      // stale-observation: the live consumer moved the aggregate since it was read; compare again.
+    }
+  }
+
+  /** Applies the parked events of one aggregate for as long as that makes progress; returns how many left the buffer. */
+  async #drainAggregate(aggregate: AggregateRef): Promise<number> {
+    let left = 0;
+    for (;;) {
+      const parked = await loadParked(this.#pool, this.#schema, this.options.consumer, aggregate, DRAIN_BATCH);
+      const candidates: Candidate[] = [];
+      for (const [index, { delivery }] of parked.entries()) {
+        // It was parsed before it was parked; the same limit applies.
+        const envelope = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
+        candidates.push({ index, delivery, envelope, print: fingerprint(envelope), attempt: readAttempt(delivery), parked: true });
+      }
+      if (candidates.length === 0) return left;
+      const settled = await this.#processCandidates(candidates);
+      const drained = candidates.map((c) => ({ delivery: c.delivery, settlement: settled.get(c.index)! }));
+      const done = drained.filter((d) => !isStillParked(d.settlement));
+      await this.#onDrained(done);
+      left += done.filter((d) => d.settlement.action === 'ack').length;
+      if (drained.every((d) => isStillParked(d.settlement) || d.settlement.action === 'retry')) return left;
+    }
   }
 
   async #processCandidates(candidates: Candidate[]): Promise<Map<number, Settlement>> {
@@ -102,7 +238,7 @@ export class DeliveryProcessor {
     } catch (err) {
       if (ordered.length === 1) {
         const [only] = ordered;
-        settled.set(only!.index, await this.#settleFailure(err, only!.delivery, only!.envelope, only!.print, only!.attempt));
+        settled.set(only!.index, await this.#settleFailure(err, only!.delivery, only!.envelope, only!.print, only!.attempt, only!.parked ?? false));
         return settled;
       }
       this.options.logger.debug({ size: ordered.length, ...describeError(err) }, 'batch rolled back; processing its deliveries one by one');
@@ -129,6 +265,7 @@ export class DeliveryProcessor {
     }
     if (fresh.length > 0) await this.#runHandlers(tx, fresh);
     for (const { envelope } of fresh) outcome.set(envelope.eventId, { action: 'ack', outcome: 'applied', eventId: envelope.eventId });
+    await unpark(tx, this.#schema, this.options.consumer, ordered.filter((c) => c.parked).map((c) => c.envelope.eventId));
     return outcome;
   }
 
@@ -158,13 +295,18 @@ export class DeliveryProcessor {
     await this.#releasePool();
   }
 
-  async #settleFailure(err: unknown, delivery: RawDelivery, envelope: EventEnvelope | null, print: string | null, attempt: number): Promise<Settlement> {
+  async #settleFailure(err: unknown, delivery: RawDelivery, envelope: EventEnvelope | null, print: string | null, attempt: number, parked = false): Promise<Settlement> {
     const eventId = envelope?.eventId ?? null;
+    if (err instanceof VersionGapError && envelope && print && this.options.reorderBuffer && envelope.kind === 'incremental') {
+      // A parked event that still has a gap stays where it is.
+      if (parked) return { action: 'ack', outcome: 'parked', eventId: envelope.eventId };
+      return this.#park(err, delivery, envelope, print, attempt);
+    }
     const verdict = classifyFailure(err, attempt, this.options.maxAttempts);
     if (verdict.action === 'quarantine') {
       // The quarantine row sits next to the raw body, so the handler's full message may go there (never into logs).
       const detail = err instanceof ConvergeError ? err.message : `handler failed after ${attempt} attempts: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`;
-      const settlement = await this.#quarantine(delivery, eventId, print, verdict.reason, detail);
+      const settlement = await this.#quarantine(delivery, eventId, print, verdict.reason, detail, parked);
       if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && err instanceof ContentConflictError) settlement.conflict = err;
       return settlement;
     }
@@ -173,9 +315,53 @@ export class DeliveryProcessor {
     return { action: 'retry', delayMs, attempt, reason: verdict.reason, eventId };
   }
 
-  async #quarantine(delivery: RawDelivery, eventId: string | null, print: string | null, reason: QuarantineReason, detail: string): Promise<Settlement> {
+  /**
+   * Parks an early incremental event (committed before the delivery is acked), then looks
+   * once more at the projection: if the predecessor committed meanwhile, its own drain check
+   * may have run before this row existed, so this side drains.
+   */
+  async #park(gap: VersionGapError, delivery: RawDelivery, envelope: EventEnvelope, print: string, attempt: number): Promise<Settlement> {
+    const limits = this.options.reorderBuffer!;
+    const eventId = envelope.eventId;
+    let result: ParkResult;
     try {
-      const quarantineId = await quarantine(this.#pool, this.#schema, this.#quarantineEntry(delivery, eventId, print, reason, detail));
+      result = await withTransaction(this.#pool, (tx) =>
+        parkEvent(tx, this.#schema, { consumer: this.options.consumer, projection: gap.key.projection, envelope, fingerprint: print, waitingFor: gap.currentVersion + 1, delivery }, limits),
+      );
+    } catch (err) {
+      const delayMs = backoffDelay(attempt, this.options.backoff);
+      this.options.logger.warn({ eventId, attempt, delayMs, ...describeError(err) }, 'could not park early event; it will be retried');
+      return { action: 'retry', delayMs, attempt, reason: 'database-unavailable', eventId };
+    }
+    if (result.status === 'conflict') {
+      const conflict = new ContentConflictError(this.options.consumer, eventId, result.parkedFingerprint, print);
+      const settlement = await this.#quarantine(delivery, eventId, print, 'content-conflict', conflict.message);
+      if (settlement.action === 'ack' && settlement.outcome === 'quarantined') settlement.conflict = conflict;
+      return settlement;
+    }
+    if (result.status === 'full') {
+      const delayMs = backoffDelay(attempt, this.options.backoff);
+      this.options.logger.warn({ eventId, aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, limit: result.limit, delayMs }, 'reorder buffer full; early event waits in the retry queue');
+      return { action: 'retry', delayMs, attempt, reason: 'reorder-buffer-full', eventId };
+    }
+    this.options.logger.debug({ eventId, aggregateId: envelope.aggregateId, version: envelope.aggregateVersion, waitingFor: gap.currentVersion + 1 }, 'early event parked until its predecessor applies');
+    const state = await readProjectionState(this.#pool, { ...gap.key, schema: this.options.schema });
+    if ((state?.version ?? 0) + 1 >= envelope.aggregateVersion) await this.#drainAggregate(envelope);
+    return { action: 'ack', outcome: 'parked', eventId };
+  }
+
+  /** Drops parked rows whose events were handed back to the broker for a retry. */
+  async releaseParked(eventIds: string[]): Promise<void> {
+    await unpark(this.#pool, this.#schema, this.options.consumer, eventIds);
+  }
+
+  async #quarantine(delivery: RawDelivery, eventId: string | null, print: string | null, reason: QuarantineReason, detail: string, parked = false): Promise<Settlement> {
+    try {
+      const quarantineId = await withTransaction(this.#pool, async (tx) => {
+        const id = await quarantine(tx, this.#schema, this.#quarantineEntry(delivery, eventId, print, reason, detail));
+        if (parked && eventId !== null) await unpark(tx, this.#schema, this.options.consumer, [eventId]);
+        return id;
+      });
       this.options.logger.error({ eventId, reason, quarantineId }, 'delivery quarantined for a person to inspect');
       return { action: 'ack', outcome: 'quarantined', reason, eventId, quarantineId };
     } catch (err) {
@@ -207,4 +393,12 @@ function byAggregateVersion(a: Candidate, b: Candidate): number {
 function readAttempt(delivery: RawDelivery): number {
   const previous = Number(delivery.properties.headers?.[ATTEMPT_HEADER] ?? 0);
   return Number.isInteger(previous) && previous >= 0 ? previous + 1 : 1;
+}
+
+function isApplied(settlement: Settlement | undefined): boolean {
+  return settlement?.action === 'ack' && settlement.outcome === 'applied';
+}
+
+function isStillParked(settlement: Settlement): boolean {
+  return settlement.action === 'ack' && settlement.outcome === 'parked';
 }

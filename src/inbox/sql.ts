@@ -12,6 +12,52 @@ export function inboxSql(schema: string) {
       ON CONFLICT (consumer, event_id) DO NOTHING
       RETURNING event_id`,
     storedFingerprints: `SELECT event_id, fingerprint FROM ${schema}.inbox WHERE consumer = $1 AND event_id = ANY($2::text[])`,
+    /** $1 consumer, $2 type, $3 id, $4 total cap: parked rows of this aggregate, and of the consumer up to the cap. */
+    parkedCounts: `
+      SELECT (SELECT count(*) FROM ${schema}.parked WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3) AS aggregate,
+             (SELECT count(*) FROM (SELECT 1 FROM ${schema}.parked WHERE consumer = $1 LIMIT $4) AS capped) AS total`,
+    park: `
+      INSERT INTO ${schema}.parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)
+      ON CONFLICT (consumer, event_id) DO NOTHING
+      RETURNING event_id`,
+    parkedFingerprint: `SELECT fingerprint FROM ${schema}.parked WHERE consumer = $1 AND event_id = $2`,
+    /**
+     * Aggregates of a just-committed batch ($2 types, $3 ids, $4 versions) that have parked
+     * events at or below the next version: the next one can apply now, and older ones are
+     * copies of events that arrived again after being parked (they drain as duplicates).
+     */
+    parkedSuccessors: `
+      SELECT DISTINCT p.aggregate_type, p.aggregate_id
+        FROM unnest($2::text[], $3::text[], $4::bigint[]) AS k(aggregate_type, aggregate_id, version)
+        JOIN ${schema}.parked p
+          ON p.consumer = $1 AND p.aggregate_type = k.aggregate_type AND p.aggregate_id = k.aggregate_id
+         AND p.aggregate_version <= k.version + 1`,
+    /** The parked events of one aggregate in version order, $4 at most. */
+    parkedOfAggregate: `
+      SELECT event_id, aggregate_version, properties, body FROM ${schema}.parked
+       WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3
+       ORDER BY aggregate_version, parked_at
+       LIMIT $4`,
+    /**
+     * Aggregates with parked events, per consumer and projection, whose oldest parked event
+     * waited at least $2 ms; $1 consumer or null for all, $3 row limit. Oldest first.
+     */
+    gaps: `
+      SELECT p.consumer, p.projection, p.aggregate_type, p.aggregate_id,
+             coalesce(s.version, 0) AS current_version,
+             array_agg(p.aggregate_version ORDER BY p.aggregate_version) AS parked_versions,
+             min(p.parked_at) AS oldest_parked_at,
+             floor(extract(epoch FROM now() - min(p.parked_at)) * 1000) AS age_ms
+        FROM ${schema}.parked p
+        LEFT JOIN ${schema}.projection_state s
+          ON s.projection = p.projection AND s.aggregate_type = p.aggregate_type AND s.aggregate_id = p.aggregate_id
+       WHERE $1::text IS NULL OR p.consumer = $1
+       GROUP BY p.consumer, p.projection, p.aggregate_type, p.aggregate_id, s.version
+      HAVING min(p.parked_at) <= now() - make_interval(secs => $2::double precision / 1000)
+       ORDER BY min(p.parked_at)
+       LIMIT $3`,
+    unpark: `DELETE FROM ${schema}.parked WHERE consumer = $1 AND event_id = ANY($2::text[])`,
     quarantine: `
       INSERT INTO ${schema}.quarantine (consumer, event_id, reason, detail, fingerprint, exchange, routing_key, properties, body)
       VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)

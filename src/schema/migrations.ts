@@ -105,6 +105,29 @@ export const migrations: readonly Migration[] = [
       `ALTER TABLE ${s}.inbox SET (autovacuum_analyze_scale_factor = 0.02)`,
     ],
   },
+  {
+    version: 4,
+    name: 'reorder buffer for incremental events that arrive before their predecessor',
+    statements: (s) => [
+      // Distinct from the inbox: a parked event is not processed yet. It keeps the raw delivery
+      // so that draining it later runs the normal consumer path (inbox, handler, versions).
+      `CREATE TABLE IF NOT EXISTS ${s}.parked (
+        consumer          text NOT NULL,
+        event_id          text NOT NULL,
+        fingerprint       text NOT NULL,
+        projection        text NOT NULL,
+        aggregate_type    text NOT NULL,
+        aggregate_id      text NOT NULL,
+        aggregate_version bigint NOT NULL,
+        waiting_for       bigint NOT NULL,
+        properties        jsonb NOT NULL,
+        body              bytea NOT NULL,
+        parked_at         timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (consumer, event_id)
+      )`,
+      `CREATE INDEX IF NOT EXISTS parked_aggregate_idx ON ${s}.parked (consumer, aggregate_type, aggregate_id, aggregate_version)`,
+    ],
+  },
 ];
 
 /** The NOTIFY channel of migration 2; the payload is the schema name. */

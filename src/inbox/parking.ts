@@ -1,0 +1,161 @@
+import type { Executor } from '../db/executor.js';
+import { quoteIdentifier } from '../db/identifier.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { runStatement } from '../db/statement.js';
+import type { EventEnvelope } from '../envelope/envelope.js';
+import type { RawDelivery } from './quarantine.js';
+import { inboxSql } from './sql.js';
+
+/** Bounds of the reorder buffer, per consumer (inbox scope). */
+export interface ReorderBufferLimits {
+  /** Parked events of one aggregate; beyond it a further early event waits in the retry queue. Default 1,000. */
+  maxPerAggregate: number;
+  /** Parked events of the whole consumer. Default 100,000. */
+  maxTotal: number;
+}
+
+export const DEFAULT_REORDER_BUFFER: ReorderBufferLimits = { maxPerAggregate: 1_000, maxTotal: 100_000 };
+
+export interface ParkEntry {
+  consumer: string;
+  projection: string;
+  envelope: EventEnvelope;
+  fingerprint: string;
+  /** The version the projection waits for (current + 1). */
+  waitingFor: number;
+  delivery: RawDelivery;
+}
+
+export type ParkResult =
+  | { status: 'parked' }
+  /** The same event (same fingerprint) is parked already: nothing to add. */
+  | { status: 'already-parked' }
+  /** Another event with this eventId is parked: a content conflict. */
+  | { status: 'conflict'; parkedFingerprint: string }
+  | { status: 'full'; limit: 'per-aggregate' | 'total' };
+
+/** Parks an early incremental event on the caller's transaction, within the limits. */
+export async function parkEvent(tx: Executor, schema: string, entry: ParkEntry, limits: ReorderBufferLimits): Promise<ParkResult> {
+  const sql = inboxSql(schema);
+  const { envelope } = entry;
+  const existing = await runStatement<{ fingerprint: string }>(tx, sql.parkedFingerprint, [entry.consumer, envelope.eventId]);
+  const parkedFingerprint = existing.rows[0]?.fingerprint;
+  if (parkedFingerprint !== undefined) {
+    return parkedFingerprint === entry.fingerprint ? { status: 'already-parked' } : { status: 'conflict', parkedFingerprint };
+  }
+  const counts = await runStatement<{ aggregate: string; total: string }>(tx, sql.parkedCounts, [entry.consumer, envelope.aggregateType, envelope.aggregateId, limits.maxTotal]);
+  const { aggregate, total } = counts.rows[0]!;
+  if (Number(aggregate) >= limits.maxPerAggregate) return { status: 'full', limit: 'per-aggregate' };
+  if (Number(total) >= limits.maxTotal) return { status: 'full', limit: 'total' };
+  const inserted = await runStatement(tx, sql.park, [
+    entry.consumer,
+    envelope.eventId,
+    entry.fingerprint,
+    entry.projection,
+    envelope.aggregateType,
+    envelope.aggregateId,
+    envelope.aggregateVersion,
+    entry.waitingFor,
+    JSON.stringify({ properties: entry.delivery.properties, fields: entry.delivery.fields }, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    entry.delivery.content,
+  ]);
+  // A concurrent park of the same eventId won the insert; the next delivery judges it.
+  return inserted.rowCount === 1 ? { status: 'parked' } : { status: 'already-parked' };
+}
+
+export interface AggregateRef {
+  aggregateType: string;
+  aggregateId: string;
+}
+
+/** Which of the aggregates that just reached `version` have parked events that may drain now. */
+export async function aggregatesToDrain(executor: Executor, schema: string, consumer: string, reached: (AggregateRef & { version: number })[]): Promise<AggregateRef[]> {
+  if (reached.length === 0) return [];
+  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedSuccessors, [
+    consumer,
+    reached.map((r) => r.aggregateType),
+    reached.map((r) => r.aggregateId),
+    reached.map((r) => r.version),
+  ]);
+  return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
+}
+
+export interface ParkedDelivery {
+  eventId: string;
+  version: number;
+  delivery: RawDelivery;
+}
+
+/** The parked deliveries of one aggregate in version order, rebuilt as they arrived. */
+export async function loadParked(executor: Executor, schema: string, consumer: string, aggregate: AggregateRef, limit: number): Promise<ParkedDelivery[]> {
+  const { rows } = await runStatement<{ event_id: string; aggregate_version: string; properties: { properties: RawDelivery['properties']; fields: RawDelivery['fields'] }; body: Buffer }>(
+    executor,
+    inboxSql(schema).parkedOfAggregate,
+    [consumer, aggregate.aggregateType, aggregate.aggregateId, limit],
+  );
+  return rows.map((row) => ({
+    eventId: row.event_id,
+    version: Number(row.aggregate_version),
+    delivery: { content: row.body, properties: row.properties.properties, fields: row.properties.fields },
+  }));
+}
+
+/** Removes parked rows on the transaction that recorded their events in the inbox. */
+export async function unpark(tx: Executor, schema: string, consumer: string, eventIds: string[]): Promise<void> {
+  if (eventIds.length > 0) await runStatement(tx, inboxSql(schema).unpark, [consumer, eventIds]);
+}
+
+/** An aggregate whose next version is missing while later ones wait in the reorder buffer. */
+export interface Gap {
+  consumer: string;
+  projection: string;
+  aggregateType: string;
+  aggregateId: string;
+  /** Applied version in the projection (0 if none). */
+  currentVersion: number;
+  /** The version that must arrive (or be repaired) before the parked ones can apply. */
+  missingVersion: number;
+  parkedVersions: number[];
+  oldestParkedAt: Date;
+  /** How long the oldest parked event has waited. */
+  ageMs: number;
+}
+
+export interface GapQuery {
+  schema?: string;
+  /** Only this consumer (inbox scope); all by default. */
+  consumer?: string;
+  /** Only gaps whose oldest parked event waited at least this long. Default 0. */
+  olderThanMs?: number;
+  /** Most rows returned, oldest first. Default 1,000. */
+  limit?: number;
+}
+
+/**
+ * Aggregates stuck on a missing version: what the projection has, what waits, and since
+ * when. Early events that did not fit in the buffer wait in the retry queue and are not listed.
+ */
+export async function readGaps(executor: Executor, query: GapQuery = {}): Promise<Gap[]> {
+  const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA);
+  const { rows } = await executor.query<{
+    consumer: string;
+    projection: string;
+    aggregate_type: string;
+    aggregate_id: string;
+    current_version: string;
+    parked_versions: string[];
+    oldest_parked_at: Date;
+    age_ms: string;
+  }>(inboxSql(schema).gaps, [query.consumer ?? null, query.olderThanMs ?? 0, query.limit ?? 1_000]);
+  return rows.map((row) => ({
+    consumer: row.consumer,
+    projection: row.projection,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    currentVersion: Number(row.current_version),
+    missingVersion: Number(row.current_version) + 1,
+    parkedVersions: row.parked_versions.map(Number),
+    oldestParkedAt: row.oldest_parked_at,
+    ageMs: Number(row.age_ms),
+  }));
+}
