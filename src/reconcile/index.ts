@@ -1,2 +1,6 @@
 export { repairFromSnapshot } from './repair.js';
 export type { TrustedSnapshot, RepairResult } from './repair.js';
+export { reconcile } from './reconcile.js';
+export type { PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport } from './reconcile.js';
+export { classify, compareIds, DIFFERENCES } from './compare.js';
+export type { Difference, ReconcileRow } from './compare.js';

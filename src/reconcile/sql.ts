@@ -9,5 +9,12 @@ export function reconcileSql(schema: string) {
     /** Repair of an aggregate the projection has never seen. */
     repairMissing: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version, baseline_version, deleted)
                     VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT DO NOTHING`,
+    /** A page of the projection's own view: $1 projection, $2 aggregate type, after id $3 (byte order), $4 rows. */
+    targetPage: `SELECT aggregate_id AS id, version, deleted FROM ${table}
+                  WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id COLLATE "C" > $3
+                  ORDER BY aggregate_id COLLATE "C" LIMIT $4`,
+    /** Locks one aggregate's version row for a same-version rewrite. */
+    lockState: `SELECT version FROM ${table} WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 FOR UPDATE`,
+    setDeleted: `UPDATE ${table} SET deleted = $4, updated_at = now() WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
   };
 }

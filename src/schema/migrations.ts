@@ -128,6 +128,15 @@ export const migrations: readonly Migration[] = [
       `CREATE INDEX IF NOT EXISTS parked_aggregate_idx ON ${s}.parked (consumer, aggregate_type, aggregate_id, aggregate_version)`,
     ],
   },
+  {
+    version: 5,
+    name: 'byte-ordered index for reconciliation pages',
+    statements: (s) => [
+      // The reconciler walks projections and sources in the same order, by UTF-8 bytes
+      // (COLLATE "C"), whatever the database's default collation; this keeps each page an index range.
+      `CREATE INDEX IF NOT EXISTS projection_state_reconcile_idx ON ${s}.projection_state (projection, aggregate_type, aggregate_id COLLATE "C")`,
+    ],
+  },
 ];
 
 /** The NOTIFY channel of migration 2; the payload is the schema name. */

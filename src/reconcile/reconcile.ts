@@ -1,0 +1,218 @@
+import type pg from 'pg';
+import { z } from 'zod';
+import { quoteIdentifier } from '../db/identifier.js';
+import { withTransaction } from '../db/transaction.js';
+import { identifierOption, parseOptions } from '../ops/config.js';
+import { readProjectionState } from '../projection/index.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { classify, DIFFERENCES, mergePages, type Difference, type ReconcileRow } from './compare.js';
+import { repairFromSnapshot } from './repair.js';
+import { reconcileSql } from './sql.js';
+
+/**
+ * Returns up to `limit` rows with ids greater than `after` (null: from the start), sorted by
+ * id in byte order (`ORDER BY id COLLATE "C"` in PostgreSQL). A shorter page is the last one.
+ */
+export type PagedReader = (after: string | null, limit: number) => Promise<ReconcileRow[]>;
+
+export interface ReconcileProgress {
+  scanned: number;
+  differences: Record<Difference, number>;
+  /** Rows compared per second so far. */
+  rate: number;
+  cursor: string | null;
+}
+
+export interface ReconcileOptions {
+  /** The projection database, holding converge's `projection_state`. */
+  pool: pg.Pool;
+  schema?: string;
+  projection: string;
+  aggregateType: string;
+  /** The source of truth: id, version, deleted flag and the key fields, as one consistent read per page. */
+  source: PagedReader;
+  /** The projection's view; default: versions and tombstones from `projection_state` (no fields). */
+  target?: PagedReader;
+  /** Rows per page on each side. Default 500. */
+  pageSize?: number;
+  /** Resume after this id (a previous report's `cursor`). */
+  after?: string | null;
+  /** Most source rows compared per second, so live consumers are not starved. Default unlimited. */
+  maxRowsPerSecond?: number;
+  /** Ids kept per difference class in the report. Default 10. */
+  sampleSize?: number;
+  /**
+   * Repairs what can be repaired while consumers run: `missing` and `stale` get the source
+   * row through a conditional snapshot update (baseline watermark), `mismatch` is rewritten
+   * at the same version under the row lock. `ahead` and `extra` are only reported.
+   */
+  repair?: { apply: (tx: pg.PoolClient, row: ReconcileRow) => Promise<void> };
+  onProgress?: (progress: ReconcileProgress) => void;
+  signal?: AbortSignal;
+}
+
+export interface ReconcileReport {
+  scanned: number;
+  differences: Record<Difference, number>;
+  samples: Record<Difference, string[]>;
+  repaired: number;
+  /** Repairs not written because the projection moved on meanwhile (re-compared, found current). */
+  skipped: number;
+  /** Last id compared: pass it as `after` to resume. */
+  cursor: string | null;
+  /** False if stopped by the signal before the end. */
+  complete: boolean;
+  durationMs: number;
+}
+
+const optionsSchema = z.object({
+  pool: z.any(),
+  schema: identifierOption.optional(),
+  projection: z.string().min(1),
+  aggregateType: z.string().min(1),
+  source: z.function(),
+  target: z.function().optional(),
+  pageSize: z.number().int().min(1).max(100_000).optional(),
+  after: z.string().nullable().optional(),
+  maxRowsPerSecond: z.number().positive().optional(),
+  sampleSize: z.number().int().min(0).optional(),
+  repair: z.object({ apply: z.function() }).optional(),
+  onProgress: z.function().optional(),
+  signal: z.any().optional(),
+});
+
+const emptyCounts = <T>(value: () => T) => Object.fromEntries(DIFFERENCES.map((d) => [d, value()])) as Record<Difference, T>;
+
+/**
+ * Compares a projection with its source by keyset pagination over both, classifies every
+ * difference (missing, stale, ahead, mismatch, extra) and optionally repairs it without ever
+ * regressing what a live consumer writes meanwhile.
+ */
+export async function reconcile(input: ReconcileOptions): Promise<ReconcileReport> {
+  const options = parseOptions(optionsSchema, input) as ReconcileOptions;
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const sql = reconcileSql(quoteIdentifier(schema));
+  const pageSize = options.pageSize ?? 500;
+  const sampleSize = options.sampleSize ?? 10;
+  const target: PagedReader =
+    options.target ??
+    (async (after, limit) => {
+      const { rows } = await options.pool.query<{ id: string; version: string; deleted: boolean }>(sql.targetPage, [options.projection, options.aggregateType, after ?? '', limit]);
+      return rows.map((row) => ({ id: row.id, version: Number(row.version), deleted: row.deleted }));
+    });
+  const report: ReconcileReport = { scanned: 0, differences: emptyCounts(() => 0), samples: emptyCounts((): string[] => []), repaired: 0, skipped: 0, cursor: options.after ?? null, complete: false, durationMs: 0 };
+  const started = performance.now();
+  const repairer = options.repair ? new Repairer(options.pool, schema, options.projection, options.aggregateType, options.repair.apply) : null;
+
+  let sourceBuffer: ReconcileRow[] = [];
+  let targetBuffer: ReconcileRow[] = [];
+  let sourceAfter = report.cursor;
+  let targetAfter = report.cursor;
+  let sourceDone = false;
+  let targetDone = false;
+  while (!(sourceDone && targetDone && sourceBuffer.length === 0 && targetBuffer.length === 0)) {
+    if (options.signal?.aborted) return finish(report, started, false);
+    // Refill whichever side may hold ids that are not settled yet.
+    if (!sourceDone && sourceBuffer.length < pageSize) {
+      const page = await options.source(sourceAfter, pageSize);
+      sourceBuffer = sourceBuffer.concat(page);
+      sourceDone = page.length < pageSize;
+      sourceAfter = page[page.length - 1]?.id ?? sourceAfter;
+    }
+    if (!targetDone && targetBuffer.length < pageSize) {
+      const page = await target(targetAfter, pageSize);
+      targetBuffer = targetBuffer.concat(page);
+      targetDone = page.length < pageSize;
+      targetAfter = page[page.length - 1]?.id ?? targetAfter;
+    }
+    const { pairs, sourceRest, targetRest } = mergePages(sourceBuffer, targetBuffer, sourceDone, targetDone);
+    sourceBuffer = sourceRest;
+    targetBuffer = targetRest;
+    for (const [source, projected] of pairs) {
+      const difference = classify(source, projected);
+      report.scanned++;
+      report.cursor = (source ?? projected)!.id;
+      if (difference === null) continue;
+      report.differences[difference]++;
+      if (report.samples[difference].length < sampleSize) report.samples[difference].push(report.cursor);
+      if (repairer && source) {
+        const outcome = await repairer.repair(difference, source, projected);
+        if (outcome === 'repaired') report.repaired++;
+        else if (outcome === 'skipped') report.skipped++;
+      }
+    }
+    const elapsed = (performance.now() - started) / 1000;
+    options.onProgress?.({ scanned: report.scanned, differences: { ...report.differences }, rate: elapsed > 0 ? report.scanned / elapsed : 0, cursor: report.cursor });
+    await throttle(report.scanned, started, options.maxRowsPerSecond);
+  }
+  return finish(report, started, true);
+}
+
+function finish(report: ReconcileReport, started: number, complete: boolean): ReconcileReport {
+  report.complete = complete;
+  report.durationMs = Math.round(performance.now() - started);
+  return report;
+}
+
+/** Sleeps just long enough to keep the average at or under the rate. */
+async function throttle(scanned: number, started: number, maxRowsPerSecond: number | undefined): Promise<void> {
+  if (!maxRowsPerSecond) return;
+  const ahead = (scanned / maxRowsPerSecond) * 1000 - (performance.now() - started);
+  if (ahead > 0) await new Promise((resolve) => setTimeout(resolve, ahead));
+}
+
+/** Repairs one difference at a time, each in its own short transaction, re-reading before it writes. */
+class Repairer {
+  readonly #sql: ReturnType<typeof reconcileSql>;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly schema: string,
+    readonly projection: string,
+    readonly aggregateType: string,
+    readonly apply: (tx: pg.PoolClient, row: ReconcileRow) => Promise<void>,
+  ) {
+    this.#sql = reconcileSql(quoteIdentifier(schema));
+  }
+
+  async repair(difference: Difference, source: ReconcileRow, projected: ReconcileRow | undefined): Promise<'repaired' | 'skipped' | 'reported'> {
+    if (difference === 'missing' || difference === 'stale') return this.#toNewerVersion(source);
+    if (difference === 'mismatch') return this.#atSameVersion(source, projected!.version);
+    return 'reported';
+  }
+
+  /**
+   * The conditional snapshot update: written only if the projection is still at the version
+   * read inside this transaction and the source is newer. If a consumer moved it in between,
+   * read and compare again instead of replaying a stale fix.
+   */
+  async #toNewerVersion(source: ReconcileRow): Promise<'repaired' | 'skipped'> {
+    const key = { projection: this.projection, aggregateType: this.aggregateType, aggregateId: source.id, schema: this.schema };
+    for (;;) {
+      const outcome = await withTransaction(this.pool, async (tx) => {
+        const state = await readProjectionState(tx, key);
+        if ((state?.version ?? 0) >= source.version) return 'skipped' as const;
+        const result = await repairFromSnapshot(
+          tx,
+          { ...key, sourceVersion: source.version, deleted: source.deleted ?? false, observedVersion: state?.version ?? null },
+          () => this.apply(tx, source),
+        );
+        if (result.repaired) return 'repaired' as const;
+        return result.reason === 'not-newer' ? ('skipped' as const) : ('again' as const);
+      });
+      if (outcome !== 'again') return outcome;
+    }
+  }
+
+  /** Rewrites the read model at the same version, under the version row's lock. */
+  async #atSameVersion(source: ReconcileRow, version: number): Promise<'repaired' | 'skipped'> {
+    return withTransaction(this.pool, async (tx) => {
+      const params = [this.projection, this.aggregateType, source.id];
+      const { rows } = await tx.query<{ version: string }>(this.#sql.lockState, params);
+      if (rows.length === 0 || Number(rows[0]!.version) !== version) return 'skipped';
+      await tx.query(this.#sql.setDeleted, [...params, source.deleted ?? false]);
+      await this.apply(tx, source);
+      return 'repaired';
+    });
+  }
+}
