@@ -124,3 +124,38 @@ test('gaps lists aggregates stuck on a missing version as a table or JSON, and e
   const recentOnly = await cli(['--schema', schema, 'gaps', '--json', '--older-than', '3600000']);
   assert.deepEqual([recentOnly.code, JSON.parse(recentOnly.stdout)], [0, []]);
 });
+
+test('reconcile reports differences (exit 4), repairs them with --repair --apply-sql, and then finds none (exit 0)', async () => {
+  const migrated = await cli(['--schema', schema, 'migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const q = `"${schema}"`;
+  await pool.query(`CREATE TABLE ${q}.src (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`);
+  await pool.query(`CREATE TABLE ${q}.view (id text PRIMARY KEY, amount integer NOT NULL)`);
+  await pool.query(`INSERT INTO ${q}.src VALUES ('a', 2, 20), ('b', 3, 30), ('c', 1, 10)`);
+  await pool.query(`INSERT INTO ${q}.view VALUES ('a', 20), ('b', 25), ('c', 11)`);
+  await pool.query(`INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'a', 2), ('v', 'order', 'b', 2), ('v', 'order', 'c', 1)`);
+  await pool.query(`INSERT INTO ${q}.src VALUES ('d', 4, 40)`);
+  const args = [
+    '--schema', schema, 'reconcile', '--projection', 'v', '--aggregate-type', 'order', '--page-size', '2',
+    '--source-sql', `SELECT id, version, amount FROM ${q}.src WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+    '--target-sql', `SELECT s.aggregate_id AS id, s.version, v.amount FROM ${q}.projection_state s JOIN ${q}.view v ON v.id = s.aggregate_id WHERE s.projection = 'v' AND s.aggregate_id COLLATE "C" > $1 ORDER BY s.aggregate_id COLLATE "C" LIMIT $2`,
+  ];
+  const found = await cli([...args, '--json']);
+  assert.equal(found.code, 4, found.stderr);
+  const report = JSON.parse(found.stdout) as { differences: Record<string, number>; samples: Record<string, string[]> };
+  assert.deepEqual(report.differences, { missing: 1, stale: 1, ahead: 0, mismatch: 1, extra: 0 });
+  assert.deepEqual([report.samples.missing, report.samples.stale, report.samples.mismatch], [['d'], ['b'], ['c']]);
+
+  const repaired = await cli([...args, '--repair', '--apply-sql', `INSERT INTO ${q}.view (id, amount) VALUES ($1, ($3::jsonb->>'amount')::int) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`]);
+  assert.equal(repaired.code, 0, repaired.stderr);
+  assert.match(repaired.stdout, /repaired 3, skipped 0/);
+  const clean = await cli(args);
+  assert.equal(clean.code, 0, clean.stderr);
+  assert.match(clean.stdout, /missing\s+0\n/);
+  const { rows } = await pool.query(`SELECT id, amount FROM ${q}.view ORDER BY id`);
+  assert.deepEqual(rows, [{ id: 'a', amount: 20 }, { id: 'b', amount: 30 }, { id: 'c', amount: 10 }, { id: 'd', amount: 40 }]);
+
+  const refused = await cli([...args, '--repair']);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /CONVERGE_INVALID_CONFIG.*apply-sql/);
+});

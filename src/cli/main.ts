@@ -6,6 +6,7 @@ import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
 import { createLogger } from '../ops/logger.js';
 import { readStatus, retryFailedEvents } from '../ops/status.js';
 import { readGaps, type Gap } from '../inbox/index.js';
+import { reconcileCommand, type ReconcileCliOptions } from './reconcile.js';
 import { startRelay } from '../relay/relay.js';
 import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
 import { declarePartitionedTopology } from '../transport/topology.js';
@@ -137,6 +138,27 @@ program
     else console.log(gapTable(gaps));
     // Non-zero when something is stuck, so the command doubles as an alert check.
     if (gaps.length > 0) process.exitCode = 3;
+  });
+
+program
+  .command('reconcile')
+  .description('compare a projection with its source by keyset pages; report (and with --repair fix) every difference')
+  .requiredOption('--projection <name>', 'projection name in projection_state')
+  .requiredOption('--aggregate-type <type>', 'aggregate type of the rows compared')
+  .requiredOption('--source-sql <sql>', 'page query on the source: $1 = after id (\'\' at the start), $2 = limit; returns id, version, [deleted], key fields; ORDER BY id COLLATE "C"')
+  .option('--source-database-url <url>', 'source database (default: the projection database)')
+  .option('--target-sql <sql>', 'page query on the projection side, same shape (default: versions from projection_state)')
+  .option('--count-sql <sql>', 'count of source rows, for the ETA')
+  .option('--page-size <n>', 'rows per page', integer, 500)
+  .option('--after <id>', 'resume after this id (the cursor of an earlier run)')
+  .option('--max-rate <n>', 'most rows compared per second', integer)
+  .option('--sample <n>', 'ids shown per difference', integer, 10)
+  .option('--repair', 'repair missing, stale and mismatch rows (conditional, safe with live consumers)')
+  .option('--apply-sql <sql>', 'with --repair: writes one row of the read model; $1 id, $2 version, $3 fields as jsonb, $4 deleted (also the CTE converge_row)')
+  .option('--json', 'one JSON document instead of a table')
+  .action(async (options: ReconcileCliOptions) => {
+    const { databaseUrl, schema } = globalOptions();
+    process.exitCode = await reconcileCommand(databaseUrl, schema, options);
   });
 
 program
