@@ -159,3 +159,29 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /CONVERGE_INVALID_CONFIG.*apply-sql/);
 });
+
+test('rebuild forgets and empties a projection, then writes every source row at its version', async () => {
+  const migrated = await cli(['--schema', schema, 'migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const q = `"${schema}"`;
+  await pool.query(`CREATE TABLE ${q}.rb_src (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`);
+  await pool.query(`CREATE TABLE ${q}.rb_view (id text PRIMARY KEY, amount integer NOT NULL)`);
+  await pool.query(`INSERT INTO ${q}.rb_src VALUES ('a', 5, 50), ('b', 2, 20)`);
+  await pool.query(`INSERT INTO ${q}.rb_view VALUES ('a', 1), ('zombie', 7)`);
+  await pool.query(`INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('rb', 'order', 'a', 1), ('rb', 'order', 'zombie', 9), ('other', 'order', 'a', 4)`);
+  const result = await cli([
+    '--schema', schema, 'rebuild', '--projection', 'rb', '--aggregate-type', 'order',
+    '--source-sql', `SELECT id, version, amount FROM ${q}.rb_src WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+    '--apply-sql', `INSERT INTO ${q}.rb_view (id, amount) SELECT id, (fields->>'amount')::int FROM converge_row`,
+    '--reset-sql', `TRUNCATE ${q}.rb_view`,
+  ]);
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stdout, /rebuilt rb: 2 aggregates written/);
+  assert.deepEqual((await pool.query(`SELECT id, amount FROM ${q}.rb_view ORDER BY id`)).rows, [{ id: 'a', amount: 50 }, { id: 'b', amount: 20 }]);
+  const state = await pool.query(`SELECT projection, aggregate_id, version FROM ${q}.projection_state WHERE projection IN ('rb', 'other') ORDER BY projection, aggregate_id`);
+  assert.deepEqual(state.rows, [
+    { projection: 'other', aggregate_id: 'a', version: '4' },
+    { projection: 'rb', aggregate_id: 'a', version: '5' },
+    { projection: 'rb', aggregate_id: 'b', version: '2' },
+  ], 'other projections untouched');
+});

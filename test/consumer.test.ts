@@ -1278,6 +1278,30 @@ describe('reorder buffer', () => {
     });
   });
 
+  test('on subscribing, a consumer drains parked events that a repair made applicable while it was away', async () => {
+    await withEnv(async (env) => {
+      const first = env.start({ prefetch: 1, handlers: { AmountAdded: applyOrder(env.schema) } });
+      await first.ready();
+      await env.publish(envelope('E1', 'o1', 1, { delta: 10 }));
+      await env.publish(envelope('E3', 'o1', 3, { delta: 30 }));
+      await waitFor(async () => (await parkedRows(env)).rows.length === 1, 'E3 parked');
+      await env.stop(first);
+      // Somebody else closes the gap (a reconcile repair): the projection is now at 2.
+      await env.pool.query(`UPDATE "${env.schema}".projection_state SET version = 2, baseline_version = 2 WHERE aggregate_id = 'o1'`);
+      await env.pool.query(`INSERT INTO "${env.schema}".applied (event_id, aggregate_id, amount) VALUES ('repair@2', 'o1', 20)`);
+
+      const second = env.start({ prefetch: 1, handlers: { AmountAdded: applyOrder(env.schema) } });
+      try {
+        await second.ready();
+        assert.equal(second.stats.drained, 1, 'drained before ready() resolved, with no new delivery');
+        assert.deepEqual(await appliedIds(env), ['E1', 'repair@2', 'E3']);
+        assert.equal((await parkedRows(env)).rows.length, 0);
+      } finally {
+        await env.stop(second);
+      }
+    });
+  });
+
   test('rejects invalid limits with ConfigError naming the field', () => {
     assert.throws(
       () => createDeliveryProcessor({ consumer: 'c', handlers: { X: async () => undefined }, reorderBuffer: { maxPerAggregate: 0 } }),

@@ -6,7 +6,7 @@ import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
 import { createLogger } from '../ops/logger.js';
 import { readStatus, retryFailedEvents } from '../ops/status.js';
 import { readGaps, type Gap } from '../inbox/index.js';
-import { reconcileCommand, type ReconcileCliOptions } from './reconcile.js';
+import { rebuildCommand, reconcileCommand, type RebuildCliOptions, type ReconcileCliOptions } from './reconcile.js';
 import { startRelay } from '../relay/relay.js';
 import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
 import { declarePartitionedTopology } from '../transport/topology.js';
@@ -159,6 +159,23 @@ program
   .action(async (options: ReconcileCliOptions) => {
     const { databaseUrl, schema } = globalOptions();
     process.exitCode = await reconcileCommand(databaseUrl, schema, options);
+  });
+
+program
+  .command('rebuild')
+  .description('rebuild a lost or corrupted projection from the source: forget its versions, empty it, write every source row (stop its consumers first)')
+  .requiredOption('--projection <name>', 'projection name in projection_state')
+  .requiredOption('--aggregate-type <type>', 'aggregate type to rebuild')
+  .requiredOption('--source-sql <sql>', 'page query on the source (primary): $1 = after id, $2 = limit; returns id, version, [deleted], fields; ORDER BY id COLLATE "C"')
+  .requiredOption('--apply-sql <sql>', 'writes one row of the read model; $1 id, $2 version, $3 fields as jsonb, $4 deleted (also the CTE converge_row)')
+  .requiredOption('--reset-sql <sql>', 'empties the read model, on the transaction that forgets the versions (e.g. TRUNCATE order_search)')
+  .option('--source-database-url <url>', 'source database (default: the projection database)')
+  .option('--page-size <n>', 'rows per page', integer, 500)
+  .option('--max-rate <n>', 'most rows written per second', integer)
+  .option('--json', 'the report as JSON')
+  .action(async (options: RebuildCliOptions) => {
+    const { databaseUrl, schema } = globalOptions();
+    process.exitCode = await rebuildCommand(databaseUrl, schema, options);
   });
 
 program

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { ConfigError } from '../errors.js';
-import { reconcile, DIFFERENCES, type PagedReader, type ReconcileProgress, type ReconcileReport, type ReconcileRow } from '../reconcile/index.js';
+import { rebuildProjection, reconcile, DIFFERENCES, type PagedReader, type ReconcileProgress, type ReconcileReport, type ReconcileRow } from '../reconcile/index.js';
 
 export interface ReconcileCliOptions {
   projection: string;
@@ -99,4 +99,43 @@ function reportTable(report: ReconcileReport): string {
   for (const d of DIFFERENCES) lines.push(`${d.padEnd(10)}  ${String(report.differences[d]).padStart(5)}  ${report.samples[d].join(', ')}`.trimEnd());
   lines.push('', `repaired ${report.repaired}, skipped ${report.skipped} (moved on meanwhile)`);
   return lines.join('\n');
+}
+
+export interface RebuildCliOptions {
+  projection: string;
+  aggregateType: string;
+  sourceSql: string;
+  sourceDatabaseUrl?: string;
+  applySql: string;
+  resetSql: string;
+  pageSize: number;
+  maxRate?: number;
+  json?: boolean;
+}
+
+/** Runs `converge rebuild`: forget and empty, then write every source row at its version. */
+export async function rebuildCommand(databaseUrl: string, schema: string, options: RebuildCliOptions): Promise<number> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-rebuild' });
+  const sourcePool = options.sourceDatabaseUrl ? new pg.Pool({ connectionString: options.sourceDatabaseUrl, max: 1, application_name: 'converge-rebuild' }) : pool;
+  try {
+    const progress = process.stderr.isTTY ? progressLine(null) : undefined;
+    const report = await rebuildProjection({
+      pool,
+      schema,
+      projection: options.projection,
+      aggregateType: options.aggregateType,
+      source: sqlReader(sourcePool, options.sourceSql),
+      reset: async (tx) => void (await tx.query(options.resetSql)),
+      apply: applyStatement(options.applySql),
+      pageSize: options.pageSize,
+      ...(options.maxRate ? { maxRowsPerSecond: options.maxRate } : {}),
+      ...(progress ? { onProgress: progress } : {}),
+    });
+    if (progress) process.stderr.write('\n');
+    console.log(options.json ? JSON.stringify(report, null, 2) : `rebuilt ${options.projection}: ${report.repaired} aggregates written from the source in ${(report.durationMs / 1000).toFixed(1)} s`);
+    return 0;
+  } finally {
+    if (sourcePool !== pool) await sourcePool.end();
+    await pool.end();
+  }
 }

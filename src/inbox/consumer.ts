@@ -141,6 +141,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.#pump(channel);
     }, { noAck: false });
     this.#consumerTag = consumerTag;
+    // Parked events whose predecessor was applied (or repaired) while nobody was listening.
+    await this.#processor.drainReady();
     onConnected();
     this.#markReady();
     if (this.#stopping) return;

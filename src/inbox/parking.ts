@@ -80,6 +80,12 @@ export async function aggregatesToDrain(executor: Executor, schema: string, cons
   return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
 }
 
+/** Aggregates of `consumer` whose parked events can apply now, whatever moved their projection. */
+export async function aggregatesReady(executor: Executor, schema: string, consumer: string, limit: number): Promise<AggregateRef[]> {
+  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedReady, [consumer, limit]);
+  return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
+}
+
 export interface ParkedDelivery {
   eventId: string;
   version: number;

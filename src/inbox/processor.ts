@@ -12,7 +12,7 @@ import { classifyFailure } from './classify.js';
 import { ATTEMPT_HEADER } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { resolveProcessorOptions, type EventHandler, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
-import { aggregatesToDrain, loadParked, parkEvent, readGaps, unpark, type AggregateRef, type Gap, type ParkResult } from './parking.js';
+import { aggregatesReady, aggregatesToDrain, loadParked, parkEvent, readGaps, unpark, type AggregateRef, type Gap, type ParkResult } from './parking.js';
 import { readProjectionState } from '../projection/index.js';
 import { repairFromSnapshot } from '../reconcile/index.js';
 import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelivery } from './quarantine.js';
@@ -348,6 +348,23 @@ export class DeliveryProcessor {
     const state = await readProjectionState(this.#pool, { ...gap.key, schema: this.options.schema });
     if ((state?.version ?? 0) + 1 >= envelope.aggregateVersion) await this.#drainAggregate(envelope);
     return { action: 'ack', outcome: 'parked', eventId };
+  }
+
+  /**
+   * Drains every parked event that can apply now, whoever moved its projection (a repair, a
+   * rebuild, another process before a restart). The consumer runs it when it subscribes.
+   * Returns how many events left the buffer.
+   */
+  async drainReady(): Promise<number> {
+    if (!this.options.reorderBuffer) return 0;
+    let left = 0;
+    for (;;) {
+      const ready = await aggregatesReady(this.#pool, this.#schema, this.options.consumer, DRAIN_BATCH);
+      let progressed = 0;
+      for (const aggregate of ready) progressed += await this.#drainAggregate(aggregate);
+      left += progressed;
+      if (ready.length < DRAIN_BATCH || progressed === 0) return left;
+    }
   }
 
   /** Drops parked rows whose events were handed back to the broker for a retry. */

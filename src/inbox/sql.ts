@@ -33,6 +33,14 @@ export function inboxSql(schema: string) {
         JOIN ${schema}.parked p
           ON p.consumer = $1 AND p.aggregate_type = k.aggregate_type AND p.aggregate_id = k.aggregate_id
          AND p.aggregate_version <= k.version + 1`,
+    /** Aggregates whose parked events can apply now ($2 at most): a sweep after a restart, a repair or a rebuild. */
+    parkedReady: `
+      SELECT DISTINCT p.aggregate_type, p.aggregate_id
+        FROM ${schema}.parked p
+        LEFT JOIN ${schema}.projection_state s
+          ON s.projection = p.projection AND s.aggregate_type = p.aggregate_type AND s.aggregate_id = p.aggregate_id
+       WHERE p.consumer = $1 AND p.aggregate_version <= coalesce(s.version, 0) + 1
+       LIMIT $2`,
     /** The parked events of one aggregate in version order, $4 at most. */
     parkedOfAggregate: `
       SELECT event_id, aggregate_version, properties, body FROM ${schema}.parked

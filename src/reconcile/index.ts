@@ -4,3 +4,5 @@ export { reconcile } from './reconcile.js';
 export type { PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport } from './reconcile.js';
 export { classify, compareIds, DIFFERENCES } from './compare.js';
 export type { Difference, ReconcileRow } from './compare.js';
+export { rebuildProjection } from './rebuild.js';
+export type { RebuildOptions } from './rebuild.js';

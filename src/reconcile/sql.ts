@@ -13,6 +13,8 @@ export function reconcileSql(schema: string) {
     targetPage: `SELECT aggregate_id AS id, version, deleted FROM ${table}
                   WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id COLLATE "C" > $3
                   ORDER BY aggregate_id COLLATE "C" LIMIT $4`,
+    /** Forgets every version of one projection and aggregate type ($1, $2), for a rebuild. */
+    forget: `DELETE FROM ${table} WHERE projection = $1 AND aggregate_type = $2`,
     /** Locks one aggregate's version row for a same-version rewrite. */
     lockState: `SELECT version FROM ${table} WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 FOR UPDATE`,
     setDeleted: `UPDATE ${table} SET deleted = $4, updated_at = now() WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
