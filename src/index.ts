@@ -58,7 +58,7 @@ export type {
 } from './projection/index.js';
 
 export { repairFromSnapshot, reconcile, rebuildProjection, classify as classifyDifference, compareIds } from './reconcile/index.js';
-export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport, Difference, ReconcileRow, RebuildOptions } from './reconcile/index.js';
+export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport, ReconcileRepair, Difference, ReconcileRow, RebuildOptions } from './reconcile/index.js';
 
 export { readStatus, retryFailedEvents } from './ops/status.js';
 export type { ConvergeStatus } from './ops/status.js';

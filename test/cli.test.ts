@@ -135,6 +135,8 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   await pool.query(`INSERT INTO ${q}.view VALUES ('a', 20), ('b', 25), ('c', 11)`);
   await pool.query(`INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'a', 2), ('v', 'order', 'b', 2), ('v', 'order', 'c', 1)`);
   await pool.query(`INSERT INTO ${q}.src VALUES ('d', 4, 40)`);
+  await pool.query(`INSERT INTO ${q}.view VALUES ('x', 1)`);
+  await pool.query(`INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'x', 1)`);
   const args = [
     '--schema', schema, 'reconcile', '--projection', 'v', '--aggregate-type', 'order', '--page-size', '2',
     '--source-sql', `SELECT id, version, amount FROM ${q}.src WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
@@ -143,12 +145,17 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   const found = await cli([...args, '--json']);
   assert.equal(found.code, 4, found.stderr);
   const report = JSON.parse(found.stdout) as { differences: Record<string, number>; samples: Record<string, string[]> };
-  assert.deepEqual(report.differences, { missing: 1, stale: 1, ahead: 0, mismatch: 1, extra: 0 });
+  assert.deepEqual(report.differences, { missing: 1, stale: 1, ahead: 0, mismatch: 1, extra: 1 });
   assert.deepEqual([report.samples.missing, report.samples.stale, report.samples.mismatch], [['d'], ['b'], ['c']]);
 
-  const repaired = await cli([...args, '--repair', '--apply-sql', `INSERT INTO ${q}.view (id, amount) VALUES ($1, ($3::jsonb->>'amount')::int) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`]);
+  const repaired = await cli([
+    ...args, '--repair',
+    '--apply-sql', `INSERT INTO ${q}.view (id, amount) VALUES ($1, ($3::jsonb->>'amount')::int) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`,
+    '--lookup-sql', `SELECT id, version, amount FROM ${q}.src WHERE id = $1`,
+    '--remove-sql', `DELETE FROM ${q}.view WHERE id = $1`,
+  ]);
   assert.equal(repaired.code, 0, repaired.stderr);
-  assert.match(repaired.stdout, /repaired 3, skipped 0/);
+  assert.match(repaired.stdout, /repaired 4, skipped 0/);
   const clean = await cli(args);
   assert.equal(clean.code, 0, clean.stderr);
   assert.match(clean.stdout, /missing\s+0\n/);

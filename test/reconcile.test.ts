@@ -153,6 +153,31 @@ describe('reconcile', () => {
     });
   });
 
+  it('removes an extra row only when a point read of the source confirms it is gone', async () => {
+    await withFixture(async (f) => {
+      await corrupt(f);
+      // 'late' is in the projection, and reaches the source only after the source page was read.
+      await f.db.pool.query(`INSERT INTO ${f.q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ($1, $2, 'late', 1)`, [PROJECTION, TYPE]);
+      await f.db.pool.query(`INSERT INTO ${f.q}.order_view (id, amount) VALUES ('late', 1)`);
+      let sourceAfterPages = false;
+      const source: PagedReader = async (after, limit) => {
+        const page = (await f.source(after, limit)).filter((row) => row.id !== 'late');
+        if (page.length < limit && !sourceAfterPages) {
+          sourceAfterPages = true;
+          await f.db.pool.query(`INSERT INTO ${f.q}.orders (id, version, amount) VALUES ('late', 2, 2)`);
+        }
+        return page;
+      };
+      const lookup = async (id: string) => (await f.source(null, 1_000)).find((row) => row.id === id) ?? null;
+      const remove = async (tx: pg.PoolClient, id: string) => void (await tx.query(`DELETE FROM ${f.q}.order_view WHERE id = $1`, [id]));
+      const report = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source, target: f.target, repair: { apply: f.apply, lookup, remove } });
+      assert.equal(report.differences.extra, 2, "'extra' and 'late' looked extra in the pages");
+      assert.equal(await f.readModel('extra'), null, 'confirmed gone at the source: removed');
+      assert.equal(await f.db.pool.query(`SELECT 1 FROM ${f.q}.projection_state WHERE aggregate_id = 'extra'`).then((r) => r.rows.length), 0);
+      assert.deepEqual(await f.readModel('late'), { amount: 2, version: 2 }, 'found by the point read: repaired as stale instead of removed');
+    });
+  });
+
   it('never regresses a projection a consumer moved after the page was read: it re-reads and skips', async () => {
     await withFixture(async (f) => {
       await f.seed('o1', 4, 40);

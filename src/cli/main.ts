@@ -155,6 +155,8 @@ program
   .option('--sample <n>', 'ids shown per difference', integer, 10)
   .option('--repair', 'repair missing, stale and mismatch rows (conditional, safe with live consumers)')
   .option('--apply-sql <sql>', 'with --repair: writes one row of the read model; $1 id, $2 version, $3 fields as jsonb, $4 deleted (also the CTE converge_row)')
+  .option('--lookup-sql <sql>', 'with --repair and --remove-sql: reads one source row by $1 id, to confirm an extra row is really gone')
+  .option('--remove-sql <sql>', 'with --repair and --lookup-sql: removes one read-model row by $1 id')
   .option('--json', 'one JSON document instead of a table')
   .action(async (options: ReconcileCliOptions) => {
     const { databaseUrl, schema } = globalOptions();

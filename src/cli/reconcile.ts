@@ -15,6 +15,8 @@ export interface ReconcileCliOptions {
   sample: number;
   repair?: boolean;
   applySql?: string;
+  lookupSql?: string;
+  removeSql?: string;
   json?: boolean;
 }
 
@@ -51,7 +53,7 @@ export async function reconcileCommand(databaseUrl: string, schema: string, opti
       after: options.after ?? null,
       sampleSize: options.sample,
       ...(options.maxRate ? { maxRowsPerSecond: options.maxRate } : {}),
-      ...(options.repair ? { repair: { apply: applyStatement(options.applySql!) } } : {}),
+      ...(options.repair ? { repair: { apply: applyStatement(options.applySql!), ...extraRemoval(sourcePool, options) } } : {}),
       ...(progress ? { onProgress: progress } : {}),
     });
     if (progress) process.stderr.write('\n');
@@ -62,6 +64,20 @@ export async function reconcileCommand(databaseUrl: string, schema: string, opti
     if (sourcePool !== pool) await sourcePool.end();
     await pool.end();
   }
+}
+
+/** `--lookup-sql` ($1 id) and `--remove-sql` ($1 id) together let --repair remove confirmed extras. */
+function extraRemoval(sourcePool: pg.Pool, options: ReconcileCliOptions) {
+  if (!options.lookupSql || !options.removeSql) return {};
+  const lookupSql = options.lookupSql;
+  const removeSql = options.removeSql;
+  return {
+    lookup: async (id: string) => {
+      const { rows } = await sourcePool.query<Record<string, unknown>>(lookupSql, [id]);
+      return rows[0] ? toRow(rows[0]) : null;
+    },
+    remove: async (tx: pg.PoolClient, id: string) => void (await tx.query(removeSql, [id])),
+  };
 }
 
 /**

@@ -80,6 +80,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return this.#ready;
   }
 
+  /** Drains parked events that can apply now (after a reconcile or a rebuild moved their projection). */
+  drainReady(): Promise<number> {
+    return this.#processor.drainReady();
+  }
+
   /** See DeliveryProcessor.repairGaps: repairs this consumer's gaps from the source, then drains. */
   repairGaps<S extends SourceSnapshot>(options: GapRepairOptions<S>): Promise<GapRepairReport> {
     return this.#processor.repairGaps(options);

@@ -44,11 +44,22 @@ export interface ReconcileOptions {
   /**
    * Repairs what can be repaired while consumers run: `missing` and `stale` get the source
    * row through a conditional snapshot update (baseline watermark), `mismatch` is rewritten
-   * at the same version under the row lock. `ahead` and `extra` are only reported.
+   * at the same version under the row lock. `ahead` is only reported. `extra` is removed only
+   * if `lookup` and `remove` are given and a point read of the source confirms the id is gone
+   * (never because a page did not contain it).
    */
-  repair?: { apply: (tx: pg.PoolClient, row: ReconcileRow) => Promise<void> };
+  repair?: ReconcileRepair;
   onProgress?: (progress: ReconcileProgress) => void;
   signal?: AbortSignal;
+}
+
+export interface ReconcileRepair {
+  /** Writes one aggregate of the read model from its source row (removes it when `deleted`). */
+  apply: (tx: pg.PoolClient, row: ReconcileRow) => Promise<void>;
+  /** Reads one id from the source; null when the source has no such aggregate. */
+  lookup?: (id: string) => Promise<ReconcileRow | null>;
+  /** Removes one aggregate from the read model, on the transaction that drops its version. */
+  remove?: (tx: pg.PoolClient, id: string) => Promise<void>;
 }
 
 export interface ReconcileReport {
@@ -76,7 +87,7 @@ const optionsSchema = z.object({
   after: z.string().nullable().optional(),
   maxRowsPerSecond: z.number().positive().optional(),
   sampleSize: z.number().int().min(0).optional(),
-  repair: z.object({ apply: z.function() }).optional(),
+  repair: z.object({ apply: z.function(), lookup: z.function().optional(), remove: z.function().optional() }).optional(),
   onProgress: z.function().optional(),
   signal: z.any().optional(),
 });
@@ -102,7 +113,7 @@ export async function reconcile(input: ReconcileOptions): Promise<ReconcileRepor
     });
   const report: ReconcileReport = { scanned: 0, differences: emptyCounts(() => 0), samples: emptyCounts((): string[] => []), repaired: 0, skipped: 0, cursor: options.after ?? null, complete: false, durationMs: 0 };
   const started = performance.now();
-  const repairer = options.repair ? new Repairer(options.pool, schema, options.projection, options.aggregateType, options.repair.apply) : null;
+  const repairer = options.repair ? new Repairer(options.pool, schema, options.projection, options.aggregateType, options.repair) : null;
 
   let sourceBuffer: ReconcileRow[] = [];
   let targetBuffer: ReconcileRow[] = [];
@@ -135,7 +146,7 @@ export async function reconcile(input: ReconcileOptions): Promise<ReconcileRepor
       if (difference === null) continue;
       report.differences[difference]++;
       if (report.samples[difference].length < sampleSize) report.samples[difference].push(report.cursor);
-      if (repairer && source) {
+      if (repairer) {
         const outcome = await repairer.repair(difference, source, projected);
         if (outcome === 'repaired') report.repaired++;
         else if (outcome === 'skipped') report.skipped++;
@@ -170,15 +181,36 @@ class Repairer {
     readonly schema: string,
     readonly projection: string,
     readonly aggregateType: string,
-    readonly apply: (tx: pg.PoolClient, row: ReconcileRow) => Promise<void>,
+    readonly hooks: ReconcileRepair,
   ) {
     this.#sql = reconcileSql(quoteIdentifier(schema));
   }
 
-  async repair(difference: Difference, source: ReconcileRow, projected: ReconcileRow | undefined): Promise<'repaired' | 'skipped' | 'reported'> {
-    if (difference === 'missing' || difference === 'stale') return this.#toNewerVersion(source);
-    if (difference === 'mismatch') return this.#atSameVersion(source, projected!.version);
+  async repair(difference: Difference, source: ReconcileRow | undefined, projected: ReconcileRow | undefined): Promise<'repaired' | 'skipped' | 'reported'> {
+    if (difference === 'missing' || difference === 'stale') return this.#toNewerVersion(source!);
+    if (difference === 'mismatch') return this.#atSameVersion(source!, projected!.version);
+    if (difference === 'extra') return this.#removeExtra(projected!);
     return 'reported';
+  }
+
+  /** Removes an extra row only once the source, asked for that id, confirms it does not exist. */
+  async #removeExtra(projected: ReconcileRow): Promise<'repaired' | 'skipped' | 'reported'> {
+    const { lookup, remove } = this.hooks;
+    if (!lookup || !remove) return 'reported';
+    const source = await lookup(projected.id);
+    if (source) {
+      // It exists after all (written between two pages): judge it like any other row.
+      const difference = classify(source, projected);
+      return difference === null ? 'skipped' : this.repair(difference, source, projected);
+    }
+    return withTransaction(this.pool, async (tx) => {
+      const params = [this.projection, this.aggregateType, projected.id];
+      const { rows } = await tx.query<{ version: string }>(this.#sql.lockState, params);
+      if (rows.length > 0 && Number(rows[0]!.version) !== projected.version) return 'skipped';
+      await tx.query(this.#sql.forgetOne, params);
+      await remove(tx, projected.id);
+      return 'repaired';
+    });
   }
 
   /**
@@ -195,7 +227,7 @@ class Repairer {
         const result = await repairFromSnapshot(
           tx,
           { ...key, sourceVersion: source.version, deleted: source.deleted ?? false, observedVersion: state?.version ?? null },
-          () => this.apply(tx, source),
+          () => this.hooks.apply(tx, source),
         );
         if (result.repaired) return 'repaired' as const;
         return result.reason === 'not-newer' ? ('skipped' as const) : ('again' as const);
@@ -211,7 +243,7 @@ class Repairer {
       const { rows } = await tx.query<{ version: string }>(this.#sql.lockState, params);
       if (rows.length === 0 || Number(rows[0]!.version) !== version) return 'skipped';
       await tx.query(this.#sql.setDeleted, [...params, source.deleted ?? false]);
-      await this.apply(tx, source);
+      await this.hooks.apply(tx, source);
       return 'repaired';
     });
   }

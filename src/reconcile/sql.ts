@@ -15,6 +15,8 @@ export function reconcileSql(schema: string) {
                   ORDER BY aggregate_id COLLATE "C" LIMIT $4`,
     /** Forgets every version of one projection and aggregate type ($1, $2), for a rebuild. */
     forget: `DELETE FROM ${table} WHERE projection = $1 AND aggregate_type = $2`,
+    /** Drops one aggregate's version row: the source confirmed the aggregate does not exist. */
+    forgetOne: `DELETE FROM ${table} WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
     /** Locks one aggregate's version row for a same-version rewrite. */
     lockState: `SELECT version FROM ${table} WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 FOR UPDATE`,
     setDeleted: `UPDATE ${table} SET deleted = $4, updated_at = now() WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
