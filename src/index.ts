@@ -63,6 +63,8 @@ export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, Reco
 export { readStatus, retryFailedEvents } from './ops/status.js';
 export type { ConvergeStatus } from './ops/status.js';
 
+export { registerConvergenceMetrics, serveMetrics } from './ops/metrics.js';
+export type { ConvergenceMetricsOptions } from './ops/metrics.js';
 export { backoffDelay, DEFAULT_BACKOFF } from './ops/backoff.js';
 export type { BackoffPolicy } from './ops/backoff.js';
 export { createLogger, silentLogger } from './ops/logger.js';

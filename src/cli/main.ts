@@ -5,6 +5,7 @@ import { ConvergeError } from '../errors.js';
 import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
 import { createLogger } from '../ops/logger.js';
 import { readStatus, retryFailedEvents } from '../ops/status.js';
+import { registerConvergenceMetrics, serveMetrics } from '../ops/metrics.js';
 import { readGaps, type Gap } from '../inbox/index.js';
 import { rebuildCommand, reconcileCommand, type RebuildCliOptions, type ReconcileCliOptions } from './reconcile.js';
 import { startRelay } from '../relay/relay.js';
@@ -178,6 +179,26 @@ program
   .action(async (options: RebuildCliOptions) => {
     const { databaseUrl, schema } = globalOptions();
     process.exitCode = await rebuildCommand(databaseUrl, schema, options);
+  });
+
+program
+  .command('metrics')
+  .description('serve convergence gauges (reorder buffer, gaps) on /metrics for Prometheus until SIGTERM/SIGINT')
+  .option('--port <n>', 'port to listen on', integer, 9464)
+  .option('--host <host>', 'address to bind', '127.0.0.1')
+  .option('--gap-after-ms <n>', 'an aggregate counts as a gap after waiting this long', integer, 60_000)
+  .action(async (options: { port: number; host: string; gapAfterMs: number }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-metrics' });
+    pool.on('error', () => undefined);
+    const server = await serveMetrics(registerConvergenceMetrics({ pool, schema, gapAfterMs: options.gapAfterMs }), { port: options.port, host: options.host });
+    console.log(`serving /metrics on ${options.host}:${options.port}`);
+    await new Promise<void>((resolve) => {
+      process.once('SIGTERM', resolve);
+      process.once('SIGINT', resolve);
+    });
+    server.close();
+    await pool.end();
   });
 
 program

@@ -6,6 +6,12 @@ export function opsSql(schema: string) {
              EXTRACT(EPOCH FROM now() - min(occurred_at)) AS oldest_age_seconds
         FROM ${schema}.outbox GROUP BY status`,
     openQuarantine: `SELECT reason, count(*)::bigint AS n FROM ${schema}.quarantine WHERE resolved_at IS NULL GROUP BY reason`,
+    /** Per consumer: parked events, aggregates waiting longer than $1 ms for a missing version, age of the oldest park. */
+    reorderBuffer: `
+      SELECT consumer, count(*)::bigint AS parked,
+             count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE parked_at <= now() - make_interval(secs => $1::double precision / 1000))::bigint AS gaps,
+             EXTRACT(EPOCH FROM now() - min(parked_at)) AS oldest_age_seconds
+        FROM ${schema}.parked GROUP BY consumer`,
     /** Puts failed events back in line; `$1` limits it to one event id when given. */
     retryFailed: `
       UPDATE ${schema}.outbox

@@ -1,0 +1,68 @@
+import http from 'node:http';
+import type pg from 'pg';
+import client from 'prom-client';
+import { quoteIdentifier } from '../db/identifier.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { opsSql } from './sql.js';
+
+export interface ConvergenceMetricsOptions {
+  pool: pg.Pool;
+  schema?: string;
+  /** An aggregate counts as a gap once its oldest parked event waited this long. Default 60,000 ms. */
+  gapAfterMs?: number;
+  /** Where to register; a new registry by default. */
+  registry?: client.Registry;
+}
+
+/**
+ * Gauges read from the database at scrape time, so every process (and the CLI) reports the
+ * same durable truth: events in the reorder buffer, aggregates stuck on a missing version,
+ * and how long the oldest has waited, per consumer.
+ */
+export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): client.Registry {
+  const registry = options.registry ?? new client.Registry();
+  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const gapAfterMs = options.gapAfterMs ?? 60_000;
+  let pending: Promise<{ consumer: string; parked: string; gaps: string; oldest_age_seconds: string | null }[]> | undefined;
+  // One query per scrape for all three gauges: the first collect() starts it, the others share it.
+  const read = () => (pending ??= options.pool.query(sql.reorderBuffer, [gapAfterMs]).then((r) => r.rows).finally(() => setImmediate(() => (pending = undefined))));
+  const gauge = (name: string, help: string, value: (row: Awaited<ReturnType<typeof read>>[number]) => number) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ['consumer'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const row of await read()) this.set({ consumer: row.consumer }, value(row));
+      },
+    });
+  gauge('converge_parked_events', 'Incremental events waiting in the reorder buffer for their predecessor.', (row) => Number(row.parked));
+  gauge('converge_gap_aggregates', `Aggregates whose next version has been missing for longer than ${gapAfterMs} ms.`, (row) => Number(row.gaps));
+  gauge('converge_oldest_parked_seconds', 'Age of the oldest event in the reorder buffer.', (row) => Number(row.oldest_age_seconds ?? 0));
+  return registry;
+}
+
+/** Serves `registry` on `/metrics` (Prometheus text format) and `/healthz`. Resolves once listening. */
+export async function serveMetrics(registry: client.Registry, options: { port: number; host?: string }): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    if (req.url === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+      return;
+    }
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
+      // The database may be down; say so without details (they could name hosts or users).
+      () => res.writeHead(503, { 'content-type': 'text/plain' }).end('metrics unavailable\n'),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host ?? '127.0.0.1', () => resolve());
+  });
+  return server;
+}
