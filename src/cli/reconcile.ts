@@ -34,12 +34,22 @@ function toRow(raw: Record<string, unknown>): ReconcileRow {
   return { id: String(id), version: Number(version), deleted: deleted === true, ...(Object.keys(fields).length > 0 ? { fields } : {}) };
 }
 
+/** The projection database's pool and the source's (the same pool when no source URL is given), closed after `work`. */
+async function withPools<T>(databaseUrl: string, sourceUrl: string | undefined, work: (pool: pg.Pool, sourcePool: pg.Pool) => Promise<T>): Promise<T> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-reconcile' });
+  const sourcePool = sourceUrl ? new pg.Pool({ connectionString: sourceUrl, max: 1, application_name: 'converge-reconcile' }) : pool;
+  try {
+    return await work(pool, sourcePool);
+  } finally {
+    if (sourcePool !== pool) await sourcePool.end();
+    await pool.end();
+  }
+}
+
 /** Runs `converge reconcile`; the exit code is 4 while differences remain unrepaired. */
 export async function reconcileCommand(databaseUrl: string, schema: string, options: ReconcileCliOptions): Promise<number> {
   if (options.repair && !options.applySql) throw new ConfigError('apply-sql', '--repair needs --apply-sql to write the read model');
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-reconcile' });
-  const sourcePool = options.sourceDatabaseUrl ? new pg.Pool({ connectionString: options.sourceDatabaseUrl, max: 1, application_name: 'converge-reconcile' }) : pool;
-  try {
+  return withPools(databaseUrl, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const total = options.countSql ? Number((await sourcePool.query<{ count: string }>(options.countSql)).rows[0]?.count ?? 0) : null;
     const progress = process.stderr.isTTY ? progressLine(total) : undefined;
     const report = await reconcile({
@@ -60,10 +70,7 @@ export async function reconcileCommand(databaseUrl: string, schema: string, opti
     console.log(options.json ? JSON.stringify(report, null, 2) : reportTable(report));
     const found = DIFFERENCES.reduce((sum, d) => sum + report.differences[d], 0);
     return found - report.repaired > 0 ? 4 : 0;
-  } finally {
-    if (sourcePool !== pool) await sourcePool.end();
-    await pool.end();
-  }
+  });
 }
 
 /** `--lookup-sql` ($1 id) and `--remove-sql` ($1 id) together let --repair remove confirmed extras. */
@@ -131,9 +138,7 @@ export interface RebuildCliOptions {
 
 /** Runs `converge rebuild`: forget and empty, then write every source row at its version. */
 export async function rebuildCommand(databaseUrl: string, schema: string, options: RebuildCliOptions): Promise<number> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-rebuild' });
-  const sourcePool = options.sourceDatabaseUrl ? new pg.Pool({ connectionString: options.sourceDatabaseUrl, max: 1, application_name: 'converge-rebuild' }) : pool;
-  try {
+  return withPools(databaseUrl, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const progress = process.stderr.isTTY ? progressLine(null) : undefined;
     const report = await rebuildProjection({
       pool,
@@ -150,8 +155,5 @@ export async function rebuildCommand(databaseUrl: string, schema: string, option
     if (progress) process.stderr.write('\n');
     console.log(options.json ? JSON.stringify(report, null, 2) : `rebuilt ${options.projection}: ${report.repaired} aggregates written from the source in ${(report.durationMs / 1000).toFixed(1)} s`);
     return 0;
-  } finally {
-    if (sourcePool !== pool) await sourcePool.end();
-    await pool.end();
-  }
+  });
 }
