@@ -116,3 +116,24 @@ export class SchemaTooNewError extends ConvergeError {
     );
   }
 }
+
+/**
+ * Thrown by a handler when retrying cannot help (a business rule rejects the event, a
+ * referenced record will never exist): the delivery is quarantined at once, not retried.
+ * The message goes to the quarantine row next to the raw body, never to the logs.
+ */
+export class PermanentError extends ConvergeError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONVERGE_PERMANENT', message, options);
+  }
+}
+
+/**
+ * Thrown by a handler when waiting will help (a dependency is down or rate-limits): the
+ * delivery is retried with backoff without the `maxAttempts` limit, like a database outage.
+ */
+export class TransientError extends ConvergeError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONVERGE_TRANSIENT', message, options);
+  }
+}

@@ -81,5 +81,7 @@ export {
   StaleVersionError,
   PublishError,
   SchemaTooNewError,
+  PermanentError,
+  TransientError,
 } from './errors.js';
 export type { AggregateKey, PublishFailure } from './errors.js';

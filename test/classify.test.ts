@@ -6,8 +6,11 @@ import {
   EnvelopeValidationError,
   StaleVersionError,
   VersionGapError,
+  PermanentError,
+  TransientError,
   classifyFailure,
 } from '../src/index.js';
+import { describeError } from '../src/ops/logger.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: '42' };
 
@@ -85,5 +88,22 @@ describe('classifyFailure', () => {
       assert.deepEqual(classifyFailure(thrown, 1, 2), { action: 'retry', endless: false, reason: 'handler-error' });
       assert.deepEqual(classifyFailure(thrown, 2, 2), { action: 'quarantine', reason: 'handler-failed' });
     }
+  });
+});
+
+describe('handler-chosen classification', () => {
+  test('PermanentError is quarantined at once as handler-permanent, on the first attempt', () => {
+    assert.deepEqual(classifyFailure(new PermanentError('order 7 is closed'), 1, 10), { action: 'quarantine', reason: 'handler-permanent' });
+  });
+
+  test('TransientError waits without limit, even past maxAttempts', () => {
+    for (const attempt of [1, 10, 11, 500]) {
+      assert.deepEqual(classifyFailure(new TransientError('search cluster unavailable'), attempt, 10), { action: 'retry', endless: true, reason: 'handler-transient' });
+    }
+  });
+
+  test('their messages, written by handlers, never reach a log line: only class and code', () => {
+    assert.deepEqual(describeError(new PermanentError('customer alice@example.com rejected')), { err: 'PermanentError', code: 'CONVERGE_PERMANENT' });
+    assert.deepEqual(describeError(new TransientError('token s3cr3t expired')), { err: 'TransientError', code: 'CONVERGE_TRANSIENT' });
   });
 });

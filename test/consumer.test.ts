@@ -15,6 +15,8 @@ import {
   ConfigError,
   ContentConflictError,
   DEFAULT_ROUTING_KEY,
+  PermanentError,
+  TransientError,
   Relay,
   appendToOutbox,
   applyIncrement,
@@ -680,6 +682,42 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 1);
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.applied`), 1, 'the first run rolled back completely');
         assert.equal(await env.count(`SELECT version AS n FROM $schema.projection_state WHERE aggregate_id = 'o1'`), 1);
+      } finally {
+        await env.stop(consumer);
+      }
+    });
+  });
+
+  test('a handler chooses: PermanentError is quarantined on the first attempt, TransientError waits past maxAttempts; neither message reaches the logs', async () => {
+    await withEnv(async (env) => {
+      const logger = capturingLogger();
+      let transientLeft = 4;
+      const consumer = env.start({
+        logger,
+        maxAttempts: 2,
+        handlers: {
+          AmountAdded: async (event, context) => {
+            if (event.aggregateId === 'closed') throw new PermanentError(`order closed for ${SECRET}`);
+            if (transientLeft-- > 0) throw new TransientError(`search down, token ${SECRET}`);
+            await applyOrder(env.schema)(event, context);
+          },
+        },
+      });
+      const settled = collect(consumer);
+      try {
+        await consumer.ready();
+        await env.publish(envelope('P1', 'closed', 1));
+        await env.publish(envelope('T1', 'o1', 1));
+        await waitFor(() => consumer.stats.applied === 1 && consumer.stats.quarantined === 1, 'P1 quarantined and T1 applied');
+        const forP1 = settled.filter((s) => s.eventId === 'P1');
+        assert.deepEqual(forP1.map((s) => (s.action === 'ack' && s.outcome === 'quarantined' ? s.reason : s.action)), ['handler-permanent'], 'no retry at all');
+        const forT1 = settled.filter((s) => s.eventId === 'T1').map((s) => (s.action === 'retry' ? s.reason : s.action === 'ack' ? s.outcome : ''));
+        assert.deepEqual(forT1, ['handler-transient', 'handler-transient', 'handler-transient', 'handler-transient', 'applied'], 'four waits, more than maxAttempts 2');
+        const [row] = await quarantineRows(env);
+        assert.equal(row!.reason, 'handler-permanent');
+        assert.match(row!.detail, /order closed/, "the handler's message is kept for a person in the quarantine row");
+        for (const record of logger.records) assert.ok(!record.includes(SECRET), `log line leaks the handler's message: ${record}`);
+        assert.ok(logger.records.some((r) => r.includes('CONVERGE_TRANSIENT')), 'the retries are logged by code');
       } finally {
         await env.stop(consumer);
       }

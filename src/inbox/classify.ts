@@ -1,5 +1,5 @@
 import { isTransientDatabaseError } from '../db/transaction.js';
-import { ContentConflictError, EnvelopeValidationError, StaleVersionError, VersionGapError } from '../errors.js';
+import { ContentConflictError, EnvelopeValidationError, PermanentError, StaleVersionError, TransientError, VersionGapError } from '../errors.js';
 import type { QuarantineReason } from './quarantine.js';
 
 export type FailureAction =
@@ -11,12 +11,16 @@ export type FailureAction =
 /**
  * What to do with a delivery whose transaction failed. A version gap and an unavailable
  * database always wait, because skipping would lose an effect; handler errors retry up to
- * `maxAttempts` and are then quarantined; conflicts and malformed messages are quarantined at once.
+ * `maxAttempts` and are then quarantined; conflicts and malformed messages are quarantined at
+ * once. A handler chooses explicitly with PermanentError (quarantine now) or TransientError
+ * (wait without limit).
  */
 export function classifyFailure(err: unknown, attempt: number, maxAttempts: number): FailureAction {
   if (err instanceof ContentConflictError) return { action: 'quarantine', reason: 'content-conflict' };
   if (err instanceof EnvelopeValidationError) return { action: 'quarantine', reason: 'invalid-envelope' };
   if (err instanceof StaleVersionError) return { action: 'quarantine', reason: 'stale-version' };
+  if (err instanceof PermanentError) return { action: 'quarantine', reason: 'handler-permanent' };
+  if (err instanceof TransientError) return { action: 'retry', endless: true, reason: 'handler-transient' };
   if (err instanceof VersionGapError) return { action: 'retry', endless: true, reason: 'version-gap' };
   if (isTransientDatabaseError(err)) return { action: 'retry', endless: true, reason: 'database-unavailable' };
   if (attempt >= maxAttempts) return { action: 'quarantine', reason: 'handler-failed' };

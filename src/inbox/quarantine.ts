@@ -7,7 +7,8 @@ export type QuarantineReason =
   | 'invalid-envelope'
   | 'unknown-event-type'
   | 'stale-version'
-  | 'handler-failed';
+  | 'handler-failed'
+  | 'handler-permanent';
 
 export interface RawDelivery {
   content: Buffer;

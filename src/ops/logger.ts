@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { ConvergeError } from '../errors.js';
+import { ConvergeError, PermanentError, TransientError } from '../errors.js';
 
 /**
  * The logging surface converge needs; a pino logger satisfies it. converge logs ids,
@@ -24,6 +24,8 @@ export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() 
  * `invalid input syntax for type integer: "<value>"`, so only its class and code are logged.
  */
 export function describeError(err: unknown): { err: string; code?: string } {
+  // Handlers write the messages of PermanentError / TransientError: they may carry payload data.
+  if (err instanceof PermanentError || err instanceof TransientError) return { err: err.name, code: err.code };
   if (err instanceof ConvergeError) return { err: `${err.name}: ${err.message}`, code: err.code };
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
