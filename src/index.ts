@@ -63,6 +63,8 @@ export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, Reco
 export { readStatus, retryFailedEvents } from './ops/status.js';
 export type { ConvergeStatus } from './ops/status.js';
 
+export { cleanup, scheduleCleanup, validateRetention } from './ops/cleanup.js';
+export type { CleanupOptions, CleanupResult } from './ops/cleanup.js';
 export { registerConvergenceMetrics, serveMetrics } from './ops/metrics.js';
 export type { ConvergenceMetricsOptions } from './ops/metrics.js';
 export { backoffDelay, DEFAULT_BACKOFF } from './ops/backoff.js';

@@ -192,3 +192,18 @@ test('rebuild forgets and empties a projection, then writes every source row at 
     { projection: 'rb', aggregate_id: 'b', version: '2' },
   ], 'other projections untouched');
 });
+
+test('cleanup deletes old published outbox rows and refuses an inbox window below the retry horizon', async () => {
+  const migrated = await cli(['--schema', schema, 'migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  await pool.query(
+    `INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, published_at)
+     SELECT 'cl-' || i, 'order', 'cl-' || i, 1, 'X', '{}', 'published', now() - interval '2 hours' FROM generate_series(1, 30) i`,
+  );
+  const refused = await cli(['--schema', schema, 'cleanup', '--outbox-older-than', '3600000', '--inbox-older-than', '60000', '--retry-horizon-ms', '600000', '--quarantine-window-ms', '60000']);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /CONVERGE_INVALID_CONFIG: invalid option "inboxRetentionMs": 60000 ms must exceed the broker retry horizon \(600000 ms\)/);
+  const done = await cli(['--schema', schema, 'cleanup', '--outbox-older-than', '3600000', '--batch-size', '7']);
+  assert.equal(done.code, 0, done.stderr);
+  assert.match(done.stdout, /deleted 30 outbox and 0 inbox rows in 5 batches/);
+});

@@ -12,6 +12,20 @@ export function opsSql(schema: string) {
              count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE parked_at <= now() - make_interval(secs => $1::double precision / 1000))::bigint AS gaps,
              EXTRACT(EPOCH FROM now() - min(parked_at)) AS oldest_age_seconds
         FROM ${schema}.parked GROUP BY consumer`,
+    /** One bounded batch of published outbox rows older than $1 ms; $2 rows at most; rows another cleaner holds are skipped. */
+    deletePublishedOutbox: `
+      DELETE FROM ${schema}.outbox
+       WHERE position IN (SELECT position FROM ${schema}.outbox
+                           WHERE status = 'published' AND published_at < now() - make_interval(secs => $1::double precision / 1000)
+                           ORDER BY position LIMIT $2
+                           FOR UPDATE SKIP LOCKED)`,
+    /** One bounded batch of inbox rows received more than $1 ms ago; $2 rows at most. */
+    deleteOldInbox: `
+      DELETE FROM ${schema}.inbox
+       WHERE ctid IN (SELECT ctid FROM ${schema}.inbox
+                       WHERE received_at < now() - make_interval(secs => $1::double precision / 1000)
+                       LIMIT $2
+                       FOR UPDATE SKIP LOCKED)`,
     /** Puts failed events back in line; `$1` limits it to one event id when given. */
     retryFailed: `
       UPDATE ${schema}.outbox

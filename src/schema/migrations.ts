@@ -137,6 +137,15 @@ export const migrations: readonly Migration[] = [
       `CREATE INDEX IF NOT EXISTS projection_state_reconcile_idx ON ${s}.projection_state (projection, aggregate_type, aggregate_id COLLATE "C")`,
     ],
   },
+  {
+    version: 6,
+    name: 'retention: find old inbox rows without a scan',
+    statements: (s) => [
+      // received_at grows with insertion order, so a BRIN index stays tiny and nearly free to
+      // maintain on the consumer's hot path, yet lets cleanup find old rows without a full scan.
+      `CREATE INDEX IF NOT EXISTS inbox_received_brin ON ${s}.inbox USING brin (received_at)`,
+    ],
+  },
 ];
 
 /** The NOTIFY channel of migration 2; the payload is the schema name. */

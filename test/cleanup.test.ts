@@ -1,0 +1,85 @@
+/** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { cleanup, ConfigError, scheduleCleanup } from '../src/index.js';
+import { createTestSchema, waitFor, type TestDatabase } from './support/services.js';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+async function withDb(fn: (db: TestDatabase, q: string) => Promise<void>): Promise<void> {
+  const db = await createTestSchema('cvx');
+  try {
+    await fn(db, `"${db.schema}"`);
+  } finally {
+    await db.close();
+  }
+}
+
+async function seedOutbox(db: TestDatabase, q: string, n: number, status: string, age: string, prefix: string): Promise<void> {
+  await db.pool.query(
+    `INSERT INTO ${q}.outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, published_at)
+     SELECT $4 || i, 'order', $4 || i, 1, 'X', '{}', $2, CASE WHEN $2 = 'published' THEN now() - $3::interval END FROM generate_series(1, $1::int) i`,
+    [n, status, age, prefix],
+  );
+}
+
+describe('cleanup', () => {
+  it('deletes only published outbox rows older than the retention, in bounded batches, with two cleaners at once', async () => {
+    await withDb(async (db, q) => {
+      await seedOutbox(db, q, 2_500, 'published', '2 hours', 'old-');
+      await seedOutbox(db, q, 10, 'published', '1 minute', 'new-');
+      await seedOutbox(db, q, 5, 'pending', '0', 'pend-');
+      await seedOutbox(db, q, 5, 'failed', '0', 'fail-');
+      await db.pool.query(`UPDATE ${q}.outbox SET occurred_at = now() - interval '3 hours'`);
+      const [a, b] = await Promise.all([
+        cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
+        cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
+      ]);
+      assert.equal(a.outboxDeleted + b.outboxDeleted, 2_500);
+      assert.ok(a.batches >= 2 && b.batches >= 2, 'both worked in batches');
+      const left = await db.pool.query(`SELECT status, count(*)::int AS n FROM ${q}.outbox GROUP BY status ORDER BY status`);
+      assert.deepEqual(left.rows, [{ status: 'failed', n: 5 }, { status: 'pending', n: 5 }, { status: 'published', n: 10 }]);
+    });
+  });
+
+  it('stops after maxBatches and goes on where it stopped on the next call', async () => {
+    await withDb(async (db, q) => {
+      await seedOutbox(db, q, 250, 'published', '2 hours', 'old-');
+      assert.deepEqual(await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100, maxBatches: 1 }), { outboxDeleted: 100, inboxDeleted: 0, batches: 1 });
+      assert.equal((await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100 })).outboxDeleted, 150);
+    });
+  });
+
+  it('deletes inbox rows only past a replay window that exceeds the retry horizon and the quarantine replay window', async () => {
+    await withDb(async (db, q) => {
+      await db.pool.query(
+        `INSERT INTO ${q}.inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type, received_at)
+         SELECT 'c', 'e' || i, 'f', 'order', 'o' || i, 1, 'X', now() - CASE WHEN i <= 1200 THEN interval '3 days' ELSE interval '1 hour' END
+           FROM generate_series(1, 1210) i`,
+      );
+      const windows = { retryHorizonMs: HOUR, quarantineReplayWindowMs: DAY };
+      assert.throws(
+        () => scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: DAY, ...windows, intervalMs: 1_000 }),
+        (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs' && /must exceed .* quarantine replay window \(86400000 ms\)/.test(err.message),
+      );
+      await assert.rejects(cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY }), (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs');
+      assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 1_210, 'nothing deleted before the windows were valid');
+      const result = await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY, ...windows, batchSize: 500 });
+      assert.equal(result.inboxDeleted, 1_200);
+      assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 10);
+    });
+  });
+
+  it('scheduleCleanup runs on its interval until stopped', async () => {
+    await withDb(async (db, q) => {
+      await seedOutbox(db, q, 40, 'published', '2 hours', 'old-');
+      const results: number[] = [];
+      const stop = scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, intervalMs: 50, onResult: (r) => results.push(r.outboxDeleted) });
+      await waitFor(() => results.length >= 2, 'two scheduled runs');
+      await stop();
+      assert.equal(results[0], 40);
+      assert.equal(results[1], 0);
+    });
+  });
+});
