@@ -60,8 +60,8 @@ export type {
 export { repairFromSnapshot, reconcile, rebuildProjection, classify as classifyDifference, compareIds } from './reconcile/index.js';
 export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport, ReconcileRepair, Difference, ReconcileRow, RebuildOptions } from './reconcile/index.js';
 
-export { readStatus, retryFailedEvents } from './ops/status.js';
-export type { ConvergeStatus } from './ops/status.js';
+export { readStatus, retryFailedEvents, listOutbox } from './ops/status.js';
+export type { ConvergeStatus, OutboxRow } from './ops/status.js';
 
 export { cleanup, scheduleCleanup, validateRetention } from './ops/cleanup.js';
 export type { CleanupOptions, CleanupResult } from './ops/cleanup.js';

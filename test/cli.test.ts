@@ -207,3 +207,23 @@ test('cleanup deletes old published outbox rows and refuses an inbox window belo
   assert.equal(done.code, 0, done.stderr);
   assert.match(done.stdout, /deleted 30 outbox and 0 inbox rows in 5 batches/);
 });
+
+test('outbox list shows failed (or pending) rows without payloads, and outbox retry puts them back with the same eventIds', async () => {
+  const migrated = await cli(['--schema', schema, 'migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  await pool.query(
+    `INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts, last_error)
+     VALUES ('f-1', 'order', 'o-1', 2, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 'CONVERGE_PUBLISH_RETURNED'),
+            ('f-2', 'order', 'o-2', 1, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 'CONVERGE_PUBLISH_NACKED')`,
+  );
+  const listed = await cli(['--schema', schema, 'outbox', 'list', '--failed']);
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /f-1\s+order\/o-1\s+2\s+Paid\s+10\s+CONVERGE_PUBLISH_RETURNED/);
+  assert.doesNotMatch(listed.stdout, /SECRET/);
+  const json = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--json'])).stdout) as { eventId: string; status: string }[];
+  assert.deepEqual(json.map((r) => [r.eventId, r.status]), [['f-1', 'failed'], ['f-2', 'failed']]);
+  const retried = await cli(['--schema', schema, 'outbox', 'retry', '--event-id', 'f-2']);
+  assert.match(retried.stdout, /requeued 1 event\(s\)/);
+  const pending = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--pending', '--json'])).stdout) as { eventId: string; attempts: number }[];
+  assert.deepEqual(pending.filter((r) => r.eventId.startsWith('f-')).map((r) => [r.eventId, r.attempts]), [['f-2', 0]]);
+});

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { ConvergeError } from '../errors.js';
 import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
 import { createLogger } from '../ops/logger.js';
-import { readStatus, retryFailedEvents } from '../ops/status.js';
+import { listOutbox, readStatus, retryFailedEvents, type OutboxRow } from '../ops/status.js';
 import { registerConvergenceMetrics, serveMetrics } from '../ops/metrics.js';
 import { cleanup } from '../ops/cleanup.js';
 import { readGaps, type Gap } from '../inbox/index.js';
@@ -228,6 +228,32 @@ program
     console.log(`deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`);
   });
 
+const outbox = program.command('outbox').description('inspect and retry outbox rows');
+
+outbox
+  .command('list')
+  .description('outbox rows of one status, oldest first (default: failed), without payloads')
+  .option('--failed', 'rows the relay gave up on (default)')
+  .option('--pending', 'rows not yet published')
+  .option('--limit <n>', 'most rows', integer, 100)
+  .option('--json', 'one JSON document instead of a table')
+  .action(async (options: { failed?: boolean; pending?: boolean; limit: number; json?: boolean }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const status = options.pending && !options.failed ? 'pending' : 'failed';
+    const rows = await withPool(databaseUrl, (pool) => listOutbox(pool, { schema, status, limit: options.limit }));
+    console.log(options.json ? JSON.stringify(rows, null, 2) : outboxTable(rows));
+  });
+
+outbox
+  .command('retry')
+  .description('put failed events back in line, with their original eventIds')
+  .option('--event-id <id>', 'only this event')
+  .action(async (options: { eventId?: string }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const ids = await withPool(databaseUrl, (pool) => retryFailedEvents(pool, { schema, ...(options.eventId ? { eventId: options.eventId } : {}) }));
+    console.log(`requeued ${ids.length} event(s)`);
+  });
+
 program
   .command('retry-failed')
   .description('put failed outbox events back in line (same eventIds)')
@@ -237,6 +263,19 @@ program
     const ids = await withPool(databaseUrl, (pool) => retryFailedEvents(pool, { schema, ...(options.eventId ? { eventId: options.eventId } : {}) }));
     console.log(`requeued ${ids.length} event(s)`);
   });
+
+function outboxTable(rows: OutboxRow[]): string {
+  if (rows.length === 0) return 'no rows';
+  return table(
+    ['event_id', 'aggregate', 'version', 'type', 'attempts', 'last_error', 'age'],
+    rows.map((r) => [r.eventId, `${r.aggregateType}/${r.aggregateId}`, String(r.aggregateVersion), r.eventType, String(r.attempts), r.lastError ?? '', `${r.ageSeconds.toFixed(0)} s`]),
+  );
+}
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}
 
 function gapTable(gaps: Gap[]): string {
   if (gaps.length === 0) return 'no gaps';
@@ -250,8 +289,7 @@ function gapTable(gaps: Gap[]): string {
     g.parkedVersions.length > 5 ? `${g.parkedVersions.slice(0, 5).join(',')},… (${g.parkedVersions.length})` : g.parkedVersions.join(','),
     `${(g.ageMs / 1000).toFixed(1)} s`,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return table(header, rows);
 }
 
 program.parseAsync(process.argv).catch((err: unknown) => {

@@ -26,6 +26,11 @@ export function opsSql(schema: string) {
                        WHERE received_at < now() - make_interval(secs => $1::double precision / 1000)
                        LIMIT $2
                        FOR UPDATE SKIP LOCKED)`,
+    /** Outbox rows in status $1, oldest first, $2 at most: what a person needs to decide, without payloads. */
+    listOutbox: `
+      SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, status, attempts, last_error,
+             occurred_at, EXTRACT(EPOCH FROM now() - occurred_at) AS age_seconds
+        FROM ${schema}.outbox WHERE status = $1 ORDER BY position LIMIT $2`,
     /** Puts failed events back in line; `$1` limits it to one event id when given. */
     retryFailed: `
       UPDATE ${schema}.outbox

@@ -28,3 +28,46 @@ export async function retryFailedEvents(executor: Executor, options: { schema?: 
   const { rows } = await executor.query<{ event_id: string }>(sql.retryFailed, [options.eventId ?? null]);
   return rows.map((row) => row.event_id);
 }
+
+export interface OutboxRow {
+  eventId: string;
+  aggregateType: string;
+  aggregateId: string;
+  aggregateVersion: number;
+  eventType: string;
+  status: 'pending' | 'published' | 'failed';
+  attempts: number;
+  /** The relay's last failure code (e.g. CONVERGE_PUBLISH_RETURNED); never a payload. */
+  lastError: string | null;
+  occurredAt: Date;
+  ageSeconds: number;
+}
+
+/** Lists outbox rows of one status (default `failed`), oldest first, without payloads. */
+export async function listOutbox(executor: Executor, options: { schema?: string; status?: OutboxRow['status']; limit?: number } = {}): Promise<OutboxRow[]> {
+  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const { rows } = await executor.query<{
+    event_id: string;
+    aggregate_type: string;
+    aggregate_id: string;
+    aggregate_version: string;
+    event_type: string;
+    status: OutboxRow['status'];
+    attempts: number;
+    last_error: string | null;
+    occurred_at: Date;
+    age_seconds: string;
+  }>(sql.listOutbox, [options.status ?? 'failed', options.limit ?? 100]);
+  return rows.map((row) => ({
+    eventId: row.event_id,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    aggregateVersion: Number(row.aggregate_version),
+    eventType: row.event_type,
+    status: row.status,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    occurredAt: row.occurred_at,
+    ageSeconds: Number(row.age_seconds),
+  }));
+}
