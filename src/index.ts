@@ -63,6 +63,8 @@ export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, Reco
 export { readStatus, retryFailedEvents, listOutbox } from './ops/status.js';
 export type { ConvergeStatus, OutboxRow } from './ops/status.js';
 
+export { listQuarantine, showQuarantined, replayQuarantined, discardQuarantined } from './ops/dlq.js';
+export type { QuarantineFilter, QuarantineSummary, QuarantinedMessage } from './ops/dlq.js';
 export { cleanup, scheduleCleanup, validateRetention } from './ops/cleanup.js';
 export type { CleanupOptions, CleanupResult } from './ops/cleanup.js';
 export { registerConvergenceMetrics, serveMetrics } from './ops/metrics.js';

@@ -227,3 +227,28 @@ test('outbox list shows failed (or pending) rows without payloads, and outbox re
   const pending = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--pending', '--json'])).stdout) as { eventId: string; attempts: number }[];
   assert.deepEqual(pending.filter((r) => r.eventId.startsWith('f-')).map((r) => [r.eventId, r.attempts]), [['f-2', 0]]);
 });
+
+test('dlq list / show / discard from the shell; the body is shown only on request, and a discard needs a reason', async () => {
+  const migrated = await cli(['--schema', schema, 'migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const { rows } = await pool.query<{ id: string }>(
+    `INSERT INTO "${schema}".quarantine (consumer, event_id, reason, detail, exchange, routing_key, properties, body)
+     VALUES ('search', 'q-1', 'handler-failed', 'handler failed after 10 attempts: Error: boom', 'x', 'order.Paid', '{"messageId":"q-1","type":"Paid"}', convert_to('{"card":"4111-SECRET"}', 'UTF8'))
+     RETURNING id`,
+  );
+  const id = rows[0]!.id;
+  const listed = await cli(['--schema', schema, 'dlq', 'list', '--reason', 'handler-failed']);
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, new RegExp(`${id}\\s+search\\s+q-1\\s+handler-failed`));
+  assert.doesNotMatch(listed.stdout, /SECRET/);
+  const shown = await cli(['--schema', schema, 'dlq', 'show', id]);
+  assert.doesNotMatch(shown.stdout, /SECRET/, 'no body without --body');
+  assert.match((await cli(['--schema', schema, 'dlq', 'show', id, '--body'])).stdout, /4111-SECRET/);
+  const noReason = await cli(['--schema', schema, 'dlq', 'discard', id]);
+  assert.equal(noReason.code, 1);
+  const discarded = await cli(['--schema', schema, 'dlq', 'discard', id, '--reason', 'test data']);
+  assert.match(discarded.stdout, /discarded 1 message/);
+  assert.match((await cli(['--schema', schema, 'dlq', 'list'])).stdout, /nothing quarantined/);
+  const all = JSON.parse((await cli(['--schema', schema, 'dlq', 'list', '--all', '--json'])).stdout) as { id: string; resolution: string; resolutionNote: string }[];
+  assert.deepEqual(all.filter((r) => r.id === id).map((r) => [r.resolution, r.resolutionNote]), [['discarded', 'test data']]);
+});

@@ -7,6 +7,7 @@ import { createLogger } from '../ops/logger.js';
 import { listOutbox, readStatus, retryFailedEvents, type OutboxRow } from '../ops/status.js';
 import { registerConvergenceMetrics, serveMetrics } from '../ops/metrics.js';
 import { cleanup } from '../ops/cleanup.js';
+import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined, type QuarantineSummary } from '../ops/dlq.js';
 import { readGaps, type Gap } from '../inbox/index.js';
 import { rebuildCommand, reconcileCommand, type RebuildCliOptions, type ReconcileCliOptions } from './reconcile.js';
 import { startRelay } from '../relay/relay.js';
@@ -254,6 +255,78 @@ outbox
     console.log(`requeued ${ids.length} event(s)`);
   });
 
+const dlq = program.command('dlq').description('quarantined messages: list, show, replay, discard');
+
+dlq
+  .command('list')
+  .description('open quarantined messages, newest first, without bodies')
+  .option('--consumer <name>', 'only this consumer (inbox scope)')
+  .option('--reason <reason>', 'only this reason, e.g. handler-failed')
+  .option('--event-type <type>', 'only this eventType')
+  .option('--older-than <ms>', 'only messages at least this old', integer, 0)
+  .option('--all', 'include replayed and discarded ones')
+  .option('--limit <n>', 'most rows', integer, 100)
+  .option('--json', 'one JSON document instead of a table')
+  .action(async (options: { consumer?: string; reason?: string; eventType?: string; olderThan: number; all?: boolean; limit: number; json?: boolean }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const rows = await withPool(databaseUrl, (pool) =>
+      listQuarantine(pool, {
+        schema,
+        olderThanMs: options.olderThan,
+        includeResolved: options.all ?? false,
+        limit: options.limit,
+        ...(options.consumer ? { consumer: options.consumer } : {}),
+        ...(options.reason ? { reason: options.reason } : {}),
+        ...(options.eventType ? { eventType: options.eventType } : {}),
+      }),
+    );
+    console.log(options.json ? JSON.stringify(rows, null, 2) : quarantineTable(rows));
+  });
+
+dlq
+  .command('show <id>')
+  .description('one quarantined message with its properties (and with --body its raw body: it may hold personal data)')
+  .option('--body', 'print the raw body too')
+  .action(async (id: string, options: { body?: boolean }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const message = await withPool(databaseUrl, (pool) => showQuarantined(pool, id, schema));
+    if (!message) throw new ConvergeError('CONVERGE_QUARANTINE_NOT_FOUND', `no quarantined message ${id}`);
+    const { body, ...rest } = message;
+    console.log(JSON.stringify({ ...rest, bodyBytes: body.length, ...(options.body ? { body: body.toString('utf8') } : {}) }, null, 2));
+  });
+
+dlq
+  .command('replay <ids...>')
+  .description("send quarantined messages back through the consumer's normal path (inbox, versions, conflicts)")
+  .requiredOption('--queue <name>', 'the consumer queue to send them to')
+  .option('--amqp-url <url>', 'RabbitMQ URL (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
+  .option('--note <text>', 'recorded with the replay')
+  .action(async (ids: string[], options: { queue: string; amqpUrl?: string; note?: string }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const connection = await amqp.connect(options.amqpUrl ?? amqpUrlFromEnv(), { noDelay: true });
+    try {
+      const channel = await connection.createConfirmChannel();
+      await withPool(databaseUrl, async (pool) => {
+        for (const id of ids) await replayQuarantined(pool, channel, { id, queue: options.queue, schema, ...(options.note ? { note: options.note } : {}) });
+      });
+      console.log(`replayed ${ids.length} message(s) to ${options.queue}`);
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+  });
+
+dlq
+  .command('discard <ids...>')
+  .description('close quarantined messages without processing them; the reason is recorded')
+  .requiredOption('--reason <text>', 'why (required, kept with the row)')
+  .action(async (ids: string[], options: { reason: string }) => {
+    const { databaseUrl, schema } = globalOptions();
+    await withPool(databaseUrl, async (pool) => {
+      for (const id of ids) await discardQuarantined(pool, { id, reason: options.reason, schema });
+    });
+    console.log(`discarded ${ids.length} message(s)`);
+  });
+
 program
   .command('retry-failed')
   .description('put failed outbox events back in line (same eventIds)')
@@ -269,6 +342,14 @@ function outboxTable(rows: OutboxRow[]): string {
   return table(
     ['event_id', 'aggregate', 'version', 'type', 'attempts', 'last_error', 'age'],
     rows.map((r) => [r.eventId, `${r.aggregateType}/${r.aggregateId}`, String(r.aggregateVersion), r.eventType, String(r.attempts), r.lastError ?? '', `${r.ageSeconds.toFixed(0)} s`]),
+  );
+}
+
+function quarantineTable(rows: QuarantineSummary[]): string {
+  if (rows.length === 0) return 'nothing quarantined';
+  return table(
+    ['id', 'consumer', 'event_id', 'reason', 'age', 'resolution', 'detail'],
+    rows.map((r) => [r.id, r.consumer, r.eventId ?? '', r.reason, `${r.ageSeconds.toFixed(0)} s`, r.resolution ?? '', r.detail.length > 60 ? `${r.detail.slice(0, 57)}...` : r.detail]),
   );
 }
 

@@ -31,6 +31,25 @@ export function opsSql(schema: string) {
       SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, status, attempts, last_error,
              occurred_at, EXTRACT(EPOCH FROM now() - occurred_at) AS age_seconds
         FROM ${schema}.outbox WHERE status = $1 ORDER BY position LIMIT $2`,
+    /**
+     * Quarantined messages, newest first, without bodies: $1 consumer, $2 reason, $3 event
+     * type (from the stored body, when it parses), $4 minimum age in ms, $5 include resolved, $6 limit.
+     */
+    listQuarantine: `
+      SELECT id, consumer, event_id, reason, detail, routing_key, quarantined_at, resolved_at, resolution, resolution_note,
+             EXTRACT(EPOCH FROM now() - quarantined_at) AS age_seconds, length(body) AS body_bytes
+        FROM ${schema}.quarantine
+       WHERE ($1::text IS NULL OR consumer = $1)
+         AND ($2::text IS NULL OR reason = $2)
+         AND ($3::text IS NULL OR properties->>'type' = $3)
+         AND quarantined_at <= now() - make_interval(secs => $4::double precision / 1000)
+         AND ($5::boolean OR resolved_at IS NULL)
+       ORDER BY id DESC LIMIT $6`,
+    quarantined: `SELECT id, consumer, event_id, reason, detail, exchange, routing_key, properties, body, quarantined_at, resolved_at, resolution, resolution_note
+                    FROM ${schema}.quarantine WHERE id = $1`,
+    /** Closes one open row; nothing if it was closed already (by another operator). */
+    resolveQuarantine: `UPDATE ${schema}.quarantine SET resolved_at = now(), resolution = $2, resolution_note = $3
+                         WHERE id = $1 AND resolved_at IS NULL RETURNING id`,
     /** Puts failed events back in line; `$1` limits it to one event id when given. */
     retryFailed: `
       UPDATE ${schema}.outbox

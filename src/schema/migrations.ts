@@ -146,6 +146,16 @@ export const migrations: readonly Migration[] = [
       `CREATE INDEX IF NOT EXISTS inbox_received_brin ON ${s}.inbox USING brin (received_at)`,
     ],
   },
+  {
+    version: 7,
+    name: 'quarantine resolutions',
+    statements: (s) => [
+      // How a person closed a quarantined message (replayed or discarded) and why; kept, not deleted.
+      `ALTER TABLE ${s}.quarantine
+         ADD COLUMN IF NOT EXISTS resolution text CHECK (resolution IN ('replayed', 'discarded')),
+         ADD COLUMN IF NOT EXISTS resolution_note text`,
+    ],
+  },
 ];
 
 /** The NOTIFY channel of migration 2; the payload is the schema name. */

@@ -1,0 +1,119 @@
+import type amqp from 'amqplib';
+import { quoteIdentifier } from '../db/identifier.js';
+import type { Executor } from '../db/executor.js';
+import { ConfigError, ConvergeError } from '../errors.js';
+import { ConfirmPublisher } from '../transport/publisher.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { ATTEMPT_HEADER } from '../inbox/index.js';
+import { opsSql } from './sql.js';
+
+
+export interface QuarantineFilter {
+  schema?: string;
+  consumer?: string;
+  reason?: string;
+  /** The AMQP `type` property, which converge's relay sets to the eventType. */
+  eventType?: string;
+  /** Only rows at least this old. */
+  olderThanMs?: number;
+  /** Include replayed and discarded rows. Default false. */
+  includeResolved?: boolean;
+  limit?: number;
+}
+
+export interface QuarantineSummary {
+  id: string;
+  consumer: string;
+  eventId: string | null;
+  reason: string;
+  detail: string;
+  routingKey: string | null;
+  quarantinedAt: Date;
+  ageSeconds: number;
+  bodyBytes: number;
+  resolvedAt: Date | null;
+  resolution: 'replayed' | 'discarded' | null;
+  resolutionNote: string | null;
+}
+
+export interface QuarantinedMessage extends Omit<QuarantineSummary, 'ageSeconds' | 'bodyBytes'> {
+  exchange: string | null;
+  properties: Record<string, unknown> & { headers?: Record<string, unknown> };
+  body: Buffer;
+}
+
+/** Quarantined messages, newest first, without their bodies. */
+export async function listQuarantine(executor: Executor, filter: QuarantineFilter = {}): Promise<QuarantineSummary[]> {
+  const sql = opsSql(quoteIdentifier(filter.schema ?? DEFAULT_SCHEMA));
+  const { rows } = await executor.query<Record<string, unknown>>(sql.listQuarantine, [
+    filter.consumer ?? null,
+    filter.reason ?? null,
+    filter.eventType ?? null,
+    filter.olderThanMs ?? 0,
+    filter.includeResolved ?? false,
+    filter.limit ?? 100,
+  ]);
+  return rows.map((row) => ({ ...summary(row), ageSeconds: Number(row.age_seconds), bodyBytes: Number(row.body_bytes) }));
+}
+
+/** One quarantined message with its raw body and properties, for a person to inspect. */
+export async function showQuarantined(executor: Executor, id: string, schema = DEFAULT_SCHEMA): Promise<QuarantinedMessage | null> {
+  const { rows } = await executor.query<Record<string, unknown>>(opsSql(quoteIdentifier(schema)).quarantined, [id]);
+  const row = rows[0];
+  if (!row) return null;
+  return { ...summary(row), exchange: (row.exchange as string | null) ?? null, properties: row.properties as QuarantinedMessage['properties'], body: row.body as Buffer };
+}
+
+/**
+ * Sends an open quarantined message back through the normal consumer path: its raw body and
+ * properties go to `queue` through the default exchange, confirmed and mandatory (an unknown
+ * queue fails the replay), then the row is closed as `replayed`. The consumer judges it again
+ * (inbox, versions, conflicts); a failure quarantines it anew. Publish first, close second: a
+ * crash in between means a second replay, which the inbox recognises.
+ */
+export async function replayQuarantined(executor: Executor, channel: amqp.ConfirmChannel, options: { id: string; queue: string; schema?: string; note?: string }): Promise<void> {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const message = await openRow(executor, options.id, schema);
+  const { headers = {}, ...properties } = message.properties;
+  // The attempt counter starts again for a replayed message.
+  const { [ATTEMPT_HEADER]: _attempt, ...freshHeaders } = headers;
+  const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${options.id}`;
+  const publisher = new ConfirmPublisher(channel);
+  await publisher.publish('', options.queue, message.body, { ...(properties as object), headers: freshHeaders, messageId, persistent: true }, 10_000);
+  await resolve(executor, options.id, 'replayed', `to ${options.queue}${options.note ? `: ${options.note}` : ''}`, schema);
+}
+
+/** Closes an open quarantined message without processing it; the reason is required and kept. */
+export async function discardQuarantined(executor: Executor, options: { id: string; reason: string; schema?: string }): Promise<void> {
+  if (!options.reason.trim()) throw new ConfigError('reason', 'a discard needs a reason, which is recorded');
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  await openRow(executor, options.id, schema);
+  await resolve(executor, options.id, 'discarded', options.reason, schema);
+}
+
+async function openRow(executor: Executor, id: string, schema: string): Promise<QuarantinedMessage> {
+  const message = await showQuarantined(executor, id, schema);
+  if (!message) throw new ConvergeError('CONVERGE_QUARANTINE_NOT_FOUND', `no quarantined message ${id}`);
+  if (message.resolvedAt) throw new ConvergeError('CONVERGE_QUARANTINE_RESOLVED', `quarantined message ${id} was already ${message.resolution}`);
+  return message;
+}
+
+async function resolve(executor: Executor, id: string, resolution: 'replayed' | 'discarded', note: string, schema: string): Promise<void> {
+  const { rows } = await executor.query(opsSql(quoteIdentifier(schema)).resolveQuarantine, [id, resolution, note]);
+  if (rows.length === 0) throw new ConvergeError('CONVERGE_QUARANTINE_RESOLVED', `quarantined message ${id} was closed by someone else meanwhile`);
+}
+
+function summary(row: Record<string, unknown>): Omit<QuarantineSummary, 'ageSeconds' | 'bodyBytes'> {
+  return {
+    id: String(row.id),
+    consumer: row.consumer as string,
+    eventId: (row.event_id as string | null) ?? null,
+    reason: row.reason as string,
+    detail: row.detail as string,
+    routingKey: (row.routing_key as string | null) ?? null,
+    quarantinedAt: row.quarantined_at as Date,
+    resolvedAt: (row.resolved_at as Date | null) ?? null,
+    resolution: (row.resolution as QuarantineSummary['resolution']) ?? null,
+    resolutionNote: (row.resolution_note as string | null) ?? null,
+  };
+}
