@@ -137,3 +137,10 @@ export class TransientError extends ConvergeError {
     super('CONVERGE_TRANSIENT', message, options);
   }
 }
+
+/** An event's schemaVersion is newer than this consumer knows, or no upcaster bridges its version. */
+export class UnsupportedSchemaVersionError extends ConvergeError {
+  constructor(readonly eventType: string, readonly schemaVersion: number, readonly currentVersion: number, reason: string) {
+    super('CONVERGE_UNSUPPORTED_SCHEMA_VERSION', `${eventType} schemaVersion ${schemaVersion} (current ${currentVersion}): ${reason}`);
+  }
+}

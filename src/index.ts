@@ -20,7 +20,7 @@ export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 export { Relay, startRelay } from './relay/index.js';
 export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents } from './relay/index.js';
 
-export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER, DEFAULT_REORDER_BUFFER, readGaps } from './inbox/index.js';
+export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER, DEFAULT_REORDER_BUFFER, readGaps, upcast } from './inbox/index.js';
 export type {
   ConsumerOptions,
   PartitionedConsumerOptions,
@@ -36,6 +36,8 @@ export type {
   ReorderBufferLimits,
   Gap,
   GapQuery,
+  Upcaster,
+  SchemaEvolution,
   SourceSnapshot,
   GapRepairOptions,
   GapRepairReport,
@@ -87,5 +89,6 @@ export {
   SchemaTooNewError,
   PermanentError,
   TransientError,
+  UnsupportedSchemaVersionError,
 } from './errors.js';
 export type { AggregateKey, PublishFailure } from './errors.js';

@@ -724,6 +724,32 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
     });
   });
 
+  test('upcasters give handlers the current shape; a newer schema version is quarantined, and duplicates compare what was sent', async () => {
+    await withEnv(async (env) => {
+      const seen: unknown[] = [];
+      const consumer = env.start({
+        schemas: { AmountAdded: { current: 2, upcasters: { 1: (p) => ({ deltaCents: (p as { delta: number }).delta * 100 }) } } },
+        handlers: { AmountAdded: async (event) => void seen.push([event.eventId, event.schemaVersion, event.payload]) },
+      });
+      try {
+        await consumer.ready();
+        await env.publish(envelope('V1', 'o1', 1, { delta: 3 }));
+        await env.publish(envelope('V1', 'o1', 1, { delta: 3 }));
+        await env.publish({ ...envelope('V2', 'o2', 1, { deltaCents: 700 }), schemaVersion: 2 });
+        await env.publish({ ...envelope('V3', 'o3', 1, { cents: 1 }), schemaVersion: 3 });
+        await waitFor(() => consumer.stats.applied === 2 && consumer.stats.duplicate === 1 && consumer.stats.quarantined === 1, 'two applied, one duplicate, one quarantined');
+        assert.deepEqual(seen, [['V1', 2, { deltaCents: 300 }], ['V2', 2, { deltaCents: 700 }]]);
+        const [row] = await quarantineRows(env);
+        assert.equal(row!.reason, 'unsupported-schema-version');
+        assert.equal(JSON.parse(row!.body.toString()).schemaVersion, 3, 'the raw body keeps its original version for a replay after an upgrade');
+        const stored = await env.pool.query<{ fingerprint: string }>(`SELECT fingerprint FROM "${env.schema}".inbox WHERE event_id = 'V1'`);
+        assert.equal(stored.rows[0]!.fingerprint, fingerprint(envelope('V1', 'o1', 1, { delta: 3 })), 'fingerprint of the event as sent');
+      } finally {
+        await env.stop(consumer);
+      }
+    });
+  });
+
   test('an outage-like error keeps retrying past maxAttempts and never quarantines', async () => {
     await withEnv(async (env) => {
       const attempts: number[] = [];

@@ -1,5 +1,5 @@
 import { isTransientDatabaseError } from '../db/transaction.js';
-import { ContentConflictError, EnvelopeValidationError, PermanentError, StaleVersionError, TransientError, VersionGapError } from '../errors.js';
+import { ContentConflictError, EnvelopeValidationError, PermanentError, StaleVersionError, TransientError, UnsupportedSchemaVersionError, VersionGapError } from '../errors.js';
 import type { QuarantineReason } from './quarantine.js';
 
 export type FailureAction =
@@ -20,6 +20,7 @@ export function classifyFailure(err: unknown, attempt: number, maxAttempts: numb
   if (err instanceof EnvelopeValidationError) return { action: 'quarantine', reason: 'invalid-envelope' };
   if (err instanceof StaleVersionError) return { action: 'quarantine', reason: 'stale-version' };
   if (err instanceof PermanentError) return { action: 'quarantine', reason: 'handler-permanent' };
+  if (err instanceof UnsupportedSchemaVersionError) return { action: 'quarantine', reason: 'unsupported-schema-version' };
   if (err instanceof TransientError) return { action: 'retry', endless: true, reason: 'handler-transient' };
   if (err instanceof VersionGapError) return { action: 'retry', endless: true, reason: 'version-gap' };
   if (isTransientDatabaseError(err)) return { action: 'retry', endless: true, reason: 'database-unavailable' };

@@ -6,6 +6,8 @@ export type { Settlement, DrainedEvent, DrainListener, SourceSnapshot, GapRepair
 export { DEFAULT_REORDER_BUFFER, readGaps } from './parking.js';
 export type { ReorderBufferLimits, Gap, GapQuery } from './parking.js';
 export { classifyFailure } from './classify.js';
+export { upcast } from './upcast.js';
+export type { Upcaster, SchemaEvolution } from './upcast.js';
 export type { FailureAction } from './classify.js';
 export type { ConsumerOptions, ProcessorOptions, EventHandler, BatchHandler, HandlerContext } from './options.js';
 export type { QuarantineReason, RawDelivery } from './quarantine.js';

@@ -7,6 +7,7 @@ import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, pa
 import { createLogger, type Logger } from '../ops/logger.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
+import type { SchemaEvolution } from './upcast.js';
 
 export interface HandlerContext {
   /** The consumer's open transaction: write the projection (and next-hop outbox events) here. */
@@ -56,6 +57,11 @@ export interface ProcessorOptions {
    * sends them through the retry queue instead. Default on, with the default limits.
    */
   reorderBuffer?: false | Partial<ReorderBufferLimits>;
+  /**
+   * Schema evolution per eventType: `{ OrderPaid: { current: 2, upcasters: { 1: (p) => ({ ...p, currency: 'EUR' }) } } }`.
+   * Handlers see the current shape; a newer version than `current` is quarantined.
+   */
+  schemas?: SchemaEvolution;
   logger?: Logger;
 }
 
@@ -96,6 +102,7 @@ const processorShape = {
   reorderBuffer: z
     .union([z.literal(false), z.object({ maxPerAggregate: z.number().int().min(1).optional(), maxTotal: z.number().int().min(1).optional() }).strict()])
     .optional(),
+  schemas: z.record(z.string(), z.object({ current: z.number().int().min(1), upcasters: z.record(z.string(), z.function()).optional() })).optional(),
   logger: z.any().optional(),
 };
 
@@ -131,6 +138,7 @@ export interface ResolvedProcessorOptions {
   unknownEventType: 'quarantine' | 'ignore';
   /** null when turned off. */
   reorderBuffer: ReorderBufferLimits | null;
+  schemas: SchemaEvolution;
   logger: Logger;
 }
 
@@ -160,6 +168,7 @@ function processorDefaults(o: ProcessorOptions): ResolvedProcessorOptions {
     backoff: { ...DEFAULT_BACKOFF, initialDelayMs: 100, maxDelayMs: 10_000, ...o.backoff },
     unknownEventType: o.unknownEventType ?? 'quarantine',
     reorderBuffer: o.reorderBuffer === false ? null : { ...DEFAULT_REORDER_BUFFER, ...o.reorderBuffer },
+    schemas: o.schemas ?? {},
     logger: o.logger ?? createLogger('converge-consumer'),
   };
 }

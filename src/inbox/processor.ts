@@ -9,6 +9,7 @@ import { ContentConflictError, ConvergeError, VersionGapError } from '../errors.
 import { backoffDelay } from '../ops/backoff.js';
 import { describeError } from '../ops/logger.js';
 import { classifyFailure } from './classify.js';
+import { upcast } from './upcast.js';
 import { ATTEMPT_HEADER } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { resolveProcessorOptions, type EventHandler, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
@@ -110,6 +111,15 @@ export class DeliveryProcessor {
     this.#releasePool = lease.release;
   }
 
+  /**
+   * Parses, fingerprints the event as it was sent (duplicates and conflicts compare what the
+   * producer wrote, whatever this consumer's schema), then upcasts it to the current shape.
+   */
+  #prepare(delivery: RawDelivery): { envelope: EventEnvelope; print: string } {
+    const sent = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
+    return { envelope: upcast(sent, this.options.schemas), print: fingerprint(sent) };
+  }
+
   /** Where drained parked events are reported (the consumer re-queues the ones that must be retried). */
   onDrained(listener: DrainListener): void {
     this.#onDrained = listener;
@@ -129,13 +139,13 @@ export class DeliveryProcessor {
     for (const [index, delivery] of deliveries.entries()) {
       const attempt = readAttempt(delivery);
       let envelope: EventEnvelope;
+      let print: string;
       try {
-        envelope = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
+        ({ envelope, print } = this.#prepare(delivery));
       } catch (err) {
         settlements[index] = await this.#settleFailure(err, delivery, null, null, attempt);
         continue;
       }
-      const print = fingerprint(envelope);
       if (!this.options.batchHandler && !this.#handlerFor(envelope)) {
         settlements[index] = await this.#settleUnknownType(delivery, envelope, print);
         continue;
@@ -212,9 +222,9 @@ export class DeliveryProcessor {
       const parked = await loadParked(this.#pool, this.#schema, this.options.consumer, aggregate, DRAIN_BATCH);
       const candidates: Candidate[] = [];
       for (const [index, { delivery }] of parked.entries()) {
-        // It was parsed before it was parked; the same limit applies.
-        const envelope = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
-        candidates.push({ index, delivery, envelope, print: fingerprint(envelope), attempt: readAttempt(delivery), parked: true });
+        // It was parsed (and upcast) before it was parked; the same rules apply again.
+        const { envelope, print } = this.#prepare(delivery);
+        candidates.push({ index, delivery, envelope, print, attempt: readAttempt(delivery), parked: true });
       }
       if (candidates.length === 0) return left;
       const settled = await this.#processCandidates(candidates);

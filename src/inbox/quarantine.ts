@@ -8,7 +8,8 @@ export type QuarantineReason =
   | 'unknown-event-type'
   | 'stale-version'
   | 'handler-failed'
-  | 'handler-permanent';
+  | 'handler-permanent'
+  | 'unsupported-schema-version';
 
 export interface RawDelivery {
   content: Buffer;
