@@ -214,6 +214,12 @@ interface QuarantineRow {
   body: Buffer;
   quarantined_at: Date;
   resolved_at: Date | null;
+  event_type: string | null;
+  schema_version: number | null;
+  failure_class: string | null;
+  attempts: number;
+  times_seen: number;
+  last_seen_at: Date;
 }
 
 async function quarantineRows(env: Env): Promise<QuarantineRow[]> {
@@ -638,6 +644,7 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
         const [row, ...more] = await quarantineRows(env);
         assert.equal(more.length, 0);
         assert.equal(row!.reason, 'handler-failed');
+        assert.deepEqual([row!.failure_class, row!.attempts, row!.event_type, row!.schema_version, row!.times_seen], ['exhausted', 3, 'AmountAdded', 1, 1]);
         assert.equal(row!.event_id, 'E1');
         assert.match(row!.detail, /after 3 attempts/);
         assert.match(row!.detail, /downstream rejected the order/);
@@ -888,6 +895,27 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
       }
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0);
       assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0);
+    });
+  });
+
+  test('the same message quarantined again while its row is open updates that row: times seen and last seen', async () => {
+    await withEnv(async (env) => {
+      const consumer = env.start({ handlers: { AmountAdded: applyOrder(env.schema) } });
+      try {
+        await consumer.ready();
+        await env.publish(envelope('E1', 'o1', 1, { delta: 10 }));
+        await env.publish(envelope('E1', 'o1', 1, { delta: 99 }));
+        await waitFor(() => consumer.stats.quarantined === 1, 'the first conflicting copy quarantined');
+        await env.publish(envelope('E1', 'o1', 1, { delta: 99 }));
+        await waitFor(() => consumer.stats.quarantined === 2, 'the second identical conflicting copy quarantined');
+        await env.publish(envelope('E1', 'o1', 1, { delta: 77 }));
+        await waitFor(() => consumer.stats.quarantined === 3, 'a third, different content');
+        const rows = await quarantineRows(env);
+        assert.deepEqual(rows.map((r) => [r.reason, r.failure_class, r.times_seen]), [['content-conflict', 'permanent', 2], ['content-conflict', 'permanent', 1]]);
+        assert.ok(rows[0]!.last_seen_at.getTime() >= rows[0]!.quarantined_at.getTime());
+      } finally {
+        await env.stop(consumer);
+      }
     });
   });
 

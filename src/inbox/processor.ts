@@ -10,7 +10,7 @@ import { backoffDelay } from '../ops/backoff.js';
 import { describeError } from '../ops/logger.js';
 import { classifyFailure } from './classify.js';
 import { upcast } from './upcast.js';
-import { ATTEMPT_HEADER } from './headers.js';
+import { readAttempt } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { resolveProcessorOptions, type EventHandler, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
 import { aggregatesReady, aggregatesToDrain, loadParked, parkEvent, readGaps, unpark, type AggregateRef, type Gap, type ParkResult } from './parking.js';
@@ -417,10 +417,6 @@ function byAggregateVersion(a: Candidate, b: Candidate): number {
   return x.aggregateVersion - y.aggregateVersion || a.index - b.index;
 }
 
-function readAttempt(delivery: RawDelivery): number {
-  const previous = Number(delivery.properties.headers?.[ATTEMPT_HEADER] ?? 0);
-  return Number.isInteger(previous) && previous >= 0 ? previous + 1 : 1;
-}
 
 function isApplied(settlement: Settlement | undefined): boolean {
   return settlement?.action === 'ack' && settlement.outcome === 'applied';

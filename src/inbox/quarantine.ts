@@ -1,5 +1,5 @@
 import type { Executor } from '../db/executor.js';
-import { ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER } from './headers.js';
+import { ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, readAttempt } from './headers.js';
 import { inboxSql } from './sql.js';
 
 export type QuarantineReason =
@@ -42,6 +42,30 @@ export async function quarantine(executor: Executor, schema: string, entry: Quar
     String(headers?.[ORIGIN_ROUTING_KEY_HEADER] ?? entry.delivery.fields.routingKey),
     JSON.stringify(entry.delivery.properties, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
     entry.delivery.content,
+    ...Object.values(bodyMetadata(entry.delivery.content)),
+    failureClass(entry.reason),
+    readAttempt(entry.delivery),
   ]);
   return String(rows[0]?.id);
+}
+
+/** `exhausted`: it was retried up to maxAttempts. `permanent`: retrying could not have helped. */
+export function failureClass(reason: QuarantineReason): 'permanent' | 'exhausted' {
+  return reason === 'handler-failed' ? 'exhausted' : 'permanent';
+}
+
+/** eventType and schemaVersion as the body states them, if it is JSON that says so (bodies of any shape end up here). */
+export function bodyMetadata(content: Buffer): { eventType: string | null; schemaVersion: number | null } {
+  const none = { eventType: null, schemaVersion: null };
+  if (content.length > 1024 * 1024) return none;
+  try {
+    const body = JSON.parse(content.toString('utf8')) as { eventType?: unknown; schemaVersion?: unknown } | null;
+    if (typeof body !== 'object' || body === null) return none;
+    return {
+      eventType: typeof body.eventType === 'string' ? body.eventType.slice(0, 200) : null,
+      schemaVersion: Number.isInteger(body.schemaVersion) && Math.abs(body.schemaVersion as number) < 2 ** 31 ? (body.schemaVersion as number) : null,
+    };
+  } catch {
+    return none;
+  }
 }

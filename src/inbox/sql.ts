@@ -67,8 +67,13 @@ export function inboxSql(schema: string) {
        LIMIT $3`,
     unpark: `DELETE FROM ${schema}.parked WHERE consumer = $1 AND event_id = ANY($2::text[])`,
     quarantine: `
-      INSERT INTO ${schema}.quarantine (consumer, event_id, reason, detail, fingerprint, exchange, routing_key, properties, body)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9)
+      INSERT INTO ${schema}.quarantine (consumer, event_id, reason, detail, fingerprint, exchange, routing_key, properties, body,
+                                        event_type, schema_version, failure_class, attempts)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13)
+      ON CONFLICT (consumer, event_id, fingerprint) WHERE resolved_at IS NULL AND event_id IS NOT NULL AND fingerprint IS NOT NULL
+      DO UPDATE SET last_seen_at = now(), times_seen = quarantine.times_seen + 1,
+                    attempts = GREATEST(quarantine.attempts, EXCLUDED.attempts),
+                    reason = EXCLUDED.reason, detail = EXCLUDED.detail, failure_class = EXCLUDED.failure_class
       RETURNING id`,
   };
 }

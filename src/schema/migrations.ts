@@ -156,6 +156,23 @@ export const migrations: readonly Migration[] = [
          ADD COLUMN IF NOT EXISTS resolution_note text`,
     ],
   },
+  {
+    version: 8,
+    name: 'quarantine: what failed, how often, since when',
+    statements: (s) => [
+      `ALTER TABLE ${s}.quarantine
+         ADD COLUMN IF NOT EXISTS event_type text,
+         ADD COLUMN IF NOT EXISTS schema_version integer,
+         ADD COLUMN IF NOT EXISTS failure_class text,
+         ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 1,
+         ADD COLUMN IF NOT EXISTS times_seen integer NOT NULL DEFAULT 1,
+         ADD COLUMN IF NOT EXISTS last_seen_at timestamptz NOT NULL DEFAULT now()`,
+      // The same message quarantined again while its row is open (a redelivery, a failed
+      // replay) updates that row instead of adding one: first seen, last seen, how often.
+      `CREATE UNIQUE INDEX IF NOT EXISTS quarantine_open_message_idx ON ${s}.quarantine (consumer, event_id, fingerprint)
+         WHERE resolved_at IS NULL AND event_id IS NOT NULL AND fingerprint IS NOT NULL`,
+    ],
+  },
 ];
 
 /** The NOTIFY channel of migration 2; the payload is the schema name. */
