@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
-import { registerConvergenceMetrics, serveMetrics } from '../src/index.js';
+import prom from 'prom-client';
+import { Consumer, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, silentLogger } from '../src/index.js';
 import { createTestSchema, type TestDatabase } from './support/services.js';
 
 describe('convergence metrics', () => {
@@ -50,5 +51,50 @@ describe('convergence metrics', () => {
   it('answers /healthz and 404 elsewhere', async () => {
     assert.equal(await (await fetch(`${base}/healthz`)).text(), 'ok\n');
     assert.equal((await fetch(`${base}/nope`)).status, 404);
+  });
+});
+
+describe('relay and consumer counters, readiness', () => {
+  it('count what the relay and the consumer report, by reason and outcome', async () => {
+    const registry = new prom.Registry();
+    // Not started: the events are emitted here, as the running components emit them.
+    const relay = new Relay({ logger: silentLogger });
+    const consumer = new Consumer({ queue: 'metrics-test', handlers: { X: async () => undefined }, logger: silentLogger });
+    instrumentRelay(relay, registry);
+    instrumentConsumer(consumer, registry);
+    relay.emit('published', ['a', 'b', 'c']);
+    relay.emit('retry', { eventId: 'd', attempts: 1, reason: 'returned' });
+    relay.emit('failed', { eventId: 'e', attempts: 10, reason: 'nacked' });
+    consumer.emit('settled', { action: 'ack', outcome: 'applied', eventId: 'a' });
+    consumer.emit('settled', { action: 'ack', outcome: 'parked', eventId: 'c' });
+    consumer.emit('settled', { action: 'ack', outcome: 'quarantined', reason: 'stale-version', eventId: 'f', quarantineId: '1' });
+    consumer.emit('settled', { action: 'retry', delayMs: 10, attempt: 1, reason: 'handler-error', eventId: 'g' });
+    consumer.emit('drained', { action: 'ack', outcome: 'applied', eventId: 'c' });
+    const text = await registry.metrics();
+    for (const line of [
+      'converge_relay_published_total 3',
+      'converge_relay_publish_failures_total{reason="returned"} 1',
+      'converge_relay_publish_failures_total{reason="nacked"} 1',
+      'converge_relay_failed_total 1',
+      'converge_consumer_deliveries_total{outcome="applied"} 1',
+      'converge_consumer_deliveries_total{outcome="parked"} 1',
+      'converge_consumer_deliveries_total{outcome="quarantined"} 1',
+      'converge_consumer_deliveries_total{outcome="retry"} 1',
+      'converge_consumer_quarantined_total{reason="stale-version"} 1',
+      'converge_consumer_drained_total{outcome="applied"} 1',
+    ]) assert.ok(text.includes(`${line}\n`), `missing: ${line}`);
+  });
+
+  it('/readyz answers 503 until ready() says so', async () => {
+    let ready = false;
+    const server = await serveMetrics(new prom.Registry(), { port: 0, ready: () => ready });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/readyz`;
+    try {
+      assert.equal((await fetch(url)).status, 503);
+      ready = true;
+      assert.equal((await fetch(url)).status, 200);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

@@ -4,6 +4,8 @@ import client from 'prom-client';
 import { quoteIdentifier } from '../db/identifier.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { opsSql } from './sql.js';
+import type { Relay } from '../relay/index.js';
+import type { Consumer } from '../inbox/index.js';
 
 export interface ConvergenceMetricsOptions {
   pool: pg.Pool;
@@ -43,11 +45,46 @@ export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): 
   return registry;
 }
 
-/** Serves `registry` on `/metrics` (Prometheus text format) and `/healthz`. Resolves once listening. */
-export async function serveMetrics(registry: client.Registry, options: { port: number; host?: string }): Promise<http.Server> {
+/** Counts what a relay does, from its events: published, publish failures by reason, events given up on. */
+export function instrumentRelay(relay: Relay, registry: client.Registry): void {
+  const published = new client.Counter({ name: 'converge_relay_published_total', help: 'Events confirmed by the broker and marked published.', registers: [registry] });
+  const failures = new client.Counter({ name: 'converge_relay_publish_failures_total', help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).', labelNames: ['reason'], registers: [registry] });
+  const failed = new client.Counter({ name: 'converge_relay_failed_total', help: 'Events that reached maxAttempts and are kept as failed.', registers: [registry] });
+  relay.on('published', (eventIds) => published.inc(eventIds.length));
+  relay.on('retry', (info) => failures.inc({ reason: info.reason }));
+  relay.on('failed', (info) => {
+    failures.inc({ reason: info.reason });
+    failed.inc();
+  });
+}
+
+/** Counts a consumer's settlements by outcome, quarantines by reason, and events drained from the reorder buffer. */
+export function instrumentConsumer(consumer: Consumer, registry: client.Registry): void {
+  const deliveries = new client.Counter({ name: 'converge_consumer_deliveries_total', help: 'Deliveries settled, by outcome (applied, duplicate, ignored, parked, quarantined, retry).', labelNames: ['outcome'], registers: [registry] });
+  const quarantined = new client.Counter({ name: 'converge_consumer_quarantined_total', help: 'Deliveries quarantined, by reason.', labelNames: ['reason'], registers: [registry] });
+  const drained = new client.Counter({ name: 'converge_consumer_drained_total', help: 'Parked events that left the reorder buffer, by outcome.', labelNames: ['outcome'], registers: [registry] });
+  consumer.on('settled', (settlement) => {
+    deliveries.inc({ outcome: settlement.action === 'retry' ? 'retry' : settlement.outcome });
+    if (settlement.action === 'ack' && settlement.outcome === 'quarantined') quarantined.inc({ reason: settlement.reason });
+  });
+  consumer.on('drained', (settlement) => drained.inc({ outcome: settlement.action === 'retry' ? 'retry' : settlement.outcome }));
+}
+
+/**
+ * Serves `registry` on `/metrics` (Prometheus text format), `/healthz` (the process answers)
+ * and `/readyz` (200 once `ready()` says so, 503 before). Resolves once listening.
+ */
+export async function serveMetrics(registry: client.Registry, options: { port: number; host?: string; ready?: () => boolean | Promise<boolean> }): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+      return;
+    }
+    if (req.url === '/readyz') {
+      Promise.resolve(options.ready ? options.ready() : true).then(
+        (ready) => res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : 'not ready\n'),
+        () => res.writeHead(503, { 'content-type': 'text/plain' }).end('not ready\n'),
+      );
       return;
     }
     if (req.url !== '/metrics') {
