@@ -48,6 +48,21 @@ describe('convergence metrics', () => {
     assert.ok(oldest >= 120 && oldest < 180, `oldest ${oldest} s`);
   });
 
+  it('reports outbox rows by status and the age of the oldest pending event', async () => {
+    await db.pool.query(
+      `INSERT INTO "${db.schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, occurred_at)
+       VALUES ('m1', 'order', 'm1', 1, 'X', '{}', 'pending', now() - interval '90 seconds'),
+              ('m2', 'order', 'm2', 1, 'X', '{}', 'pending', now()),
+              ('m3', 'order', 'm3', 1, 'X', '{}', 'failed', now())`,
+    );
+    const body = await (await fetch(`${base}/metrics`)).text();
+    assert.match(body, /converge_outbox_rows\{status="pending"\} 2\n/);
+    assert.match(body, /converge_outbox_rows\{status="failed"\} 1\n/);
+    assert.match(body, /converge_outbox_rows\{status="published"\} 0\n/);
+    const oldest = Number(/converge_outbox_oldest_pending_seconds ([\d.]+)/.exec(body)?.[1]);
+    assert.ok(oldest >= 90 && oldest < 150, `oldest pending ${oldest} s`);
+  });
+
   it('answers /healthz and 404 elsewhere', async () => {
     assert.equal(await (await fetch(`${base}/healthz`)).text(), 'ok\n');
     assert.equal((await fetch(`${base}/nope`)).status, 404);

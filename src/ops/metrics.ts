@@ -42,7 +42,34 @@ export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): 
   gauge('converge_parked_events', 'Incremental events waiting in the reorder buffer for their predecessor.', (row) => Number(row.parked));
   gauge('converge_gap_aggregates', `Aggregates whose next version has been missing for longer than ${gapAfterMs} ms.`, (row) => Number(row.gaps));
   gauge('converge_oldest_parked_seconds', 'Age of the oldest event in the reorder buffer.', (row) => Number(row.oldest_age_seconds ?? 0));
+  registerOutboxGauges(registry, options.pool, sql);
   return registry;
+}
+
+/** Outbox rows by status and the age of the oldest pending one: the relay's backlog, from the database. */
+function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, sql: ReturnType<typeof opsSql>): void {
+  let pending: Promise<{ status: string; n: string; oldest_age_seconds: string | null }[]> | undefined;
+  const read = () => (pending ??= pool.query(sql.outboxStatus).then((r) => r.rows).finally(() => setImmediate(() => (pending = undefined))));
+  new client.Gauge({
+    name: 'converge_outbox_rows',
+    help: 'Outbox rows by status (pending, published, failed).',
+    labelNames: ['status'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const status of ['pending', 'published', 'failed']) this.set({ status }, 0);
+      for (const row of await read()) this.set({ status: row.status }, Number(row.n));
+    },
+  });
+  new client.Gauge({
+    name: 'converge_outbox_oldest_pending_seconds',
+    help: 'Age of the oldest unpublished outbox event (0 when none): the first thing to alert on.',
+    registers: [registry],
+    async collect() {
+      const row = (await read()).find((r) => r.status === 'pending');
+      this.set(Number(row?.oldest_age_seconds ?? 0));
+    },
+  });
 }
 
 /** Counts what a relay does, from its events: published, publish failures by reason, events given up on. */
