@@ -16,7 +16,7 @@ import {
 } from '../src/index.js';
 import { Worker, WorkerGroup, type WorkerResult } from './child.js';
 import { brokerNames, checkpoint, declareSink, TimeoutError, type BenchContext } from './env.js';
-import { AGGREGATES, eventAt, latencyOf, pacedRun, sustainedRate, waitUntil, withPipeline, type Pipeline } from './measure.js';
+import { AGGREGATES, eventAt, latencyOf, pacedRun, startConsumerThenRelay, sustainedRate, waitUntil, withPipeline, type Pipeline } from './measure.js';
 import { publishWindowed } from './raw.js';
 import { rate, summarizeLatency, type LatencySummary } from './stats.js';
 
@@ -277,11 +277,7 @@ function openConverge(ctx: BenchContext, names: { exchange: string; queue: strin
         ttlMs: timeoutMs + 120_000,
       }),
     ]);
-    group.add(consumer);
-    group.add(relay);
-    // The consumer declares and binds its queue; only then may the relay publish (mandatory would return everything).
-    await consumer.start();
-    await relay.start();
+    await startConsumerThenRelay(group, consumer, relay);
     return {
       consumer,
       insert: async (client, from, to) => {

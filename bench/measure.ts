@@ -108,6 +108,17 @@ export async function producePaced(client: pg.PoolClient, perSecond: number, dur
   return { total, achieved: (total * 1000) / (performance.now() - started) };
 }
 
+/**
+ * Adds a pipeline's two workers to its group and starts the consumer first: it declares and
+ * binds its queue, and a mandatory publish before that would come back unroutable.
+ */
+export async function startConsumerThenRelay(group: WorkerGroup, consumer: Worker, relay: Worker): Promise<void> {
+  group.add(consumer);
+  group.add(relay);
+  await consumer.start();
+  await relay.start();
+}
+
 /** A running relay → broker → consumer pipeline, naive or converge. */
 export interface Pipeline {
   group: WorkerGroup;

@@ -6,7 +6,7 @@
  */
 import { Worker } from './child.js';
 import { brokerNames, checkpoint, declareSink, type BenchContext } from './env.js';
-import { eventAt, latencyOf, pacedRun, sustainedRate, withPipeline, type Pipeline } from './measure.js';
+import { eventAt, latencyOf, pacedRun, startConsumerThenRelay, sustainedRate, withPipeline, type Pipeline } from './measure.js';
 import type { LatencySummary } from './stats.js';
 
 export async function createNaiveTables(ctx: BenchContext): Promise<void> {
@@ -36,10 +36,7 @@ function openNaive(ctx: BenchContext, names: { exchange: string; queue: string }
       Worker.spawn('naive-consumer', { ...base, queue: names.queue, prefetch: 1000, batch: 500, lingerMs: 10, latency: options.latency }),
       Worker.spawn('naive-relay', { ...base, exchange: names.exchange, batch: 1000, idleMs: 10 }),
     ]);
-    group.add(consumer);
-    group.add(relay);
-    await consumer.start();
-    await relay.start();
+    await startConsumerThenRelay(group, consumer, relay);
     return {
       consumer,
       async insert(client, from, to) {

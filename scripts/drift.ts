@@ -58,7 +58,10 @@ async function main(): Promise<number> {
       source: sourceReader(env.pool, q), target: targetReader(env.pool, q), pageSize: 250, sampleSize: 100_000,
       repair: {
         apply: async (tx, row) => void (await tx.query(`INSERT INTO ${q}.order_projection (id, amount) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, [row.id, row.fields!.amount])),
-        lookup: async (id) => (await sourceReader(env.pool, q)(null, 1_000_000)).find((row) => row.id === id) ?? null,
+        lookup: async (id) => {
+          const { rows } = await env.pool.query<{ id: string; version: string; amount: number }>(`SELECT id, version, amount FROM ${q}.orders WHERE id = $1`, [id]);
+          return rows[0] ? toRow(rows[0]) : null;
+        },
         remove: async (tx, id) => void (await tx.query(`DELETE FROM ${q}.order_projection WHERE id = $1`, [id])),
       },
     });

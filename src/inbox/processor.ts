@@ -14,7 +14,7 @@ import { readAttempt } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { resolveProcessorOptions, type EventHandler, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
 import { aggregatesReady, aggregatesToDrain, loadParked, parkEvent, readGaps, unpark, type AggregateRef, type Gap, type ParkResult } from './parking.js';
-import { readProjectionState } from '../projection/index.js';
+import { aggregateKey, readProjectionState } from '../projection/index.js';
 import { repairFromSnapshot } from '../reconcile/index.js';
 import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelivery } from './quarantine.js';
 
@@ -168,7 +168,7 @@ export class DeliveryProcessor {
     if (!this.options.reorderBuffer || applied.length === 0) return;
     const reached = new Map<string, AggregateRef & { version: number }>();
     for (const { envelope } of applied) {
-      const key = `${envelope.aggregateType}\u0000${envelope.aggregateId}`;
+      const key = aggregateKey(envelope);
       const version = Math.max(reached.get(key)?.version ?? 0, envelope.aggregateVersion);
       reached.set(key, { aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, version });
     }

@@ -25,9 +25,7 @@ export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): 
   const registry = options.registry ?? new client.Registry();
   const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
   const gapAfterMs = options.gapAfterMs ?? 60_000;
-  let pending: Promise<{ consumer: string; parked: string; gaps: string; oldest_age_seconds: string | null }[]> | undefined;
-  // One query per scrape for all three gauges: the first collect() starts it, the others share it.
-  const read = () => (pending ??= options.pool.query(sql.reorderBuffer, [gapAfterMs]).then((r) => r.rows).finally(() => setImmediate(() => (pending = undefined))));
+  const read = sharedPerScrape(() => options.pool.query<{ consumer: string; parked: string; gaps: string; oldest_age_seconds: string | null }>(sql.reorderBuffer, [gapAfterMs]).then((r) => r.rows));
   const gauge = (name: string, help: string, value: (row: Awaited<ReturnType<typeof read>>[number]) => number) =>
     new client.Gauge({
       name,
@@ -48,8 +46,7 @@ export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): 
 
 /** Outbox rows by status and the age of the oldest pending one: the relay's backlog, from the database. */
 function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, sql: ReturnType<typeof opsSql>): void {
-  let pending: Promise<{ status: string; n: string; oldest_age_seconds: string | null }[]> | undefined;
-  const read = () => (pending ??= pool.query(sql.outboxStatus).then((r) => r.rows).finally(() => setImmediate(() => (pending = undefined))));
+  const read = sharedPerScrape(() => pool.query<{ status: string; n: string; oldest_age_seconds: string | null }>(sql.outboxStatus).then((r) => r.rows));
   new client.Gauge({
     name: 'converge_outbox_rows',
     help: 'Outbox rows by status (pending, published, failed).',
@@ -70,6 +67,15 @@ function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, sql: Ret
       this.set(Number(row?.oldest_age_seconds ?? 0));
     },
   });
+}
+
+/**
+ * One query per scrape for all gauges built on it: the first collect() of a scrape starts it,
+ * the others share it, and the next scrape reads afresh.
+ */
+function sharedPerScrape<T>(query: () => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | undefined;
+  return () => (pending ??= query().finally(() => setImmediate(() => (pending = undefined))));
 }
 
 /** Counts what a relay does, from its events: published, publish failures by reason, events given up on. */

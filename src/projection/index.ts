@@ -1,4 +1,4 @@
 export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } from './apply.js';
 export type { ApplyResult, BatchApplyResult, BatchTarget, ProjectionState, ProjectionTarget, SnapshotTarget } from './apply.js';
-export { judgeIncrement, planIncrements } from './versions.js';
+export { aggregateKey, judgeIncrement, planIncrements } from './versions.js';
 export type { IncrementPlan, IncrementVerdict, VersionedEvent } from './versions.js';

@@ -70,21 +70,13 @@ export function mergePages(
   const pairs: [ReconcileRow | undefined, ReconcileRow | undefined][] = [];
   let i = 0;
   let j = 0;
-  // Ids up to the smaller of the two last ids are complete on both sides.
-  const sourceLast = source[source.length - 1]?.id;
-  const targetLast = target[target.length - 1]?.id;
-  const limit =
-    sourceDone && targetDone
-      ? undefined
-      : sourceDone
-        ? targetLast
-        : targetDone
-          ? sourceLast
-          : sourceLast === undefined || targetLast === undefined
-            ? (sourceLast ?? targetLast)
-            : compareIds(sourceLast, targetLast) <= 0
-              ? sourceLast
-              : targetLast;
+  // A side with more pages bounds what is settled by its last id; a finished side bounds nothing.
+  const bounds: (string | undefined)[] = [];
+  if (!sourceDone) bounds.push(source[source.length - 1]?.id);
+  if (!targetDone) bounds.push(target[target.length - 1]?.id);
+  // An unfinished side with no rows in hand says nothing yet about any id.
+  if (bounds.includes(undefined)) return { pairs, sourceRest: source, targetRest: target };
+  const limit = (bounds as string[]).sort(compareIds)[0];
   const within = (id: string) => limit === undefined || compareIds(id, limit) <= 0;
   while (i < source.length || j < target.length) {
     const s = source[i];
