@@ -8,7 +8,7 @@ import { type MigrateResult, migrate, migrationSql } from '../src/schema/migrate
 import { LATEST_MIGRATION, migrations } from '../src/schema/migrations.js';
 import { DATABASE_URL, connectPostgres, uniqueName, waitFor } from './support/services.js';
 
-const CONVERGE_TABLES = ['inbox', 'migrations', 'outbox', 'parked', 'projection_state', 'quarantine'];
+const CONVERGE_TABLES = ['inbox', 'inbox_watermark', 'migrations', 'outbox', 'parked', 'projection_state', 'quarantine'];
 const MIGRATE_MODULE = fileURLToPath(new URL('../src/schema/migrate.ts', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 

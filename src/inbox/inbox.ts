@@ -26,6 +26,7 @@ export async function recordInInbox(tx: Executor, schema: string, consumer: stri
     entries.map((e) => e.envelope.aggregateId),
     entries.map((e) => e.envelope.aggregateVersion),
     entries.map((e) => e.envelope.eventType),
+    entries.map((e) => e.envelope.occurredAt),
   ]);
   const result = new Map<string, InboxStatus>(inserted.rows.map((row) => [row.event_id, { status: 'new' }]));
   const seen = entries.filter((e) => !result.has(e.envelope.eventId));

@@ -6,9 +6,9 @@ export function inboxSql(schema: string) {
      * event, and RETURNING names the events that are new to this consumer.
      */
     insert: `
-      INSERT INTO ${schema}.inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type)
-      SELECT $1, e.* FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[])
-                          AS e(event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type)
+      INSERT INTO ${schema}.inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type, occurred_at)
+      SELECT $1, e.* FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::timestamptz[])
+                          AS e(event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type, occurred_at)
       ON CONFLICT (consumer, event_id) DO NOTHING
       RETURNING event_id`,
     storedFingerprints: `SELECT event_id, fingerprint FROM ${schema}.inbox WHERE consumer = $1 AND event_id = ANY($2::text[])`,

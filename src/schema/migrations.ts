@@ -173,6 +173,30 @@ export const migrations: readonly Migration[] = [
          WHERE resolved_at IS NULL AND event_id IS NOT NULL AND fingerprint IS NOT NULL`,
     ],
   },
+  {
+    version: 9,
+    name: 'operations: end-to-end lag, inbox compaction watermarks, replay outcomes',
+    statements: (s) => [
+      // When the event happened, next to when the consumer recorded it: status reads lag
+      // percentiles from durable rows instead of from one process's memory.
+      `ALTER TABLE ${s}.inbox ADD COLUMN IF NOT EXISTS occurred_at timestamptz`,
+      // Per consumer and aggregate: every inbox row at or below this version was compacted away.
+      // The projection's version check still refuses those events; this says they were done.
+      `CREATE TABLE IF NOT EXISTS ${s}.inbox_watermark (
+        consumer       text NOT NULL,
+        aggregate_type text NOT NULL,
+        aggregate_id   text NOT NULL,
+        version        bigint NOT NULL CHECK (version > 0),
+        compacted_at   timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (consumer, aggregate_type, aggregate_id)
+      )`,
+      // What became of a replayed message once the consumer judged it again.
+      `ALTER TABLE ${s}.quarantine
+         ADD COLUMN IF NOT EXISTS replay_outcome text,
+         ADD COLUMN IF NOT EXISTS replay_outcome_at timestamptz,
+         ADD COLUMN IF NOT EXISTS replay_quarantine_id bigint`,
+    ],
+  },
 ];
 
 /** The NOTIFY channel of migration 2; the payload is the schema name. */
