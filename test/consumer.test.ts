@@ -414,7 +414,7 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
 
         release.open();
         await waitFor(() => settled.length === 1, 'the delivery to settle');
-        assert.deepEqual(settled[0], { action: 'ack', outcome: 'applied', eventId: 'E1' });
+        assert.deepEqual({ ...settled[0], occurredAt: undefined }, { action: 'ack', outcome: 'applied', eventId: 'E1', occurredAt: undefined });
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E1'`), 1, 'inbox row committed');
         assert.equal(await env.count(`SELECT sum(amount) AS n FROM $schema.applied`), 7);
       } finally {
@@ -681,9 +681,10 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
       const settled = collect(consumer);
       try {
         await consumer.ready();
-        await env.publish(envelope('E1', 'o1', 1, { delta: 3 }));
+        const sent = envelope('E1', 'o1', 1, { delta: 3 });
+        await env.publish(sent);
         await waitFor(() => settled.length === 1, 'the delivery to settle');
-        assert.deepEqual(settled[0], { action: 'ack', outcome: 'applied', eventId: 'E1' });
+        assert.deepEqual(settled[0], { action: 'ack', outcome: 'applied', eventId: 'E1', occurredAt: sent.occurredAt });
         assert.deepEqual(attempts, [1, 1], 'same delivery, transaction run twice');
         assert.equal(consumer.stats.retried, 0, 'no trip through the retry queue');
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 1);
@@ -1316,7 +1317,8 @@ describe('reorder buffer', () => {
       try {
         const e2 = first.process(delivery(envelope('E2', 'o1', 2)));
         await gap;
-        assert.deepEqual(await second.process(delivery(envelope('E1', 'o1', 1))), { action: 'ack', outcome: 'applied', eventId: 'E1' });
+        const e1 = envelope('E1', 'o1', 1);
+        assert.deepEqual(await second.process(delivery(e1)), { action: 'ack', outcome: 'applied', eventId: 'E1', occurredAt: e1.occurredAt });
         release();
         assert.deepEqual(await e2, { action: 'ack', outcome: 'parked', eventId: 'E2' });
         assert.deepEqual(await appliedIds(env), ['E1', 'E2'], 'E2 was drained by the parking side');

@@ -3,8 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import prom from 'prom-client';
-import { Consumer, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, silentLogger } from '../src/index.js';
-import { createTestSchema, type TestDatabase } from './support/services.js';
+import { Consumer, ContentConflictError, appendToOutbox, withTransaction, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, silentLogger } from '../src/index.js';
+import { connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 describe('convergence metrics', () => {
   let db: TestDatabase;
@@ -80,11 +80,13 @@ describe('relay and consumer counters, readiness', () => {
     relay.emit('published', ['a', 'b', 'c']);
     relay.emit('retry', { eventId: 'd', attempts: 1, reason: 'returned' });
     relay.emit('failed', { eventId: 'e', attempts: 10, reason: 'nacked' });
-    consumer.emit('settled', { action: 'ack', outcome: 'applied', eventId: 'a' });
+    relay.emit('confirmed', [2, 30]);
+    consumer.emit('settled', { action: 'ack', outcome: 'applied', eventId: 'a', occurredAt: new Date(Date.now() - 1_500).toISOString() });
     consumer.emit('settled', { action: 'ack', outcome: 'parked', eventId: 'c' });
     consumer.emit('settled', { action: 'ack', outcome: 'quarantined', reason: 'stale-version', eventId: 'f', quarantineId: '1' });
     consumer.emit('settled', { action: 'retry', delayMs: 10, attempt: 1, reason: 'handler-error', eventId: 'g' });
-    consumer.emit('drained', { action: 'ack', outcome: 'applied', eventId: 'c' });
+    consumer.emit('drained', { action: 'ack', outcome: 'applied', eventId: 'c', occurredAt: new Date(Date.now() - 20_000).toISOString() });
+    consumer.emit('conflict', new ContentConflictError('metrics-test', 'h', 'f1', 'f2'));
     const text = await registry.metrics();
     for (const line of [
       'converge_relay_published_total 3',
@@ -97,6 +99,17 @@ describe('relay and consumer counters, readiness', () => {
       'converge_consumer_deliveries_total{outcome="retry"} 1',
       'converge_consumer_quarantined_total{reason="stale-version"} 1',
       'converge_consumer_drained_total{outcome="applied"} 1',
+      'converge_consumer_conflicts_total 1',
+      'converge_relay_confirm_seconds_bucket{le="0.001"} 0',
+      'converge_relay_confirm_seconds_bucket{le="0.0025"} 1',
+      'converge_relay_confirm_seconds_bucket{le="0.05"} 2',
+      'converge_relay_confirm_seconds_count 2',
+      // 1.5 s and 20 s of lag: one in the 2.5 s bucket, both by 30 s.
+      'converge_consumer_lag_seconds_bucket{le="1"} 0',
+      'converge_consumer_lag_seconds_bucket{le="2.5"} 1',
+      'converge_consumer_lag_seconds_bucket{le="10"} 1',
+      'converge_consumer_lag_seconds_bucket{le="30"} 2',
+      'converge_consumer_lag_seconds_count 2',
     ]) assert.ok(text.includes(`${line}\n`), `missing: ${line}`);
   });
 
@@ -111,5 +124,53 @@ describe('relay and consumer counters, readiness', () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+});
+
+describe('metrics served by a running relay and consumer', () => {
+  it('serve their own counters, histograms, gauges and readiness on the configured port, and stop serving on stop()', async () => {
+    const db = await createTestSchema('cvms');
+    const exchange = uniqueName('cvms-x');
+    const queue = uniqueName('cvms-q');
+    const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20, metrics: { port: 0 } });
+    const consumer = new Consumer({ queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger, handlers: { Counted: async () => undefined }, metrics: { port: 0 } });
+    const scrape = async (served: { url: Promise<string> } | undefined, path = '/metrics') => fetch(`${await served!.url}${path}`);
+    try {
+      consumer.start();
+      await consumer.ready();
+      await waitFor(async () => (await scrape(consumer.metrics, '/readyz')).status === 200, 'consumer ready once subscribed');
+      await withTransaction(db.pool, async (tx) => {
+        for (let v = 1; v <= 5; v++) await appendToOutbox(tx, { aggregateType: 'meter', aggregateId: 'm1', aggregateVersion: v, eventType: 'Counted', payload: { v } }, { schema: db.schema });
+      });
+      relay.start();
+      await waitFor(async () => /converge_consumer_deliveries_total\{outcome="applied"\} 5\n/.test(await (await scrape(consumer.metrics)).text()), 'five applied events on the consumer endpoint');
+      const consumerText = await (await scrape(consumer.metrics)).text();
+      assert.match(consumerText, /converge_consumer_lag_seconds_count 5\n/);
+      assert.match(consumerText, /# TYPE converge_parked_events gauge/, 'the reorder-buffer gauges come with the consumer');
+      const relayText = await (await scrape(relay.metrics)).text();
+      assert.match(relayText, /converge_relay_published_total 5\n/);
+      assert.match(relayText, /converge_relay_confirm_seconds_count 5\n/);
+      assert.match(relayText, /converge_outbox_rows\{status="published"\} 5\n/);
+      assert.match(relayText, /converge_outbox_oldest_pending_seconds 0\n/);
+      assert.equal((await scrape(relay.metrics, '/readyz')).status, 200, 'relay ready while its confirm channel is open');
+      const urls = [await relay.metrics!.url, await consumer.metrics!.url];
+      await relay.stop();
+      await consumer.stop();
+      for (const url of urls) await assert.rejects(fetch(`${url}/healthz`), 'nothing listens after stop()');
+    } finally {
+      await relay.stop();
+      await consumer.stop();
+      const connection = await connectRabbit();
+      const channel = await connection.createChannel();
+      await channel.deleteQueue(queue);
+      await channel.deleteQueue(`${queue}.retry`);
+      await channel.deleteExchange(exchange);
+      await connection.close();
+      await db.close();
+    }
+  });
+
+  it('rejects a bad metrics option, naming the field', () => {
+    assert.throws(() => new Relay({ logger: silentLogger, metrics: { port: 70_000 } }), /metrics\.port/);
   });
 });

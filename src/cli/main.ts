@@ -1,5 +1,5 @@
 import amqp from 'amqplib';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import pg from 'pg';
 import { ConvergeError } from '../errors.js';
 import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
@@ -66,7 +66,9 @@ program
   .option('--poll-ms <n>', 'idle poll interval in ms', integer, 100)
   .option('--max-attempts <n>', 'attempts before an event is marked failed', integer, 10)
   .option('--relay-id <id>', 'identity recorded in claimed_by')
-  .action(async (options: { amqpUrl?: string; exchange: string; routingKey: string; batchSize: number; leaseMs: number; pollMs: number; maxAttempts: number; relayId?: string }) => {
+  .addOption(new Option('--metrics-port <n>', 'serve /metrics, /healthz and /readyz on this port').env('CONVERGE_METRICS_PORT').argParser(integer))
+  .option('--metrics-host <host>', 'address the metrics endpoint binds', '127.0.0.1')
+  .action(async (options: { amqpUrl?: string; exchange: string; routingKey: string; batchSize: number; leaseMs: number; pollMs: number; maxAttempts: number; relayId?: string; metricsPort?: number; metricsHost: string }) => {
     const { databaseUrl, schema } = globalOptions();
     const logger = createLogger('converge-relay');
     const relay = startRelay({
@@ -80,9 +82,10 @@ program
       pollIntervalMs: options.pollMs,
       maxAttempts: options.maxAttempts,
       ...(options.relayId ? { relayId: options.relayId } : {}),
+      ...(options.metricsPort !== undefined ? { metrics: { port: options.metricsPort, host: options.metricsHost } } : {}),
       logger,
     });
-    logger.info({ relayId: relay.options.relayId, schema, exchange: options.exchange }, 'relay started');
+    logger.info({ relayId: relay.options.relayId, schema, exchange: options.exchange, metrics: relay.metrics ? await relay.metrics.url : undefined }, 'relay started');
     await new Promise<void>((resolve) => {
       const done = () => resolve();
       process.once('SIGTERM', done);

@@ -5,6 +5,7 @@ import type { ContentConflictError } from '../errors.js';
 import { backoffDelay } from '../ops/backoff.js';
 import { Idle, onShutdownSignals } from '../ops/idle.js';
 import { describeError } from '../ops/logger.js';
+import { serveConsumerMetrics, type ServedMetrics } from '../ops/metrics.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
@@ -58,6 +59,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   #ready: Promise<void>;
   #markReady!: () => void;
   #removeSignals: (() => void) | undefined;
+  /** Set while running when `options.metrics` asks for an endpoint. */
+  metrics: ServedMetrics | undefined;
 
   constructor(options: ConsumerOptions) {
     super();
@@ -71,8 +74,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   start(): this {
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
+    if (this.options.metrics) this.metrics = serveConsumerMetrics(this, this.#processor.pool, this.options.schema, this.options.metrics, () => this.subscribed);
     this.#loop = this.#run();
     return this;
+  }
+
+  /** Running with an active subscription on the broker. */
+  get subscribed(): boolean {
+    return !this.#stopping && this.#consumerTag !== undefined;
   }
 
   /** Resolves once queues are declared and the subscription is active for the first time. */
@@ -102,6 +111,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#sessionEnded?.();
     await this.#loop;
     this.#removeSignals?.();
+    await this.metrics?.close();
     await this.#processor.close();
   }
 

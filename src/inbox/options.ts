@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
-import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../ops/config.js';
+import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, metricsOption, parseOptions } from '../ops/config.js';
+import type { MetricsEndpoint } from '../ops/metrics.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
@@ -87,6 +88,8 @@ export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
   reconnectBackoff?: Partial<BackoffPolicy>;
   /** Stop gracefully on SIGTERM and SIGINT. Default false (the CLI turns it on). */
   handleSignals?: boolean;
+  /** Serve `/metrics`, `/healthz` and `/readyz` (ready while subscribed) on this port while running. */
+  metrics?: MetricsEndpoint;
 }
 
 const processorShape = {
@@ -123,6 +126,7 @@ const consumerSchema = z.object({
   batchSize: z.number().int().min(1).max(10_000).optional(),
   reconnectBackoff: backoffOption,
   handleSignals: z.boolean().optional(),
+  metrics: metricsOption,
 }).refine(oneHandlerKind, handlerRequired);
 
 export interface ResolvedProcessorOptions {
@@ -153,6 +157,7 @@ export interface ResolvedConsumerOptions extends ResolvedProcessorOptions {
   batchSize: number;
   reconnectBackoff: BackoffPolicy;
   handleSignals: boolean;
+  metrics?: MetricsEndpoint;
 }
 
 function processorDefaults(o: ProcessorOptions): ResolvedProcessorOptions {
@@ -191,5 +196,6 @@ export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumer
     batchSize: o.batchSize ?? 128,
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2, ...o.reconnectBackoff },
     handleSignals: o.handleSignals ?? false,
+    metrics: o.metrics,
   };
 }

@@ -24,7 +24,9 @@ import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelive
  * after the local transaction committed (or after the quarantine row committed).
  */
 export type Settlement =
-  | { action: 'ack'; outcome: 'applied' | 'duplicate' | 'ignored'; eventId: string }
+  | { action: 'ack'; outcome: 'duplicate' | 'ignored'; eventId: string }
+  /** `occurredAt` comes from the event, for the end-to-end lag (occurredAt → commit). */
+  | { action: 'ack'; outcome: 'applied'; eventId: string; occurredAt: string }
   /** Arrived before its predecessor: kept in the reorder buffer (committed), applied once the predecessor is. */
   | { action: 'ack'; outcome: 'parked'; eventId: string }
   | { action: 'ack'; outcome: 'quarantined'; reason: QuarantineReason; eventId: string | null; quarantineId: string; conflict?: ContentConflictError }
@@ -118,6 +120,11 @@ export class DeliveryProcessor {
   #prepare(delivery: RawDelivery): { envelope: EventEnvelope; print: string } {
     const sent = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
     return { envelope: upcast(sent, this.options.schemas), print: fingerprint(sent) };
+  }
+
+  /** The pool it runs on, for read-only companions such as the consumer's metrics gauges. */
+  get pool(): pg.Pool {
+    return this.#pool;
   }
 
   /** Where drained parked events are reported (the consumer re-queues the ones that must be retried). */
@@ -274,7 +281,7 @@ export class DeliveryProcessor {
       }
     }
     if (fresh.length > 0) await this.#runHandlers(tx, fresh);
-    for (const { envelope } of fresh) outcome.set(envelope.eventId, { action: 'ack', outcome: 'applied', eventId: envelope.eventId });
+    for (const { envelope } of fresh) outcome.set(envelope.eventId, { action: 'ack', outcome: 'applied', eventId: envelope.eventId, occurredAt: envelope.occurredAt });
     await unpark(tx, this.#schema, this.options.consumer, ordered.filter((c) => c.parked).map((c) => c.envelope.eventId));
     return outcome;
   }

@@ -44,3 +44,14 @@ export const backoffOption = z
     factor: z.number().min(1).optional(),
   })
   .optional();
+
+/** Where a relay or consumer serves its metrics (a MetricsEndpoint). */
+export const metricsOption = z
+  .object({
+    port: z.number().int().min(0).max(65_535),
+    host: z.string().min(1).optional(),
+    registry: z.any().optional(),
+    gapAfterMs: z.number().int().min(0).optional(),
+  })
+  .strict()
+  .optional();

@@ -1,11 +1,12 @@
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
 import { quoteIdentifier } from '../db/identifier.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { opsSql } from './sql.js';
 import type { Relay } from '../relay/index.js';
-import type { Consumer } from '../inbox/index.js';
+import type { Consumer, Settlement } from '../inbox/index.js';
 
 export interface ConvergenceMetricsOptions {
   pool: pg.Pool;
@@ -24,8 +25,14 @@ export interface ConvergenceMetricsOptions {
 export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): client.Registry {
   const registry = options.registry ?? new client.Registry();
   const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
-  const gapAfterMs = options.gapAfterMs ?? 60_000;
-  const read = sharedPerScrape(() => options.pool.query<{ consumer: string; parked: string; gaps: string; oldest_age_seconds: string | null }>(sql.reorderBuffer, [gapAfterMs]).then((r) => r.rows));
+  registerReorderGauges(registry, options.pool, sql, options.gapAfterMs ?? 60_000);
+  registerOutboxGauges(registry, options.pool, sql);
+  return registry;
+}
+
+/** Parked events, aggregates stuck on a missing version and the oldest wait, per consumer. */
+function registerReorderGauges(registry: client.Registry, pool: pg.Pool, sql: ReturnType<typeof opsSql>, gapAfterMs: number): void {
+  const read = sharedPerScrape(() => pool.query<{ consumer: string; parked: string; gaps: string; oldest_age_seconds: string | null }>(sql.reorderBuffer, [gapAfterMs]).then((r) => r.rows));
   const gauge = (name: string, help: string, value: (row: Awaited<ReturnType<typeof read>>[number]) => number) =>
     new client.Gauge({
       name,
@@ -40,8 +47,6 @@ export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): 
   gauge('converge_parked_events', 'Incremental events waiting in the reorder buffer for their predecessor.', (row) => Number(row.parked));
   gauge('converge_gap_aggregates', `Aggregates whose next version has been missing for longer than ${gapAfterMs} ms.`, (row) => Number(row.gaps));
   gauge('converge_oldest_parked_seconds', 'Age of the oldest event in the reorder buffer.', (row) => Number(row.oldest_age_seconds ?? 0));
-  registerOutboxGauges(registry, options.pool, sql);
-  return registry;
 }
 
 /** Outbox rows by status and the age of the oldest pending one: the relay's backlog, from the database. */
@@ -78,9 +83,17 @@ function sharedPerScrape<T>(query: () => Promise<T>): () => Promise<T> {
   return () => (pending ??= query().finally(() => setImmediate(() => (pending = undefined))));
 }
 
-/** Counts what a relay does, from its events: published, publish failures by reason, events given up on. */
+/** Seconds; from a millisecond confirm to an hour of lag. */
+const CONFIRM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
+
+/** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on. */
 export function instrumentRelay(relay: Relay, registry: client.Registry): void {
   const published = new client.Counter({ name: 'converge_relay_published_total', help: 'Events confirmed by the broker and marked published.', registers: [registry] });
+  const confirmLatency = new client.Histogram({ name: 'converge_relay_confirm_seconds', help: 'Time from writing a publish to the broker confirm.', buckets: CONFIRM_BUCKETS, registers: [registry] });
+  relay.on('confirmed', (latenciesMs) => {
+    for (const ms of latenciesMs) confirmLatency.observe(ms / 1000);
+  });
   const failures = new client.Counter({ name: 'converge_relay_publish_failures_total', help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).', labelNames: ['reason'], registers: [registry] });
   const failed = new client.Counter({ name: 'converge_relay_failed_total', help: 'Events that reached maxAttempts and are kept as failed.', registers: [registry] });
   relay.on('published', (eventIds) => published.inc(eventIds.length));
@@ -96,11 +109,71 @@ export function instrumentConsumer(consumer: Consumer, registry: client.Registry
   const deliveries = new client.Counter({ name: 'converge_consumer_deliveries_total', help: 'Deliveries settled, by outcome (applied, duplicate, ignored, parked, quarantined, retry).', labelNames: ['outcome'], registers: [registry] });
   const quarantined = new client.Counter({ name: 'converge_consumer_quarantined_total', help: 'Deliveries quarantined, by reason.', labelNames: ['reason'], registers: [registry] });
   const drained = new client.Counter({ name: 'converge_consumer_drained_total', help: 'Parked events that left the reorder buffer, by outcome.', labelNames: ['outcome'], registers: [registry] });
+  const conflicts = new client.Counter({ name: 'converge_consumer_conflicts_total', help: 'Same eventId with other content: quarantined for a person, never applied.', registers: [registry] });
+  const lag = new client.Histogram({
+    name: 'converge_consumer_lag_seconds',
+    help: "From the event's occurredAt (the producer's clock) to the consumer's commit, for applied events.",
+    buckets: LAG_BUCKETS,
+    registers: [registry],
+  });
+  const observeLag = (settlement: Settlement) => {
+    if (settlement.action === 'ack' && settlement.outcome === 'applied') lag.observe(Math.max(0, Date.now() - Date.parse(settlement.occurredAt)) / 1000);
+  };
   consumer.on('settled', (settlement) => {
     deliveries.inc({ outcome: settlement.action === 'retry' ? 'retry' : settlement.outcome });
     if (settlement.action === 'ack' && settlement.outcome === 'quarantined') quarantined.inc({ reason: settlement.reason });
+    observeLag(settlement);
   });
-  consumer.on('drained', (settlement) => drained.inc({ outcome: settlement.action === 'retry' ? 'retry' : settlement.outcome }));
+  consumer.on('drained', (settlement) => {
+    drained.inc({ outcome: settlement.action === 'retry' ? 'retry' : settlement.outcome });
+    observeLag(settlement);
+  });
+  consumer.on('conflict', () => conflicts.inc());
+}
+
+/** Where a relay or consumer serves its own metrics; `registry` to add them to one of yours. */
+export interface MetricsEndpoint {
+  port: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  registry?: client.Registry;
+  /** For the consumer's gap gauge. Default 60,000 ms. */
+  gapAfterMs?: number;
+}
+
+export interface ServedMetrics {
+  registry: client.Registry;
+  /** `http://host:port` once listening (port 0 picks a free one). */
+  url: Promise<string>;
+  close(): Promise<void>;
+}
+
+/** A relay's counters and the outbox gauges of its database, served while it runs; /readyz follows `ready`. */
+export function serveRelayMetrics(relay: Relay, pool: pg.Pool, schema: string, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
+  const registry = endpoint.registry ?? new client.Registry();
+  instrumentRelay(relay, registry);
+  registerOutboxGauges(registry, pool, opsSql(quoteIdentifier(schema)));
+  return serveUntilClosed(registry, endpoint, ready);
+}
+
+/** A consumer's counters, lag histogram and reorder-buffer gauges, served while it runs. */
+export function serveConsumerMetrics(consumer: Consumer, pool: pg.Pool, schema: string, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
+  const registry = endpoint.registry ?? new client.Registry();
+  instrumentConsumer(consumer, registry);
+  registerReorderGauges(registry, pool, opsSql(quoteIdentifier(schema)), endpoint.gapAfterMs ?? 60_000);
+  return serveUntilClosed(registry, endpoint, ready);
+}
+
+function serveUntilClosed(registry: client.Registry, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
+  const host = endpoint.host ?? '127.0.0.1';
+  const listening = serveMetrics(registry, { port: endpoint.port, host, ready });
+  // A port already taken must not become an unhandled rejection; url and close() report it.
+  listening.catch(() => undefined);
+  return {
+    registry,
+    url: listening.then((server) => `http://${host}:${(server.address() as AddressInfo).port}`),
+    close: () => listening.then((server) => new Promise<void>((resolve) => server.close(() => resolve())), () => undefined),
+  };
 }
 
 /**

@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
-import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../ops/config.js';
+import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, metricsOption, parseOptions } from '../ops/config.js';
+import type { MetricsEndpoint } from '../ops/metrics.js';
 import type { Logger } from '../ops/logger.js';
 import { createLogger } from '../ops/logger.js';
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
@@ -61,6 +62,8 @@ export interface RelayOptions {
   /** Stop gracefully on SIGTERM and SIGINT. Default false (the CLI turns it on). */
   handleSignals?: boolean;
   hooks?: RelayHooks;
+  /** Serve `/metrics`, `/healthz` and `/readyz` (ready while connected to the broker) on this port while running. */
+  metrics?: MetricsEndpoint;
 }
 
 const relaySchema = z.object({
@@ -84,6 +87,7 @@ const relaySchema = z.object({
   logger: z.any().optional(),
   handleSignals: z.boolean().optional(),
   hooks: z.any().optional(),
+  metrics: metricsOption,
 });
 
 export interface ResolvedRelayOptions {
@@ -107,6 +111,7 @@ export interface ResolvedRelayOptions {
   logger: Logger;
   handleSignals: boolean;
   hooks: RelayHooks;
+  metrics?: MetricsEndpoint;
 }
 
 export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
@@ -132,5 +137,6 @@ export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
     logger: o.logger ?? createLogger('converge-relay'),
     handleSignals: o.handleSignals ?? false,
     hooks: o.hooks ?? {},
+    metrics: o.metrics,
   };
 }

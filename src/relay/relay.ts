@@ -9,6 +9,7 @@ import { PublishError } from '../errors.js';
 import { backoffDelay } from '../ops/backoff.js';
 import { Idle, onShutdownSignals } from '../ops/idle.js';
 import { describeError } from '../ops/logger.js';
+import { serveRelayMetrics, type ServedMetrics } from '../ops/metrics.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
@@ -30,6 +31,8 @@ export interface RelayCycleResult {
 
 export interface RelayEvents {
   published: [eventIds: string[]];
+  /** Time from writing each publish to the broker's confirm, in ms, for the events of a batch the broker took. */
+  confirmed: [latenciesMs: number[]];
   retry: [info: { eventId: string; attempts: number; reason: string }];
   failed: [info: { eventId: string; attempts: number; reason: string }];
   /** A cycle found nothing to claim; the relay now sleeps until NOTIFY or the poll interval. */
@@ -57,6 +60,8 @@ export class Relay extends EventEmitter<RelayEvents> {
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #removeSignals: (() => void) | undefined;
+  /** Set while running when `options.metrics` asks for an endpoint. */
+  metrics: ServedMetrics | undefined;
 
   constructor(options: RelayOptions = {}) {
     super();
@@ -72,8 +77,14 @@ export class Relay extends EventEmitter<RelayEvents> {
   start(): this {
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
+    if (this.options.metrics) this.metrics = serveRelayMetrics(this, this.#pool, this.options.schema, this.options.metrics, () => this.connected);
     this.#loop = this.#run();
     return this;
+  }
+
+  /** Running with an open confirm channel to the broker. */
+  get connected(): boolean {
+    return !this.#stopping && this.#publisher !== undefined && !this.#publisher.closed;
   }
 
   /** Lets the batches in flight finish (so confirmed events get marked), then closes everything it opened. */
@@ -88,6 +99,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     await this.#loop;
     this.#removeSignals?.();
     await this.#closeBroker();
+    await this.metrics?.close();
     await this.#releasePool();
   }
 
@@ -107,15 +119,19 @@ export class Relay extends EventEmitter<RelayEvents> {
     const result: RelayCycleResult = { claimed: rows.length, published: 0, retried: 0, failed: 0, fenced: 0, unblocked: false };
     if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
     // Each publish is written to the channel synchronously here, in claim order.
-    const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row)));
+    const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row, performance.now())));
     return { claimed: rows.length, done: this.#finishCycle(rows, outcomes, result) };
   }
 
-  async #finishCycle(rows: ClaimedRow[], pending: Promise<(PublishError | null)[]>, result: RelayCycleResult): Promise<RelayCycleResult> {
+  async #finishCycle(rows: ClaimedRow[], pending: Promise<(PublishError | number)[]>, result: RelayCycleResult): Promise<RelayCycleResult> {
     const outcomes = await pending;
-    const confirmed = rows.filter((_, i) => outcomes[i] === null);
-    const rejected = rows.flatMap((row, i) => (outcomes[i] ? [{ row, error: outcomes[i]! }] : []));
+    const confirmed = rows.filter((_, i) => typeof outcomes[i] === 'number');
+    const rejected = rows.flatMap((row, i) => {
+      const outcome = outcomes[i];
+      return outcome instanceof PublishError ? [{ row, error: outcome }] : [];
+    });
     if (confirmed.length > 0) {
+      if (this.listenerCount('confirmed') > 0) this.emit('confirmed', outcomes.filter((o): o is number => typeof o === 'number'));
       await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
       const marked = await runStatement<{ event_id: string; unblocks: boolean }>(this.#pool, this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
       result.unblocked = marked.rows.some((row) => row.unblocks);
@@ -128,7 +144,8 @@ export class Relay extends EventEmitter<RelayEvents> {
     return result;
   }
 
-  async #publishRow(publisher: ConfirmPublisher, row: ClaimedRow): Promise<PublishError | null> {
+  /** The confirm latency in ms, or why the broker did not take the event. */
+  async #publishRow(publisher: ConfirmPublisher, row: ClaimedRow, sentAt: number): Promise<PublishError | number> {
     let message: ReturnType<typeof encodeMessage>;
     try {
       message = encodeMessage(toEnvelope(row), this.options.routingKey);
@@ -137,7 +154,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     }
     try {
       await publisher.publish(this.options.exchange, message.routingKey, message.content, { ...message.options, messageId: row.event_id }, this.options.confirmTimeoutMs);
-      return null;
+      return performance.now() - sentAt;
     } catch (err) {
       return err instanceof PublishError ? err : new PublishError('channel-closed', describeError(err).err);
     }
