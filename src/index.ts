@@ -65,12 +65,16 @@ export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, Reco
 export { readStatus, retryFailedEvents, listOutbox } from './ops/status.js';
 export type { ConvergeStatus, OutboxRow } from './ops/status.js';
 
+export { readPipelineStatus } from './ops/pipeline.js';
+export type { PipelineStatus, PipelineStatusOptions, SourceTable, WatchedQueue, ConsumerLag } from './ops/pipeline.js';
+export { diagnose, drainEstimate } from './ops/diagnose.js';
+export type { Finding, Throughput, PipelineFacts } from './ops/diagnose.js';
 export { listQuarantine, showQuarantined, replayQuarantined, discardQuarantined } from './ops/dlq.js';
 export type { QuarantineFilter, QuarantineSummary, QuarantinedMessage } from './ops/dlq.js';
 export { cleanup, scheduleCleanup, validateRetention } from './ops/cleanup.js';
 export type { CleanupOptions, CleanupResult } from './ops/cleanup.js';
 export { registerConvergenceMetrics, serveMetrics, instrumentRelay, instrumentConsumer } from './ops/metrics.js';
-export type { ConvergenceMetricsOptions } from './ops/metrics.js';
+export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './ops/metrics.js';
 export { backoffDelay, DEFAULT_BACKOFF } from './ops/backoff.js';
 export type { BackoffPolicy } from './ops/backoff.js';
 export { createLogger, silentLogger } from './ops/logger.js';

@@ -75,10 +75,15 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
     await pool.query(`INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts)
                       VALUES ('failed-1', 'order', 'cli-2', 1, 'AmountAdded', '{}', 'failed', 10)`);
 
-    const status = await cli(['--schema', schema, 'status']);
-    assert.equal(status.code, 0, status.stderr);
-    const parsed = JSON.parse(status.stdout) as { outbox: { pending: number; failed: number } };
+    const status = await cli(['--schema', schema, 'status', '--json', '--sample-ms', '50']);
+    assert.equal(status.code, 2, `a failed event is a stall: ${status.stderr}`);
+    const parsed = JSON.parse(status.stdout) as { outbox: { pending: number; failed: number }; findings: { kind: string }[] };
     assert.deepEqual([parsed.outbox.pending, parsed.outbox.failed], [3, 1]);
+    assert.deepEqual(parsed.findings.map((f) => f.kind), ['outbox-failed']);
+    const shown = await cli(['--schema', schema, 'status', '--sample-ms', '50']);
+    assert.equal(shown.code, 2, shown.stderr);
+    assert.match(shown.stdout, /relay\s+failed events\s+STALLED\s+1\n/);
+    assert.match(shown.stdout, /look at:\s+converge outbox list --failed/);
 
     const retried = await cli(['--schema', schema, 'retry-failed', '--event-id', 'failed-1']);
     assert.equal(retried.code, 0, retried.stderr);

@@ -9,6 +9,8 @@ import { registerConvergenceMetrics, serveMetrics } from '../ops/metrics.js';
 import { cleanup } from '../ops/cleanup.js';
 import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined, type QuarantineSummary } from '../ops/dlq.js';
 import { readGaps, type Gap } from '../inbox/index.js';
+import { table } from './format.js';
+import { parseQueue, parseSource, statusCommand, type StatusCliOptions } from './status.js';
 import { rebuildCommand, reconcileCommand, type RebuildCliOptions, type ReconcileCliOptions } from './reconcile.js';
 import { startRelay } from '../relay/relay.js';
 import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
@@ -123,11 +125,18 @@ program
 
 program
   .command('status')
-  .description('outbox backlog, failed events and open quarantine, as JSON')
-  .action(async () => {
+  .description('where the pipeline stalls: each stage from durable progress, rates, drain time, lag and permanent failures (exit 2 while stalled)')
+  .option('--source <spec>', 'a business table to check for changes without an outbox event: table=public.orders,type=order[,id=id][,version=version][,changed-at=updated_at] (repeatable)', parseSource, [])
+  .option('--queue <spec>', 'a queue to watch: name[,consumer=inbox scope][,projection=name] (repeatable)', parseQueue, [])
+  .option('--amqp-url <url>', 'RabbitMQ URL for queue depths (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
+  .option('--window-ms <ms>', 'lag and projection activity over this window', integer, 60_000)
+  .option('--sample-ms <ms>', 'rates from two samples this far apart', integer, 5_000)
+  .option('--stall-after-ms <ms>', 'pending events and missing versions older than this are stalls', integer, 30_000)
+  .option('--source-lookback-ms <ms>', 'with changed-at: source rows changed this recently are checked', integer, 3_600_000)
+  .option('--json', 'one JSON document instead of the table')
+  .action(async (options: StatusCliOptions) => {
     const { databaseUrl, schema } = globalOptions();
-    const status = await withPool(databaseUrl, (pool) => readStatus(pool, schema));
-    console.log(JSON.stringify(status, null, 2));
+    process.exitCode = await withPool(databaseUrl, (pool) => statusCommand(pool, schema, options));
   });
 
 program
@@ -354,11 +363,6 @@ function quarantineTable(rows: QuarantineSummary[]): string {
     ['id', 'consumer', 'event_id', 'reason', 'age', 'resolution', 'detail'],
     rows.map((r) => [r.id, r.consumer, r.eventId ?? '', r.reason, `${r.ageSeconds.toFixed(0)} s`, r.resolution ?? '', r.detail.length > 60 ? `${r.detail.slice(0, 57)}...` : r.detail]),
   );
-}
-
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
 
 function gapTable(gaps: Gap[]): string {

@@ -1,3 +1,16 @@
+/**
+ * Source rows (of a validated, quoted table and columns) whose version is above the newest
+ * outbox event of their aggregate: business changes committed without their event. $1
+ * aggregate type, $2 only rows changed in the last $2 ms (when a change column is given), $3 limit.
+ */
+export function sourceAheadSql(schema: string, source: { table: string; id: string; version: string; changedAt?: string }): string {
+  const recent = source.changedAt ? `WHERE ${source.changedAt} >= now() - make_interval(secs => $2::double precision / 1000)` : 'WHERE $2::double precision IS NOT NULL';
+  return `
+    SELECT s.id FROM (SELECT ${source.id}::text AS id, ${source.version}::bigint AS version FROM ${source.table} ${recent}) AS s
+     WHERE s.version > coalesce((SELECT max(o.aggregate_version) FROM ${schema}.outbox o WHERE o.aggregate_type = $1 AND o.aggregate_id = s.id), 0)
+     LIMIT $3`;
+}
+
 /** Read-mostly operational queries over converge's tables, for one quoted schema. */
 export function opsSql(schema: string) {
   return {
@@ -50,6 +63,35 @@ export function opsSql(schema: string) {
     /** Closes one open row; nothing if it was closed already (by another operator). */
     resolveQuarantine: `UPDATE ${schema}.quarantine SET resolved_at = now(), resolution = $2, resolution_note = $3
                          WHERE id = $1 AND resolved_at IS NULL RETURNING id`,
+    /**
+     * One sample of the outbox for rates: pending (partial index), failed (the unpublished
+     * index), the newest position (appends since the last sample) and the oldest pending age.
+     */
+    outboxSample: `
+      SELECT (SELECT count(*) FROM ${schema}.outbox WHERE status = 'pending')::bigint AS pending,
+             (SELECT count(*) FROM ${schema}.outbox WHERE status = 'failed')::bigint AS failed,
+             (SELECT coalesce(max(position), 0) FROM ${schema}.outbox)::bigint AS max_position,
+             EXTRACT(EPOCH FROM now() - (SELECT min(occurred_at) FROM ${schema}.outbox WHERE status = 'pending')) AS oldest_age_seconds,
+             clock_timestamp() AS sampled_at`,
+    /** Inbox rows per consumer ($2) recorded since $1 (the BRIN index on received_at keeps this off a full scan). */
+    inboxSince: `
+      SELECT consumer, count(*)::bigint AS n FROM ${schema}.inbox
+       WHERE received_at >= $1 AND consumer = ANY($2::text[]) GROUP BY consumer`,
+    /** projection_state rows of the projections $1 changed in the last $2 ms. */
+    projectionUpdates: `
+      SELECT projection, count(*)::bigint AS n FROM ${schema}.projection_state
+       WHERE projection = ANY($1::text[]) AND updated_at >= now() - make_interval(secs => $2::double precision / 1000)
+       GROUP BY projection`,
+    /** Lag from occurredAt to the inbox row, per consumer, over the last $1 ms. */
+    lag: `
+      SELECT consumer,
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
+             percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) AS p99,
+             max(lag) AS max, count(*)::bigint AS events
+        FROM (SELECT consumer, greatest(0, EXTRACT(EPOCH FROM received_at - occurred_at)) AS lag
+                FROM ${schema}.inbox
+               WHERE received_at >= now() - make_interval(secs => $1::double precision / 1000) AND occurred_at IS NOT NULL) AS recent
+       GROUP BY consumer ORDER BY consumer`,
     /** Puts failed events back in line; `$1` limits it to one event id when given. */
     retryFailed: `
       UPDATE ${schema}.outbox

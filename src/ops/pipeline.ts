@@ -1,0 +1,243 @@
+import amqp from 'amqplib';
+import type pg from 'pg';
+import { z } from 'zod';
+import { quoteIdentifier } from '../db/identifier.js';
+import { readGaps } from '../inbox/index.js';
+import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { amqpUrlFromEnv, identifierOption, parseOptions } from './config.js';
+import { diagnose, queueThroughput, relayThroughput, type Finding, type GapFacts, type OutboxFacts, type PipelineFacts, type QueueFacts, type SourceFacts, type Throughput } from './diagnose.js';
+import { opsSql, sourceAheadSql } from './sql.js';
+
+/** A business table whose rows carry the aggregate version their outbox events must match. */
+export interface SourceTable {
+  /** `table` or `schema.table`, plain lower-case identifiers. */
+  table: string;
+  aggregateType: string;
+  /** Default `id`. */
+  idColumn?: string;
+  /** Default `version`. */
+  versionColumn?: string;
+  /**
+   * A timestamp column set on every change. With it only rows changed in the last
+   * `sourceLookbackMs` are checked, which keeps the check cheap and valid once published
+   * outbox rows are cleaned up (keep the lookback below the outbox retention).
+   */
+  changedAtColumn?: string;
+}
+
+/** A queue and the inbox scope (and optionally the projection) of the consumer that reads it. */
+export interface WatchedQueue {
+  queue: string;
+  /** Inbox scope; default the queue name. */
+  consumer?: string;
+  /** A projection name in projection_state that this consumer writes. */
+  projection?: string;
+}
+
+export interface PipelineStatusOptions {
+  pool: pg.Pool;
+  schema?: string;
+  sources?: SourceTable[];
+  queues?: WatchedQueue[];
+  /** Needed to read queue depths when `queues` are given. */
+  amqpUrl?: string;
+  /** Lag percentiles and projection activity over this window. Default 60,000 ms. */
+  windowMs?: number;
+  /** Rates come from two samples this far apart. Default 5,000 ms. */
+  sampleMs?: number;
+  /** A pending event or a missing version older than this is a stall. Default 30,000 ms. */
+  stallAfterMs?: number;
+  /** With `changedAtColumn`: how far back source rows are checked. Default 3,600,000 ms. */
+  sourceLookbackMs?: number;
+}
+
+export interface ConsumerLag {
+  consumer: string;
+  p50Seconds: number;
+  p99Seconds: number;
+  maxSeconds: number;
+  events: number;
+}
+
+export interface PipelineStatus {
+  checkedAt: string;
+  windowSeconds: number;
+  sampleSeconds: number;
+  stallAfterSeconds: number;
+  sources: SourceFacts[];
+  outbox: OutboxFacts & { throughput: Throughput };
+  queues: (QueueFacts & { throughput: Throughput })[];
+  gaps: GapFacts;
+  failures: PipelineFacts['failures'];
+  lag: ConsumerLag[];
+  findings: Finding[];
+  /** Any finding of severity `stalled`. */
+  stalled: boolean;
+}
+
+const plainIdentifier = identifierOption;
+const optionsSchema = z.object({
+  pool: z.any(),
+  schema: identifierOption.optional(),
+  sources: z
+    .array(z.object({
+      table: z.string().refine((t) => t.split('.').length <= 2 && t.split('.').every((part) => plainIdentifier.safeParse(part).success), 'table or schema.table, plain lower-case identifiers'),
+      aggregateType: z.string().min(1),
+      idColumn: plainIdentifier.optional(),
+      versionColumn: plainIdentifier.optional(),
+      changedAtColumn: plainIdentifier.optional(),
+    }).strict())
+    .optional(),
+  queues: z.array(z.object({ queue: z.string().min(1).max(255), consumer: z.string().min(1).optional(), projection: z.string().min(1).optional() }).strict()).optional(),
+  amqpUrl: z.string().min(1).optional(),
+  windowMs: z.number().int().min(1).optional(),
+  sampleMs: z.number().int().min(0).optional(),
+  stallAfterMs: z.number().int().min(0).optional(),
+  sourceLookbackMs: z.number().int().min(1).optional(),
+});
+
+const SOURCE_LIMIT = 1_000;
+const SAMPLE_IDS = 5;
+
+/**
+ * The stall-diagnosis table from durable progress: samples the outbox and the broker queues
+ * twice, `sampleMs` apart, for rates; reads the inbox, projection state, reorder buffer and
+ * quarantine for the rest. Read-only; safe to run against production at any time.
+ */
+export async function readPipelineStatus(input: PipelineStatusOptions): Promise<PipelineStatus> {
+  const options = parseOptions(optionsSchema, input) as PipelineStatusOptions;
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const sql = opsSql(schema);
+  const windowMs = options.windowMs ?? 60_000;
+  const sampleMs = options.sampleMs ?? 5_000;
+  const stallAfterMs = options.stallAfterMs ?? 30_000;
+  const queues = (options.queues ?? []).map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
+  const broker = queues.length > 0 ? await amqp.connect(options.amqpUrl ?? amqpUrlFromEnv(), { clientProperties: { connection_name: 'converge-status' } }) : undefined;
+  try {
+    const before = await sampleOutbox(options.pool, sql);
+    const depthsBefore = await queueDepths(broker, queues.map((q) => q.queue));
+    if (sampleMs > 0) await new Promise((resolve) => setTimeout(resolve, sampleMs));
+    const after = await sampleOutbox(options.pool, sql);
+    const depthsAfter = await queueDepths(broker, queues.map((q) => q.queue));
+    const seconds = Math.max(0.001, (after.sampledAt.getTime() - before.sampledAt.getTime()) / 1000);
+
+    const appended = Math.max(0, after.maxPosition - before.maxPosition);
+    const outbox: OutboxFacts = {
+      pending: after.pending,
+      failed: after.failed,
+      oldestPendingAgeSeconds: after.oldestPendingAgeSeconds,
+      pendingBefore: before.pending,
+      arrivalPerSecond: appended / seconds,
+      publishedPerSecond: Math.max(0, appended - (after.pending - before.pending)) / seconds,
+    };
+    const recorded = await countRows<{ consumer: string }>(options.pool, sql.inboxSince, [before.sampledAt, queues.map((q) => q.consumer)], (r) => r.consumer);
+    const inWindow = await countRows<{ consumer: string }>(options.pool, sql.inboxSince, [new Date(after.sampledAt.getTime() - windowMs), queues.map((q) => q.consumer)], (r) => r.consumer);
+    const projections = queues.flatMap((q) => (q.projection ? [q.projection] : []));
+    const updates = await countRows<{ projection: string }>(options.pool, sql.projectionUpdates, [projections, windowMs], (r) => r.projection);
+    const queueFacts: QueueFacts[] = queues.map((q, i) => ({
+      ...q,
+      depth: depthsAfter[i]?.depth ?? null,
+      depthBefore: depthsBefore[i]?.depth ?? null,
+      consumers: depthsAfter[i]?.consumers ?? null,
+      completedPerSecond: (recorded.get(q.consumer) ?? 0) / seconds,
+      inboxInWindow: inWindow.get(q.consumer) ?? 0,
+      ...(q.projection ? { projectionUpdatesInWindow: updates.get(q.projection) ?? 0 } : {}),
+    }));
+
+    const facts: PipelineFacts = {
+      windowSeconds: windowMs / 1000,
+      sampleSeconds: Math.round(seconds * 10) / 10,
+      stallAfterSeconds: stallAfterMs / 1000,
+      sources: await checkSources(options.pool, schema, options.sources ?? [], options.sourceLookbackMs ?? 3_600_000),
+      outbox,
+      queues: queueFacts,
+      gaps: await gapFacts(options.pool, options.schema ?? DEFAULT_SCHEMA, sql, stallAfterMs),
+      failures: { outboxFailed: outbox.failed, quarantined: await countRows<{ reason: string }>(options.pool, sql.openQuarantine, [], (r) => r.reason).then(Object.fromEntries) },
+    };
+    const findings = diagnose(facts);
+    return {
+      checkedAt: after.sampledAt.toISOString(),
+      windowSeconds: facts.windowSeconds,
+      sampleSeconds: facts.sampleSeconds,
+      stallAfterSeconds: facts.stallAfterSeconds,
+      sources: facts.sources,
+      outbox: { ...outbox, throughput: relayThroughput(outbox) },
+      queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
+      gaps: facts.gaps,
+      failures: facts.failures,
+      lag: await readLag(options.pool, sql, windowMs),
+      findings,
+      stalled: findings.some((f) => f.severity === 'stalled'),
+    };
+  } finally {
+    await broker?.close().catch(() => undefined);
+  }
+}
+
+async function sampleOutbox(pool: pg.Pool, sql: ReturnType<typeof opsSql>) {
+  const { rows } = await pool.query<{ pending: string; failed: string; max_position: string; oldest_age_seconds: string | null; sampled_at: Date }>(sql.outboxSample);
+  const row = rows[0]!;
+  return {
+    pending: Number(row.pending),
+    failed: Number(row.failed),
+    maxPosition: Number(row.max_position),
+    oldestPendingAgeSeconds: row.oldest_age_seconds === null ? null : Number(row.oldest_age_seconds),
+    sampledAt: row.sampled_at,
+  };
+}
+
+/** Ready messages and subscribers per queue; null for a queue the broker does not have. */
+async function queueDepths(broker: amqp.ChannelModel | undefined, queues: string[]): Promise<({ depth: number; consumers: number } | null)[]> {
+  if (!broker) return [];
+  const depths: ({ depth: number; consumers: number } | null)[] = [];
+  for (const queue of queues) {
+    // A passive declare of a missing queue closes its channel, so each check gets its own.
+    const channel = await broker.createChannel();
+    channel.on('error', () => undefined);
+    try {
+      const { messageCount, consumerCount } = await channel.checkQueue(queue);
+      depths.push({ depth: messageCount, consumers: consumerCount });
+      await channel.close();
+    } catch {
+      depths.push(null);
+    }
+  }
+  return depths;
+}
+
+async function countRows<R>(pool: pg.Pool, text: string, params: unknown[], key: (row: R) => string): Promise<Map<string, number>> {
+  const { rows } = await pool.query<R & { n: string }>(text, params);
+  return new Map(rows.map((row) => [key(row), Number(row.n)]));
+}
+
+async function checkSources(pool: pg.Pool, schema: string, sources: SourceTable[], lookbackMs: number): Promise<SourceFacts[]> {
+  const facts: SourceFacts[] = [];
+  for (const source of sources) {
+    const text = sourceAheadSql(schema, {
+      table: source.table.split('.').map(quoteIdentifier).join('.'),
+      id: quoteIdentifier(source.idColumn ?? 'id'),
+      version: quoteIdentifier(source.versionColumn ?? 'version'),
+      ...(source.changedAtColumn ? { changedAt: quoteIdentifier(source.changedAtColumn) } : {}),
+    });
+    const { rows } = await pool.query<{ id: string }>(text, [source.aggregateType, lookbackMs, SOURCE_LIMIT]);
+    facts.push({ source: source.table, aggregateType: source.aggregateType, ahead: rows.length, sampleIds: rows.slice(0, SAMPLE_IDS).map((r) => r.id) });
+  }
+  return facts;
+}
+
+async function gapFacts(pool: pg.Pool, schema: string, sql: ReturnType<typeof opsSql>, stallAfterMs: number): Promise<GapFacts> {
+  const { rows } = await pool.query<{ parked: string; gaps: string; oldest_age_seconds: string | null }>(sql.reorderBuffer, [stallAfterMs]);
+  const sample = await readGaps(pool, { schema, olderThanMs: stallAfterMs, limit: SAMPLE_IDS });
+  const oldest = rows.map((r) => Number(r.oldest_age_seconds ?? 0));
+  return {
+    stuckAggregates: rows.reduce((sum, r) => sum + Number(r.gaps), 0),
+    parked: rows.reduce((sum, r) => sum + Number(r.parked), 0),
+    oldestAgeSeconds: oldest.length > 0 ? Math.max(...oldest) : null,
+    sample: sample.map((g) => ({ consumer: g.consumer, aggregateType: g.aggregateType, aggregateId: g.aggregateId, currentVersion: g.currentVersion, parkedVersions: g.parkedVersions })),
+  };
+}
+
+async function readLag(pool: pg.Pool, sql: ReturnType<typeof opsSql>, windowMs: number): Promise<ConsumerLag[]> {
+  const { rows } = await pool.query<{ consumer: string; p50: number; p99: number; max: string; events: string }>(sql.lag, [windowMs]);
+  return rows.map((r) => ({ consumer: r.consumer, p50Seconds: Number(r.p50), p99Seconds: Number(r.p99), maxSeconds: Number(r.max), events: Number(r.events) }));
+}
