@@ -73,6 +73,8 @@ export { listQuarantine, showQuarantined, replayQuarantined, discardQuarantined 
 export type { QuarantineFilter, QuarantineSummary, QuarantinedMessage } from './ops/dlq.js';
 export { cleanup, scheduleCleanup, validateRetention } from './ops/cleanup.js';
 export type { CleanupOptions, CleanupResult } from './ops/cleanup.js';
+export { compactInbox } from './ops/compaction.js';
+export type { CompactionOptions, CompactionResult } from './ops/compaction.js';
 export { registerConvergenceMetrics, serveMetrics, instrumentRelay, instrumentConsumer } from './ops/metrics.js';
 export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './ops/metrics.js';
 export { backoffDelay, DEFAULT_BACKOFF } from './ops/backoff.js';

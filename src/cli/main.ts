@@ -7,6 +7,7 @@ import { createLogger } from '../ops/logger.js';
 import { listOutbox, readStatus, retryFailedEvents, type OutboxRow } from '../ops/status.js';
 import { registerConvergenceMetrics, serveMetrics } from '../ops/metrics.js';
 import { cleanup } from '../ops/cleanup.js';
+import { compactInbox } from '../ops/compaction.js';
 import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined, type QuarantineSummary } from '../ops/dlq.js';
 import { readGaps, type Gap } from '../inbox/index.js';
 import { table } from './format.js';
@@ -239,6 +240,36 @@ program
       }),
     );
     console.log(`deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`);
+  });
+
+program
+  .command('compact-inbox')
+  .description("replace a consumer's old inbox rows, up to each aggregate's applied projection version, by per-aggregate watermarks")
+  .requiredOption('--consumer <name>', 'inbox scope to compact')
+  .requiredOption('--projection <name>', 'projection whose applied version bounds each watermark')
+  .requiredOption('--older-than <ms>', 'only rows received longer ago than this; must exceed both windows below', integer)
+  .requiredOption('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', integer)
+  .requiredOption('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', integer)
+  .option('--batch-size <n>', 'inbox rows per statement', integer, 1_000)
+  .option('--max-batches <n>', 'stop after this many batches', integer)
+  .option('--json', 'the counts as JSON')
+  .action(async (options: { consumer: string; projection: string; olderThan: number; retryHorizonMs: number; quarantineWindowMs: number; batchSize: number; maxBatches?: number; json?: boolean }) => {
+    const { databaseUrl, schema } = globalOptions();
+    const result = await withPool(databaseUrl, (pool) =>
+      compactInbox({
+        pool,
+        schema,
+        consumer: options.consumer,
+        projection: options.projection,
+        olderThanMs: options.olderThan,
+        retryHorizonMs: options.retryHorizonMs,
+        quarantineReplayWindowMs: options.quarantineWindowMs,
+        batchSize: options.batchSize,
+        ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
+      }),
+    );
+    if (options.json) console.log(JSON.stringify(result));
+    else console.log(`compacted ${result.compacted} inbox rows into ${result.watermarks} watermarks in ${result.batches} batches`);
   });
 
 const outbox = program.command('outbox').description('inspect and retry outbox rows');

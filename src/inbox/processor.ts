@@ -5,7 +5,7 @@ import { withTransaction } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { fingerprint } from '../envelope/fingerprint.js';
 import { parseEnvelope } from '../envelope/validate.js';
-import { ContentConflictError, ConvergeError, VersionGapError } from '../errors.js';
+import { ContentConflictError, ConvergeError, StaleVersionError, VersionGapError } from '../errors.js';
 import { backoffDelay } from '../ops/backoff.js';
 import { describeError } from '../ops/logger.js';
 import { classifyFailure } from './classify.js';
@@ -17,6 +17,7 @@ import { aggregatesReady, aggregatesToDrain, loadParked, parkEvent, readGaps, un
 import { aggregateKey, readProjectionState } from '../projection/index.js';
 import { repairFromSnapshot } from '../reconcile/index.js';
 import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelivery } from './quarantine.js';
+import { readInboxWatermark } from './watermark.js';
 
 
 /**
@@ -319,6 +320,10 @@ export class DeliveryProcessor {
       if (parked) return { action: 'ack', outcome: 'parked', eventId: envelope.eventId };
       return this.#park(err, delivery, envelope, print, attempt);
     }
+    if (err instanceof StaleVersionError && envelope && isAbout(err, envelope)) {
+      const compacted = await this.#settleIfCompacted(envelope, attempt, parked);
+      if (compacted) return compacted;
+    }
     const verdict = classifyFailure(err, attempt, this.options.maxAttempts);
     if (verdict.action === 'quarantine') {
       // The quarantine row sits next to the raw body, so the handler's full message may go there (never into logs).
@@ -330,6 +335,30 @@ export class DeliveryProcessor {
     const delayMs = backoffDelay(attempt, this.options.backoff);
     this.options.logger.warn({ eventId, attempt, delayMs, reason: verdict.reason, ...describeError(err) }, 'delivery rolled back; it will be retried');
     return { action: 'retry', delayMs, attempt, reason: verdict.reason, eventId };
+  }
+
+  /**
+   * A stale version at or below the aggregate's compaction watermark is a copy of an event
+   * that was applied and whose inbox row was compacted away: done, without effect. Only this
+   * failure path reads the watermark, so the hot path pays nothing for compaction.
+   * Limit: the fingerprint went with the inbox row, so a copy with the same eventId and other
+   * content (or another event claiming a compacted version) is acked the same way instead of
+   * quarantined; that is why compaction's window must exceed the retry horizon and the
+   * quarantine replay window. Null: not compacted, the old rules apply.
+   */
+  async #settleIfCompacted(envelope: EventEnvelope, attempt: number, parked: boolean): Promise<Settlement | null> {
+    const eventId = envelope.eventId;
+    try {
+      const watermark = await readInboxWatermark(this.#pool, this.#schema, this.options.consumer, envelope);
+      if (watermark === null || watermark < envelope.aggregateVersion) return null;
+      if (parked) await unpark(this.#pool, this.#schema, this.options.consumer, [eventId]);
+    } catch (err) {
+      const delayMs = backoffDelay(attempt, this.options.backoff);
+      this.options.logger.warn({ eventId, attempt, delayMs, ...describeError(err) }, 'could not read the compaction watermark; it will be retried');
+      return { action: 'retry', delayMs, attempt, reason: 'database-unavailable', eventId };
+    }
+    this.options.logger.debug({ eventId }, 'compacted event seen again; acknowledged without effect');
+    return { action: 'ack', outcome: 'duplicate', eventId };
   }
 
   /**
@@ -424,6 +453,11 @@ function byAggregateVersion(a: Candidate, b: Candidate): number {
   return x.aggregateVersion - y.aggregateVersion || a.index - b.index;
 }
 
+
+/** The stale version is this event's own (not one a handler hit while writing another aggregate). */
+function isAbout(err: StaleVersionError, envelope: EventEnvelope): boolean {
+  return err.key.aggregateType === envelope.aggregateType && err.key.aggregateId === envelope.aggregateId && err.eventVersion === envelope.aggregateVersion;
+}
 
 function isApplied(settlement: Settlement | undefined): boolean {
   return settlement?.action === 'ack' && settlement.outcome === 'applied';

@@ -65,6 +65,8 @@ export function inboxSql(schema: string) {
       HAVING min(p.parked_at) <= now() - make_interval(secs => $2::double precision / 1000)
        ORDER BY min(p.parked_at)
        LIMIT $3`,
+    /** The compaction watermark of one aggregate for consumer $1: every version at or below it was applied and compacted. */
+    watermark: `SELECT version FROM ${schema}.inbox_watermark WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
     unpark: `DELETE FROM ${schema}.parked WHERE consumer = $1 AND event_id = ANY($2::text[])`,
     quarantine: `
       INSERT INTO ${schema}.quarantine (consumer, event_id, reason, detail, fingerprint, exchange, routing_key, properties, body,

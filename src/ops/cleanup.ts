@@ -44,15 +44,18 @@ const schema = z.object({
   maxBatches: z.number().int().min(1).optional(),
 });
 
-/** Checks the windows before anything is deleted; the error names the field and both values. */
-export function validateRetention(options: Pick<CleanupOptions, 'inboxRetentionMs' | 'retryHorizonMs' | 'quarantineReplayWindowMs'>): void {
+/**
+ * Checks the windows before anything is deleted; the error names the field and both values.
+ * `field` is the caller's name for the inbox window (compaction calls it `olderThanMs`).
+ */
+export function validateRetention(options: Pick<CleanupOptions, 'inboxRetentionMs' | 'retryHorizonMs' | 'quarantineReplayWindowMs'>, field = 'inboxRetentionMs'): void {
   if (options.inboxRetentionMs === undefined) return;
   if (options.retryHorizonMs === undefined || options.quarantineReplayWindowMs === undefined) {
-    throw new ConfigError('inboxRetentionMs', 'needs retryHorizonMs and quarantineReplayWindowMs, so the window can be checked against them');
+    throw new ConfigError(field, 'needs retryHorizonMs and quarantineReplayWindowMs, so the window can be checked against them');
   }
   const floor = Math.max(options.retryHorizonMs, options.quarantineReplayWindowMs);
   if (options.inboxRetentionMs <= floor) {
-    throw new ConfigError('inboxRetentionMs', `${options.inboxRetentionMs} ms must exceed the broker retry horizon (${options.retryHorizonMs} ms) and the quarantine replay window (${options.quarantineReplayWindowMs} ms)`);
+    throw new ConfigError(field, `${options.inboxRetentionMs} ms must exceed the broker retry horizon (${options.retryHorizonMs} ms) and the quarantine replay window (${options.quarantineReplayWindowMs} ms)`);
   }
 }
 

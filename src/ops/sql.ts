@@ -39,6 +39,39 @@ export function opsSql(schema: string) {
                        WHERE received_at < now() - make_interval(secs => $1::double precision / 1000)
                        LIMIT $2
                        FOR UPDATE SKIP LOCKED)`,
+    /**
+     * One compaction batch for consumer $1 and projection $2: up to $4 inbox rows received more
+     * than $3 ms ago whose version the projection has already applied (so its version check
+     * refuses them again), deleted and folded into one watermark per aggregate. Only inbox rows
+     * are locked (SKIP LOCKED, so compactors share the work), never projection_state, which the
+     * consumer's hot path moves. Watermarks are written in key order so two compactors touching
+     * the same aggregates wait for each other instead of deadlocking, and never move down.
+     */
+    compactInbox: `
+      WITH picked AS (
+        SELECT i.event_id
+          FROM ${schema}.inbox i
+          JOIN ${schema}.projection_state s
+            ON s.projection = $2 AND s.aggregate_type = i.aggregate_type AND s.aggregate_id = i.aggregate_id
+         WHERE i.consumer = $1
+           AND i.received_at < now() - make_interval(secs => $3::double precision / 1000)
+           AND i.aggregate_version <= s.version
+         LIMIT $4
+         FOR UPDATE OF i SKIP LOCKED
+      ), deleted AS (
+        DELETE FROM ${schema}.inbox d USING picked p
+         WHERE d.consumer = $1 AND d.event_id = p.event_id
+        RETURNING d.aggregate_type, d.aggregate_id, d.aggregate_version
+      ), marked AS (
+        INSERT INTO ${schema}.inbox_watermark AS w (consumer, aggregate_type, aggregate_id, version)
+        SELECT $1, aggregate_type, aggregate_id, max(aggregate_version)
+          FROM deleted GROUP BY aggregate_type, aggregate_id
+         ORDER BY aggregate_type, aggregate_id
+        ON CONFLICT (consumer, aggregate_type, aggregate_id)
+        DO UPDATE SET version = GREATEST(w.version, EXCLUDED.version), compacted_at = now()
+        RETURNING 1
+      )
+      SELECT (SELECT count(*) FROM deleted)::int AS compacted, (SELECT count(*) FROM marked)::int AS watermarks`,
     /** Outbox rows in status $1, oldest first, $2 at most: what a person needs to decide, without payloads. */
     listOutbox: `
       SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, status, attempts, last_error,
