@@ -279,3 +279,28 @@ test('dlq list / show / discard from the shell; the body is shown only on reques
   const all = JSON.parse((await cli(['--schema', schema, 'dlq', 'list', '--all', '--json'])).stdout) as { id: string; resolution: string; resolutionNote: string }[];
   assert.deepEqual(all.filter((r) => r.id === id).map((r) => [r.resolution, r.resolutionNote]), [['discarded', 'test data']]);
 });
+
+test('dlq list --all and dlq show report what a replay did, pointing at the row a failed replay landed in', async () => {
+  const migrated = await cli(['--schema', schema, 'migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const insert = `INSERT INTO "${schema}".quarantine (consumer, event_id, reason, detail, exchange, routing_key, properties, body, fingerprint)
+                  VALUES ('search', 'q-2', 'handler-permanent', 'not yet', 'x', 'order.Paid', '{"messageId":"q-2"}', convert_to('{}', 'UTF8'), 'f') RETURNING id`;
+  const original = (await pool.query<{ id: string }>(insert)).rows[0]!.id;
+  await pool.query(`UPDATE "${schema}".quarantine SET resolved_at = now(), resolution = 'replayed', resolution_note = 'to q' WHERE id = $1`, [original]);
+  const again = (await pool.query<{ id: string }>(insert)).rows[0]!.id;
+  await pool.query(`UPDATE "${schema}".quarantine SET replay_outcome = 'quarantined', replay_outcome_at = now(), replay_quarantine_id = $2 WHERE id = $1`, [original, again]);
+
+  const listed = await cli(['--schema', schema, 'dlq', 'list', '--all']);
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /replay_outcome/);
+  assert.match(listed.stdout, new RegExp(`${original}\\s+search\\s+q-2\\s+handler-permanent\\s+\\d+ s\\s+replayed\\s+quarantined -> ${again}`));
+  const shown = JSON.parse((await cli(['--schema', schema, 'dlq', 'show', original])).stdout) as { replayOutcome: string; replayOutcomeAt: string; replayQuarantineId: string };
+  assert.equal(shown.replayOutcome, 'quarantined');
+  assert.equal(shown.replayQuarantineId, again);
+  assert.ok(!Number.isNaN(Date.parse(shown.replayOutcomeAt)));
+  const all = JSON.parse((await cli(['--schema', schema, 'dlq', 'list', '--all', '--json'])).stdout) as { id: string; replayOutcome: string | null; replayQuarantineId: string | null }[];
+  assert.deepEqual(all.filter((r) => r.id === original || r.id === again).map((r) => [r.id, r.replayOutcome, r.replayQuarantineId]), [
+    [again, null, null],
+    [original, 'quarantined', again],
+  ]);
+});

@@ -1,7 +1,9 @@
 /** Quarantine round trip against the real services: list, show, replay through the consumer, discard with a reason. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type amqp from 'amqplib';
 import {
+  applyIncrement,
   ConfigError,
   ConvergeError,
   DEFAULT_ROUTING_KEY,
@@ -15,14 +17,34 @@ import {
   silentLogger,
   startConsumer,
   type EventEnvelope,
+  type QuarantineSummary,
 } from '../src/index.js';
 import { connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
 
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
-function envelope(eventId: string, eventType: string): EventEnvelope {
-  return { eventId, aggregateType: 'order', aggregateId: eventId, aggregateVersion: 1, eventType, schemaVersion: 1, kind: 'incremental', payload: { delta: 1 }, occurredAt: new Date().toISOString() };
+function envelope(eventId: string, eventType: string, aggregate: { id?: string; version?: number } = {}): EventEnvelope {
+  return {
+    eventId, aggregateType: 'order', aggregateId: aggregate.id ?? eventId, aggregateVersion: aggregate.version ?? 1,
+    eventType, schemaVersion: 1, kind: 'incremental', payload: { delta: 1 }, occurredAt: new Date().toISOString(),
+  };
 }
+
+async function publishAll(channel: amqp.ConfirmChannel, exchange: string, events: EventEnvelope[]): Promise<void> {
+  for (const e of events) {
+    const message = encodeMessage(e, key);
+    channel.publish(exchange, message.routingKey, message.content, message.options);
+  }
+  await channel.waitForConfirms();
+}
+
+/** The quarantine row of `eventId` (open or closed), with what its replay did. */
+async function rowOf(pool: QueryPool, schema: string, eventId: string, open: boolean): Promise<QuarantineSummary | undefined> {
+  const rows = await listQuarantine(pool, { schema, includeResolved: true });
+  return rows.find((q) => q.eventId === eventId && (q.resolvedAt === null) === open);
+}
+
+type QueryPool = Parameters<typeof listQuarantine>[0];
 
 describe('dlq', () => {
   it('lists with filters, shows the raw message, replays it through the normal path once fixed, and discards only with a reason', async () => {
@@ -78,6 +100,85 @@ describe('dlq', () => {
       ]);
       const inbox = await db.pool.query(`SELECT event_id FROM "${db.schema}".inbox ORDER BY event_id`);
       assert.deepEqual(inbox.rows.map((r) => r.event_id), ['P1', 'R1'], 'the discarded refund was never applied');
+    } finally {
+      await consumer.stop();
+      const ch = await connection.createChannel();
+      await ch.deleteQueue(queue).catch(() => undefined);
+      await ch.deleteQueue(`${queue}.retry`).catch(() => undefined);
+      await ch.deleteExchange(exchange).catch(() => undefined);
+      await connection.close();
+      await db.close();
+    }
+  });
+  it('records what a replay did on the original row: applied (original schema version, upcast), duplicate, quarantined again, parked then applied', async () => {
+    const db = await createTestSchema('cvq');
+    const connection = await connectRabbit();
+    const channel = await connection.createConfirmChannel();
+    const exchange = uniqueName('cvq.events');
+    const queue = uniqueName('cvq.q');
+    await db.pool.query(`CREATE TABLE "${db.schema}".refunds (event_id text PRIMARY KEY, aggregate_id text NOT NULL, currency text, schema_version int)`);
+    // Refunds fail until their eventId is taken off this list.
+    const failing = new Set(['R1', 'R2', 'D1', 'A2']);
+    const consumer = startConsumer({
+      queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger,
+      // Handlers are written for version 2; the stored bodies say version 1.
+      schemas: { Refunded: { current: 2, upcasters: { 1: (p) => ({ ...(p as object), currency: 'EUR' }) } } },
+      handlers: {
+        Refunded: async (event, { tx }) => {
+          if (failing.has(event.eventId)) throw new PermanentError('refunds are not supported yet');
+          await applyIncrement(tx, { projection: 'refunds', event, schema: db.schema }, async () => {
+            await tx.query(`INSERT INTO "${db.schema}".refunds VALUES ($1, $2, $3, $4)`, [event.eventId, event.aggregateId, (event.payload as { currency?: string }).currency, event.schemaVersion]);
+          });
+        },
+      },
+    });
+    try {
+      await consumer.ready();
+      await publishAll(channel, exchange, [envelope('R1', 'Refunded'), envelope('R2', 'Refunded'), envelope('D1', 'Refunded'), envelope('A2', 'Refunded', { id: 'A', version: 2 })]);
+      await waitFor(() => consumer.stats.quarantined === 4, 'four refunds quarantined');
+      const original = new Map((await listQuarantine(db.pool, { schema: db.schema })).map((q) => [q.eventId!, q]));
+      assert.deepEqual([...original.values()].map((q) => [q.replayOutcome, q.replayOutcomeAt, q.replayQuarantineId]), Array(4).fill([null, null, null]));
+
+      // Applied: the consumer judges the original body again, at its original schema version, upcast for the handler.
+      failing.delete('R1');
+      await replayQuarantined(db.pool, channel, { id: original.get('R1')!.id, queue, schema: db.schema });
+      const r1 = await waitFor(async () => (await rowOf(db.pool, db.schema, 'R1', false))?.replayOutcome === 'applied' && rowOf(db.pool, db.schema, 'R1', false), 'R1 replay recorded as applied');
+      assert.equal(r1!.resolution, 'replayed');
+      assert.ok(r1!.replayOutcomeAt instanceof Date);
+      assert.equal(r1!.replayQuarantineId, null);
+      const refunds = await db.pool.query(`SELECT event_id, currency, schema_version FROM "${db.schema}".refunds ORDER BY event_id`);
+      assert.deepEqual(refunds.rows, [{ event_id: 'R1', currency: 'EUR', schema_version: 2 }], 'the effect is in the projection, upcast from version 1');
+      const stored = await db.pool.query(`SELECT schema_version FROM "${db.schema}".quarantine WHERE id = $1`, [r1!.id]);
+      assert.equal(stored.rows[0].schema_version, 1, 'the replayed body kept its original version');
+
+      // Duplicate: the producer sent the event again after the fix; the quarantined copy adds nothing.
+      failing.delete('D1');
+      await publishAll(channel, exchange, [envelope('D1', 'Refunded')]);
+      await waitFor(async () => (await db.pool.query(`SELECT 1 FROM "${db.schema}".refunds WHERE event_id = 'D1'`)).rowCount === 1, 'D1 applied from a fresh copy');
+      await replayQuarantined(db.pool, channel, { id: original.get('D1')!.id, queue, schema: db.schema });
+      await waitFor(async () => (await rowOf(db.pool, db.schema, 'D1', false))?.replayOutcome === 'duplicate', 'D1 replay recorded as duplicate');
+
+      // Quarantined again: the original row points at the new open row.
+      await replayQuarantined(db.pool, channel, { id: original.get('R2')!.id, queue, schema: db.schema });
+      const r2 = await waitFor(async () => (await rowOf(db.pool, db.schema, 'R2', false))?.replayOutcome === 'quarantined' && rowOf(db.pool, db.schema, 'R2', false), 'R2 replay recorded as quarantined');
+      const reopened = await rowOf(db.pool, db.schema, 'R2', true);
+      assert.ok(reopened, 'a new open row for R2');
+      assert.notEqual(reopened.id, r2!.id);
+      assert.equal(r2!.replayQuarantineId, reopened.id);
+      assert.equal(reopened.replayOutcome, null);
+
+      // Parked: version 2 of aggregate A waits for version 1, then applies from the reorder buffer.
+      failing.delete('A2');
+      await replayQuarantined(db.pool, channel, { id: original.get('A2')!.id, queue, schema: db.schema });
+      await waitFor(async () => (await rowOf(db.pool, db.schema, 'A2', false))?.replayOutcome === 'parked', 'A2 replay recorded as parked');
+      await publishAll(channel, exchange, [envelope('A1', 'Refunded', { id: 'A', version: 1 })]);
+      await waitFor(async () => (await rowOf(db.pool, db.schema, 'A2', false))?.replayOutcome === 'applied', 'A2 recorded as applied once drained');
+      const a = await db.pool.query(`SELECT event_id FROM "${db.schema}".refunds WHERE aggregate_id = 'A' ORDER BY event_id`);
+      assert.deepEqual(a.rows.map((r) => r.event_id), ['A1', 'A2']);
+
+      // Normal deliveries never touch the quarantine table.
+      const touched = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".quarantine WHERE replay_outcome IS NOT NULL`);
+      assert.equal(touched.rows[0].n, 4);
     } finally {
       await consumer.stop();
       const ch = await connection.createChannel();

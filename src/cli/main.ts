@@ -302,7 +302,7 @@ const dlq = program.command('dlq').description('quarantined messages: list, show
 
 dlq
   .command('list')
-  .description('open quarantined messages, newest first, without bodies')
+  .description('open quarantined messages, newest first, without bodies; with --all also closed ones and what their replay did')
   .option('--consumer <name>', 'only this consumer (inbox scope)')
   .option('--reason <reason>', 'only this reason, e.g. handler-failed')
   .option('--event-type <type>', 'only this eventType')
@@ -391,9 +391,15 @@ function outboxTable(rows: OutboxRow[]): string {
 function quarantineTable(rows: QuarantineSummary[]): string {
   if (rows.length === 0) return 'nothing quarantined';
   return table(
-    ['id', 'consumer', 'event_id', 'reason', 'age', 'resolution', 'detail'],
-    rows.map((r) => [r.id, r.consumer, r.eventId ?? '', r.reason, `${r.ageSeconds.toFixed(0)} s`, r.resolution ?? '', r.detail.length > 60 ? `${r.detail.slice(0, 57)}...` : r.detail]),
+    ['id', 'consumer', 'event_id', 'reason', 'age', 'resolution', 'replay_outcome', 'detail'],
+    rows.map((r) => [r.id, r.consumer, r.eventId ?? '', r.reason, `${r.ageSeconds.toFixed(0)} s`, r.resolution ?? '', replayOutcomeCell(r), r.detail.length > 60 ? `${r.detail.slice(0, 57)}...` : r.detail]),
   );
+}
+
+/** A failed replay points at the row it landed in, which is the one to look at next. */
+function replayOutcomeCell(row: QuarantineSummary): string {
+  if (row.replayOutcome === null) return row.resolution === 'replayed' ? '(pending)' : '';
+  return row.replayQuarantineId === null ? row.replayOutcome : `${row.replayOutcome} -> ${row.replayQuarantineId}`;
 }
 
 function gapTable(gaps: Gap[]): string {

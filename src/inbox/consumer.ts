@@ -9,7 +9,7 @@ import { serveConsumerMetrics, type ServedMetrics } from '../ops/metrics.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
-import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER } from './headers.js';
+import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, traceFields } from './headers.js';
 import { DeliveryProcessor, type DrainedEvent, type GapRepairOptions, type GapRepairReport, type Settlement, type SourceSnapshot } from './processor.js';
 
 export interface ConsumerEvents {
@@ -234,7 +234,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       }, 10_000);
       return true;
     } catch (err) {
-      this.options.logger.warn({ eventId: settlement.eventId, ...describeError(err) }, 'could not park delivery for retry; requeueing it after the backoff');
+      this.options.logger.warn({ eventId: settlement.eventId, ...traceFields(message), ...describeError(err) }, 'could not park delivery for retry; requeueing it after the backoff');
       await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
       return false;
     }

@@ -1,7 +1,7 @@
 export { Consumer, startConsumer } from './consumer.js';
 export type { ConsumerEvents, ConsumerStats } from './consumer.js';
 export { DeliveryProcessor, createDeliveryProcessor } from './processor.js';
-export { ATTEMPT_HEADER } from './headers.js';
+export { ATTEMPT_HEADER, REPLAY_OF_HEADER } from './headers.js';
 export type { Settlement, DrainedEvent, DrainListener, SourceSnapshot, GapRepairOptions, GapRepairReport } from './processor.js';
 export { DEFAULT_REORDER_BUFFER, readGaps } from './parking.js';
 export type { ReorderBufferLimits, Gap, GapQuery } from './parking.js';
@@ -11,5 +11,6 @@ export type { Upcaster, SchemaEvolution } from './upcast.js';
 export type { FailureAction } from './classify.js';
 export type { ConsumerOptions, ProcessorOptions, EventHandler, BatchHandler, HandlerContext } from './options.js';
 export type { QuarantineReason, RawDelivery } from './quarantine.js';
+export type { ReplayOutcome } from './replay.js';
 export { startPartitionedConsumers } from './partitioned.js';
 export type { PartitionedConsumerOptions } from './partitioned.js';

@@ -10,7 +10,7 @@ import { backoffDelay } from '../ops/backoff.js';
 import { describeError } from '../ops/logger.js';
 import { classifyFailure } from './classify.js';
 import { upcast } from './upcast.js';
-import { readAttempt } from './headers.js';
+import { readAttempt, readReplayOf, traceFields } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { resolveProcessorOptions, type EventHandler, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
 import { aggregatesReady, aggregatesToDrain, loadParked, parkEvent, readGaps, unpark, type AggregateRef, type Gap, type ParkResult } from './parking.js';
@@ -18,6 +18,7 @@ import { aggregateKey, readProjectionState } from '../projection/index.js';
 import { repairFromSnapshot } from '../reconcile/index.js';
 import { quarantine, type QuarantineEntry, type QuarantineReason, type RawDelivery } from './quarantine.js';
 import { readInboxWatermark } from './watermark.js';
+import { recordReplayOutcomes, type ReplayRecord } from './replay.js';
 
 
 /**
@@ -277,13 +278,16 @@ export class DeliveryProcessor {
       else {
         // Recorded on the same transaction: the ack follows only once the quarantine row is durable.
         const quarantineId = await quarantine(tx, this.#schema, this.#quarantineEntry(candidate.delivery, eventId, candidate.print, 'content-conflict', status.conflict.message));
-        this.options.logger.error({ eventId, reason: 'content-conflict', quarantineId }, 'delivery quarantined for a person to inspect');
+        this.options.logger.error({ eventId, ...traceFields(candidate.delivery, candidate.envelope), reason: 'content-conflict', quarantineId }, 'delivery quarantined for a person to inspect');
         outcome.set(eventId, { action: 'ack', outcome: 'quarantined', reason: 'content-conflict', eventId, quarantineId, conflict: status.conflict });
       }
     }
     if (fresh.length > 0) await this.#runHandlers(tx, fresh);
     for (const { envelope } of fresh) outcome.set(envelope.eventId, { action: 'ack', outcome: 'applied', eventId: envelope.eventId, occurredAt: envelope.occurredAt });
     await unpark(tx, this.#schema, this.options.consumer, ordered.filter((c) => c.parked).map((c) => c.envelope.eventId));
+    // Same transaction as the inbox rows: the recorded outcome commits (or rolls back) with them.
+    const replayed = ordered.filter((c) => readReplayOf(c.delivery) !== null);
+    if (replayed.length > 0) await recordReplayOutcomes(tx, this.#schema, replayed.flatMap((c) => replayRecord(c.delivery, outcome.get(c.envelope.eventId)!) ?? []));
     return outcome;
   }
 
@@ -305,8 +309,24 @@ export class DeliveryProcessor {
   }
 
   async #settleUnknownType(delivery: RawDelivery, envelope: EventEnvelope, print: string): Promise<Settlement> {
-    if (this.options.unknownEventType === 'ignore') return { action: 'ack', outcome: 'ignored', eventId: envelope.eventId };
+    if (this.options.unknownEventType === 'ignore') {
+      await this.#recordIgnoredReplay(delivery, envelope.eventId);
+      return { action: 'ack', outcome: 'ignored', eventId: envelope.eventId };
+    }
     return this.#quarantine(delivery, envelope.eventId, print, 'unknown-event-type', `no handler for eventType ${envelope.eventType}`);
+  }
+
+  /**
+   * An ignored event writes nothing, so there is no transaction to join. The record is
+   * bookkeeping for a person: failing to write it must not hold the delivery back.
+   */
+  async #recordIgnoredReplay(delivery: RawDelivery, eventId: string): Promise<void> {
+    if (readReplayOf(delivery) === null) return;
+    try {
+      await recordReplayOutcomes(this.#pool, this.#schema, [{ delivery, outcome: 'ignored' }]);
+    } catch (err) {
+      this.options.logger.warn({ eventId, ...traceFields(delivery), replayOf: readReplayOf(delivery), ...describeError(err) }, 'could not record the outcome of a replayed message');
+    }
   }
 
   async close(): Promise<void> {
@@ -333,7 +353,7 @@ export class DeliveryProcessor {
       return settlement;
     }
     const delayMs = backoffDelay(attempt, this.options.backoff);
-    this.options.logger.warn({ eventId, attempt, delayMs, reason: verdict.reason, ...describeError(err) }, 'delivery rolled back; it will be retried');
+    this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs, reason: verdict.reason, ...describeError(err) }, 'delivery rolled back; it will be retried');
     return { action: 'retry', delayMs, attempt, reason: verdict.reason, eventId };
   }
 
@@ -371,12 +391,15 @@ export class DeliveryProcessor {
     const eventId = envelope.eventId;
     let result: ParkResult;
     try {
-      result = await withTransaction(this.#pool, (tx) =>
-        parkEvent(tx, this.#schema, { consumer: this.options.consumer, projection: gap.key.projection, envelope, fingerprint: print, waitingFor: gap.currentVersion + 1, delivery }, limits),
-      );
+      result = await withTransaction(this.#pool, async (tx) => {
+        const parked = await parkEvent(tx, this.#schema, { consumer: this.options.consumer, projection: gap.key.projection, envelope, fingerprint: print, waitingFor: gap.currentVersion + 1, delivery }, limits);
+        // An already-parked copy adds nothing, and the parked row (which drains) may lack the replay header.
+        if (parked.status === 'parked' || parked.status === 'already-parked') await recordReplayOutcomes(tx, this.#schema, [{ delivery, outcome: parked.status === 'parked' ? 'parked' : 'duplicate' }]);
+        return parked;
+      });
     } catch (err) {
       const delayMs = backoffDelay(attempt, this.options.backoff);
-      this.options.logger.warn({ eventId, attempt, delayMs, ...describeError(err) }, 'could not park early event; it will be retried');
+      this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs, ...describeError(err) }, 'could not park early event; it will be retried');
       return { action: 'retry', delayMs, attempt, reason: 'database-unavailable', eventId };
     }
     if (result.status === 'conflict') {
@@ -387,7 +410,7 @@ export class DeliveryProcessor {
     }
     if (result.status === 'full') {
       const delayMs = backoffDelay(attempt, this.options.backoff);
-      this.options.logger.warn({ eventId, aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, limit: result.limit, delayMs }, 'reorder buffer full; early event waits in the retry queue');
+      this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, limit: result.limit, delayMs }, 'reorder buffer full; early event waits in the retry queue');
       return { action: 'retry', delayMs, attempt, reason: 'reorder-buffer-full', eventId };
     }
     this.options.logger.debug({ eventId, aggregateId: envelope.aggregateId, version: envelope.aggregateVersion, waitingFor: gap.currentVersion + 1 }, 'early event parked until its predecessor applies');
@@ -423,15 +446,17 @@ export class DeliveryProcessor {
       const quarantineId = await withTransaction(this.#pool, async (tx) => {
         const id = await quarantine(tx, this.#schema, this.#quarantineEntry(delivery, eventId, print, reason, detail));
         if (parked && eventId !== null) await unpark(tx, this.#schema, this.options.consumer, [eventId]);
+        // A replay that fails again links its original row to the new open one.
+        await recordReplayOutcomes(tx, this.#schema, [{ delivery, outcome: reason === 'content-conflict' ? 'conflict' : 'quarantined', quarantineId: id }]);
         return id;
       });
-      this.options.logger.error({ eventId, reason, quarantineId }, 'delivery quarantined for a person to inspect');
+      this.options.logger.error({ eventId, ...traceFields(delivery), reason, quarantineId }, 'delivery quarantined for a person to inspect');
       return { action: 'ack', outcome: 'quarantined', reason, eventId, quarantineId };
     } catch (err) {
       // Without a durable quarantine row the delivery must not be acked: let it come back.
       const attempt = readAttempt(delivery);
       const delayMs = backoffDelay(attempt, this.options.backoff);
-      this.options.logger.warn({ eventId, reason, ...describeError(err) }, 'could not write quarantine row; retrying delivery');
+      this.options.logger.warn({ eventId, ...traceFields(delivery), reason, ...describeError(err) }, 'could not write quarantine row; retrying delivery');
       return { action: 'retry', delayMs, attempt, reason: 'quarantine-unavailable', eventId };
     }
   }
@@ -457,6 +482,13 @@ function byAggregateVersion(a: Candidate, b: Candidate): number {
 /** The stale version is this event's own (not one a handler hit while writing another aggregate). */
 function isAbout(err: StaleVersionError, envelope: EventEnvelope): boolean {
   return err.key.aggregateType === envelope.aggregateType && err.key.aggregateId === envelope.aggregateId && err.eventVersion === envelope.aggregateVersion;
+}
+
+/** The outcome to record for a settled replay; retries are still in flight and record nothing. */
+function replayRecord(delivery: RawDelivery, settlement: Settlement): ReplayRecord | null {
+  if (settlement.action === 'retry') return null;
+  if (settlement.outcome !== 'quarantined') return { delivery, outcome: settlement.outcome };
+  return { delivery, outcome: settlement.reason === 'content-conflict' ? 'conflict' : 'quarantined', quarantineId: settlement.quarantineId };
 }
 
 function isApplied(settlement: Settlement | undefined): boolean {

@@ -77,5 +77,15 @@ export function inboxSql(schema: string) {
                     attempts = GREATEST(quarantine.attempts, EXCLUDED.attempts),
                     reason = EXCLUDED.reason, detail = EXCLUDED.detail, failure_class = EXCLUDED.failure_class
       RETURNING id`,
+    /**
+     * What became of replayed messages ($1 quarantine ids, $2 outcomes, $3 new quarantine ids),
+     * on the transaction that settled them. The first final outcome stays: a redelivery of an
+     * applied replay must not turn it into a duplicate; only `parked` may still change.
+     */
+    replayOutcome: `
+      UPDATE ${schema}.quarantine q
+         SET replay_outcome = r.outcome, replay_outcome_at = now(), replay_quarantine_id = r.quarantine_id
+        FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, outcome, quarantine_id)
+       WHERE q.id = r.id AND (q.replay_outcome IS NULL OR q.replay_outcome = 'parked')`,
   };
 }

@@ -1,10 +1,13 @@
 import type amqp from 'amqplib';
+import pg from 'pg';
 import { quoteIdentifier } from '../db/identifier.js';
 import type { Executor } from '../db/executor.js';
+import { withTransaction } from '../db/transaction.js';
 import { ConfigError, ConvergeError } from '../errors.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
-import { ATTEMPT_HEADER } from '../inbox/index.js';
+import { ATTEMPT_HEADER, REPLAY_OF_HEADER } from '../inbox/headers.js';
+import type { ReplayOutcome } from '../inbox/replay.js';
 import { opsSql } from './sql.js';
 
 
@@ -34,6 +37,11 @@ export interface QuarantineSummary {
   resolvedAt: Date | null;
   resolution: 'replayed' | 'discarded' | null;
   resolutionNote: string | null;
+  /** What the consumer did with the replayed message; null until it settled (or if never replayed). */
+  replayOutcome: ReplayOutcome | null;
+  replayOutcomeAt: Date | null;
+  /** The open row a replay that failed again landed in. */
+  replayQuarantineId: string | null;
 }
 
 export interface QuarantinedMessage extends Omit<QuarantineSummary, 'ageSeconds' | 'bodyBytes'> {
@@ -67,20 +75,36 @@ export async function showQuarantined(executor: Executor, id: string, schema = D
 /**
  * Sends an open quarantined message back through the normal consumer path: its raw body and
  * properties go to `queue` through the default exchange, confirmed and mandatory (an unknown
- * queue fails the replay), then the row is closed as `replayed`. The consumer judges it again
- * (inbox, versions, conflicts); a failure quarantines it anew. Publish first, close second: a
- * crash in between means a second replay, which the inbox recognises.
+ * queue fails the replay), and the row is closed as `replayed`. The consumer judges it again
+ * (inbox, versions, conflicts) and records the outcome on this row (the message carries its
+ * id in `x-converge-replay-of`); a failure quarantines it anew in a new row.
+ *
+ * Given a pool, the row is closed in a transaction that commits only after the broker
+ * confirmed the message: the consumer's writes to this row wait for that commit, so a quick
+ * consumer neither records on an open row nor merges a renewed failure into it, and a failed
+ * publish leaves the row open. A crash between confirm and commit means a second replay,
+ * which the inbox recognises. Any other executor runs the same statements on the caller's
+ * connection, inside the caller's transaction if there is one.
  */
 export async function replayQuarantined(executor: Executor, channel: amqp.ConfirmChannel, options: { id: string; queue: string; schema?: string; note?: string }): Promise<void> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const message = await openRow(executor, options.id, schema);
+  const replay = async (tx: Executor) => {
+    const message = await openRow(tx, options.id, schema);
+    // Closing first takes the row lock: a second operator replaying the same row waits, then finds it closed.
+    await resolve(tx, options.id, 'replayed', `to ${options.queue}${options.note ? `: ${options.note}` : ''}`, schema);
+    await publishReplay(channel, options.queue, options.id, message);
+  };
+  if (executor instanceof pg.Pool) await withTransaction(executor, replay, 0);
+  else await replay(executor);
+}
+
+async function publishReplay(channel: amqp.ConfirmChannel, queue: string, id: string, message: QuarantinedMessage): Promise<void> {
   const { headers = {}, ...properties } = message.properties;
-  // The attempt counter starts again for a replayed message.
+  // The attempt counter starts again for a replayed message; an earlier replay's row id gives way to this one.
   const { [ATTEMPT_HEADER]: _attempt, ...freshHeaders } = headers;
-  const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${options.id}`;
+  const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${id}`;
   const publisher = new ConfirmPublisher(channel);
-  await publisher.publish('', options.queue, message.body, { ...(properties as object), headers: freshHeaders, messageId, persistent: true }, 10_000);
-  await resolve(executor, options.id, 'replayed', `to ${options.queue}${options.note ? `: ${options.note}` : ''}`, schema);
+  await publisher.publish('', queue, message.body, { ...(properties as object), headers: { ...freshHeaders, [REPLAY_OF_HEADER]: id }, messageId, persistent: true }, 10_000);
 }
 
 /** Closes an open quarantined message without processing it; the reason is required and kept. */
@@ -115,5 +139,8 @@ function summary(row: Record<string, unknown>): Omit<QuarantineSummary, 'ageSeco
     resolvedAt: (row.resolved_at as Date | null) ?? null,
     resolution: (row.resolution as QuarantineSummary['resolution']) ?? null,
     resolutionNote: (row.resolution_note as string | null) ?? null,
+    replayOutcome: (row.replay_outcome as ReplayOutcome | null) ?? null,
+    replayOutcomeAt: (row.replay_outcome_at as Date | null) ?? null,
+    replayQuarantineId: row.replay_quarantine_id == null ? null : String(row.replay_quarantine_id),
   };
 }

@@ -83,6 +83,7 @@ export function opsSql(schema: string) {
      */
     listQuarantine: `
       SELECT id, consumer, event_id, reason, detail, routing_key, quarantined_at, resolved_at, resolution, resolution_note,
+             replay_outcome, replay_outcome_at, replay_quarantine_id,
              EXTRACT(EPOCH FROM now() - quarantined_at) AS age_seconds, length(body) AS body_bytes
         FROM ${schema}.quarantine
        WHERE ($1::text IS NULL OR consumer = $1)
@@ -91,7 +92,8 @@ export function opsSql(schema: string) {
          AND quarantined_at <= now() - make_interval(secs => $4::double precision / 1000)
          AND ($5::boolean OR resolved_at IS NULL)
        ORDER BY id DESC LIMIT $6`,
-    quarantined: `SELECT id, consumer, event_id, reason, detail, exchange, routing_key, properties, body, quarantined_at, resolved_at, resolution, resolution_note
+    quarantined: `SELECT id, consumer, event_id, reason, detail, exchange, routing_key, properties, body, quarantined_at, resolved_at, resolution, resolution_note,
+                         replay_outcome, replay_outcome_at, replay_quarantine_id
                     FROM ${schema}.quarantine WHERE id = $1`,
     /** Closes one open row; nothing if it was closed already (by another operator). */
     resolveQuarantine: `UPDATE ${schema}.quarantine SET resolved_at = now(), resolution = $2, resolution_note = $3

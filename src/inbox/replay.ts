@@ -1,0 +1,32 @@
+import type { Executor } from '../db/executor.js';
+import { runStatement } from '../db/statement.js';
+import { readReplayOf } from './headers.js';
+import type { RawDelivery } from './quarantine.js';
+import { inboxSql } from './sql.js';
+
+/** What the consumer did with a replayed message, recorded on the quarantine row it came from. */
+export type ReplayOutcome = 'applied' | 'duplicate' | 'ignored' | 'parked' | 'quarantined' | 'conflict';
+
+export interface ReplayRecord {
+  delivery: RawDelivery;
+  outcome: ReplayOutcome;
+  /** The quarantine row a failed replay landed in. */
+  quarantineId?: string;
+}
+
+/**
+ * One statement for the replayed deliveries among `records`, none when there are none: normal
+ * deliveries cost a header lookup and nothing more.
+ */
+export async function recordReplayOutcomes(executor: Executor, schema: string, records: readonly ReplayRecord[]): Promise<void> {
+  const replays = records.flatMap((record) => {
+    const replayOf = readReplayOf(record.delivery);
+    return replayOf === null ? [] : [{ replayOf, ...record }];
+  });
+  if (replays.length === 0) return;
+  await runStatement(executor, inboxSql(schema).replayOutcome, [
+    replays.map((r) => r.replayOf),
+    replays.map((r) => r.outcome),
+    replays.map((r) => r.quarantineId ?? null),
+  ]);
+}
