@@ -972,6 +972,42 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
     });
   });
 
+  test('after the broker connection is lost, the backlog is processed at a rate that starts low (ramp-up)', async () => {
+    await withEnv(async (env) => {
+      // A long step keeps the limit at its initial 40/s for the whole test.
+      const consumer = env.start({ handlers: { AmountAdded: applyOrder(env.schema) }, rampUp: { initialPerSecond: 40, stepMs: 60_000 } });
+      const limits: (number | null)[] = [];
+      let recoveredAt = 0;
+      let appliedAtRecovery = 0;
+      consumer.on('recovering', (limit) => {
+        limits.push(limit);
+        recoveredAt = performance.now();
+        appliedAtRecovery = consumer.stats.applied;
+      });
+      try {
+        await consumer.ready();
+        await env.publish(envelope('E1', 'o1', 1));
+        await waitFor(() => consumer.stats.applied === 1, 'the first event, at full speed');
+        assert.deepEqual(limits, [], 'no limit on the first connection');
+
+        const name = `converge-consumer ${env.queue}`;
+        const [pid] = await connectionPids(name);
+        await rabbitctl('close_connection', pid!, 'test');
+        for (let v = 2; v <= 81; v++) await env.publish(envelope(`E${v}`, `o${v}`, 1));
+        await waitFor(() => limits.length > 0, 'the new session to begin the ramp');
+        assert.deepEqual(limits, [40]);
+        await waitFor(() => consumer.stats.applied === 81, 'the whole backlog', 30_000);
+        const seconds = (performance.now() - recoveredAt) / 1000;
+        const afterRecovery = 81 - appliedAtRecovery;
+        // A token bucket at 40/s with a burst of 4 takes at least (n - 4) / 40 seconds for n events.
+        assert.ok(afterRecovery >= 60, `most of the backlog came after the reconnect (${afterRecovery})`);
+        assert.ok(seconds >= (afterRecovery - 4) / 40, `${afterRecovery} events in ${seconds.toFixed(2)} s exceed 40/s`);
+      } finally {
+        await env.stop(consumer);
+      }
+    });
+  });
+
   test('terminated idle database connections do not lose the next delivery', async () => {
     await withEnv(async (env) => {
       const app = uniqueName('cvc_pg');

@@ -9,6 +9,7 @@ import { serveConsumerMetrics, type ServedMetrics } from '../ops/metrics.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
+import { RampGate } from './ramp.js';
 import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, traceFields } from './headers.js';
 import { DeliveryProcessor, type DrainedEvent, type GapRepairOptions, type GapRepairReport, type Settlement, type SourceSnapshot } from './processor.js';
 
@@ -17,6 +18,8 @@ export interface ConsumerEvents {
   /** A parked event left the reorder buffer (applied, duplicate, quarantined, or handed back for a retry). */
   drained: [settlement: Settlement];
   conflict: [err: ContentConflictError];
+  /** The recovery rate limit changed: events per second, or null once it is lifted. */
+  recovering: [limitPerSecond: number | null];
   error: [err: Error];
 }
 
@@ -59,6 +62,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   #ready: Promise<void>;
   #markReady!: () => void;
   #removeSignals: (() => void) | undefined;
+  readonly #ramp: RampGate | undefined;
+  #reportedLimit: number | null = null;
+  #sessions = 0;
   /** Set while running when `options.metrics` asks for an endpoint. */
   metrics: ServedMetrics | undefined;
 
@@ -69,6 +75,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#processor = new DeliveryProcessor({ ...options, consumer: this.options.consumer, logger: this.options.logger });
     this.#processor.onDrained((drained) => this.#settleDrained(drained));
     this.#ready = new Promise((resolve) => (this.#markReady = resolve));
+    if (this.options.rampUp) this.#ramp = new RampGate(this.options.rampUp);
   }
 
   start(): this {
@@ -156,6 +163,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.#pump(channel);
     }, { noAck: false });
     this.#consumerTag = consumerTag;
+    // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
+    if (++this.#sessions > 1) this.#beginRamp();
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();
     onConnected();
@@ -183,11 +192,39 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#pumping = true;
     this.#inFlight = (async () => {
       try {
-        while (this.#buffer.length > 0) await this.#handleBatch(channel, this.#buffer.splice(0, this.options.batchSize));
+        while (this.#buffer.length > 0) {
+          const granted = await this.#admit(Math.min(this.#buffer.length, this.options.batchSize));
+          await this.#handleBatch(channel, this.#buffer.splice(0, granted));
+        }
       } finally {
         this.#pumping = false;
       }
     })();
+  }
+
+  /** How many deliveries the next transaction may take: all it wants, unless recovering from an outage. */
+  async #admit(wanted: number): Promise<number> {
+    if (!this.#ramp) return wanted;
+    for (;;) {
+      const { granted, waitMs } = this.#ramp.take(wanted);
+      this.#reportRamp();
+      if (granted > 0) return granted;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
+
+  #beginRamp(): void {
+    if (!this.#ramp) return;
+    this.#ramp.begin();
+    this.#reportRamp();
+  }
+
+  #reportRamp(): void {
+    const limit = this.#ramp?.limit() ?? null;
+    if (limit === this.#reportedLimit) return;
+    this.#reportedLimit = limit;
+    this.options.logger.info({ queue: this.options.queue, limitPerSecond: limit }, limit === null ? 'recovered: rate limit lifted' : 'recovering: processing rate limited');
+    this.emit('recovering', limit);
   }
 
   async #handleBatch(channel: amqp.Channel, messages: ConsumeMessage[]): Promise<void> {
@@ -207,6 +244,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
     if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
     else messages.forEach((message, i) => safeSettle(() => (ackable[i] ? channel.ack(message) : channel.nack(message, false, true))));
+    // The database is failing: when it is back, the backlog must not hit it all at once.
+    if (settlements.some((s) => s.action === 'retry' && s.reason === 'database-unavailable')) this.#beginRamp();
     for (const settlement of settlements) {
       this.#count(settlement);
       this.emit('settled', settlement);

@@ -14,3 +14,5 @@ export type { QuarantineReason, RawDelivery } from './quarantine.js';
 export type { ReplayOutcome } from './replay.js';
 export { startPartitionedConsumers } from './partitioned.js';
 export type { PartitionedConsumerOptions } from './partitioned.js';
+export { DEFAULT_RAMP_UP, rampLimit } from './ramp.js';
+export type { RampUpPolicy } from './ramp.js';

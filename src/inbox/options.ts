@@ -9,6 +9,7 @@ import { createLogger, type Logger } from '../ops/logger.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
 import type { SchemaEvolution } from './upcast.js';
+import { DEFAULT_RAMP_UP, type RampUpPolicy } from './ramp.js';
 
 export interface HandlerContext {
   /** The consumer's open transaction: write the projection (and next-hop outbox events) here. */
@@ -90,6 +91,12 @@ export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
   handleSignals?: boolean;
   /** Serve `/metrics`, `/healthz` and `/readyz` (ready while subscribed) on this port while running. */
   metrics?: MetricsEndpoint;
+  /**
+   * After an outage (a new broker connection, or the database coming back) the backlog is
+   * processed at a rate that starts low and grows step by step, instead of all at once.
+   * Default on: 100 events/s, doubled every second, lifted at 10,000/s. `false` turns it off.
+   */
+  rampUp?: false | Partial<RampUpPolicy>;
 }
 
 const processorShape = {
@@ -127,6 +134,17 @@ const consumerSchema = z.object({
   reconnectBackoff: backoffOption,
   handleSignals: z.boolean().optional(),
   metrics: metricsOption,
+  rampUp: z
+    .union([
+      z.literal(false),
+      z.object({
+        initialPerSecond: z.number().positive().optional(),
+        factor: z.number().min(1).optional(),
+        stepMs: z.number().int().min(1).optional(),
+        untilPerSecond: z.number().positive().optional(),
+      }).strict(),
+    ])
+    .optional(),
 }).refine(oneHandlerKind, handlerRequired);
 
 export interface ResolvedProcessorOptions {
@@ -158,6 +176,8 @@ export interface ResolvedConsumerOptions extends ResolvedProcessorOptions {
   reconnectBackoff: BackoffPolicy;
   handleSignals: boolean;
   metrics?: MetricsEndpoint;
+  /** null when turned off. */
+  rampUp: RampUpPolicy | null;
 }
 
 function processorDefaults(o: ProcessorOptions): ResolvedProcessorOptions {
@@ -197,5 +217,6 @@ export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumer
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2, ...o.reconnectBackoff },
     handleSignals: o.handleSignals ?? false,
     metrics: o.metrics,
+    rampUp: o.rampUp === false ? null : { ...DEFAULT_RAMP_UP, ...o.rampUp },
   };
 }
