@@ -1,8 +1,8 @@
 /** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { cleanup, ConfigError, scheduleCleanup } from '../src/index.js';
-import { createTestSchema, waitFor, type TestDatabase } from './support/services.js';
+import { appendToOutbox, cleanup, ConfigError, Relay, scheduleCleanup, silentLogger, withTransaction } from '../src/index.js';
+import { connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -80,6 +80,45 @@ describe('cleanup', () => {
       await stop();
       assert.equal(results[0], 40);
       assert.equal(results[1], 0);
+    });
+  });
+
+  it('runs safely under concurrent writes: producers append and a relay publishes while cleaners delete; nothing pending is touched and nothing is lost', async () => {
+    await withDb(async (db, q) => {
+      const exchange = uniqueName('cvx-x');
+      const queue = uniqueName('cvx-q');
+      const connection = await connectRabbit();
+      const channel = await connection.createChannel();
+      await channel.assertExchange(exchange, 'topic', { durable: true }); // as the relay declares it
+      await channel.assertQueue(queue, { durable: false });
+      await channel.bindQueue(queue, exchange, '#');
+      const received = new Set<string>();
+      await channel.consume(queue, (message) => message && received.add(String(message.properties.messageId)), { noAck: true });
+      const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 10, batchSize: 50 }).start();
+      const deleted: number[] = [];
+      // Retention 0: every published row is fair game the moment it is marked.
+      const cleaners = [1, 2].map(() => scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: 0, batchSize: 25, intervalMs: 5, onResult: (r) => deleted.push(r.outboxDeleted) }));
+      const appended: string[] = [];
+      try {
+        await Promise.all([0, 1, 2].map(async (producer) => {
+          for (let version = 1; version <= 100; version++) {
+            const { eventId } = await withTransaction(db.pool, (tx) =>
+              appendToOutbox(tx, { aggregateType: 'order', aggregateId: `p${producer}`, aggregateVersion: version, eventType: 'Placed', payload: { version } }, { schema: db.schema }),
+            );
+            appended.push(eventId);
+          }
+        }));
+        await waitFor(() => appended.every((id) => received.has(id)) || undefined, 'every appended event to reach the broker', 30_000);
+        await waitFor(async () => Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.outbox`)).rows[0].n) === 0 || undefined, 'the cleaners to catch up');
+      } finally {
+        await Promise.all(cleaners.map((stop) => stop()));
+        await relay.stop();
+        await channel.deleteQueue(queue);
+        await channel.deleteExchange(exchange);
+        await connection.close();
+      }
+      assert.equal(appended.length, 300);
+      assert.equal(deleted.reduce((a, b) => a + b, 0), 300, 'each published row deleted exactly once across both cleaners');
     });
   });
 });
