@@ -37,7 +37,9 @@ describe('cleanup', () => {
         cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
       ]);
       assert.equal(a.outboxDeleted + b.outboxDeleted, 2_500);
-      assert.ok(a.batches >= 2 && b.batches >= 2, 'both worked in batches');
+      // Which cleaner gets how much is up to the scheduler (one may finish before the other starts);
+      // that the work went in batches of at most 300 rows is not.
+      assert.ok(a.batches + b.batches >= Math.ceil(2_500 / 300), `bounded batches: ${a.batches} + ${b.batches}`);
       const left = await db.pool.query(`SELECT status, count(*)::int AS n FROM ${q}.outbox GROUP BY status ORDER BY status`);
       assert.deepEqual(left.rows, [{ status: 'failed', n: 5 }, { status: 'pending', n: 5 }, { status: 'published', n: 10 }]);
     });
