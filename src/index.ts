@@ -23,6 +23,7 @@ export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents } from './
 export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER, REPLAY_OF_HEADER, DEFAULT_REORDER_BUFFER, readGaps, upcast, DEFAULT_RAMP_UP, rampLimit } from './inbox/index.js';
 export type {
   ConsumerOptions,
+  ConsumerHooks,
   PartitionedConsumerOptions,
   ConsumerEvents,
   ConsumerStats,

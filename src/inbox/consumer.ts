@@ -237,6 +237,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       for (const message of messages) safeSettle(() => channel.nack(message, false, true));
       return;
     }
+    try {
+      await this.options.hooks.afterCommit?.(settlements);
+    } catch (err) {
+      // As if the process died between commit and ack: no ack, the session ends, the broker redelivers.
+      this.options.logger.warn(describeError(err), 'afterCommit hook failed; deliveries left unacknowledged');
+      this.#sessionEnded?.();
+      return;
+    }
     const ackable = await Promise.all(messages.map((message, i) => {
       const settlement = settlements[i]!;
       return settlement.action === 'retry' ? this.#parkForRetry(message, settlement) : true;

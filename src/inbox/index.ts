@@ -9,7 +9,7 @@ export { classifyFailure } from './classify.js';
 export { upcast } from './upcast.js';
 export type { Upcaster, SchemaEvolution } from './upcast.js';
 export type { FailureAction } from './classify.js';
-export type { ConsumerOptions, ProcessorOptions, EventHandler, BatchHandler, HandlerContext } from './options.js';
+export type { ConsumerHooks, ConsumerOptions, ProcessorOptions, EventHandler, BatchHandler, HandlerContext } from './options.js';
 export type { QuarantineReason, RawDelivery } from './quarantine.js';
 export type { ReplayOutcome } from './replay.js';
 export { startPartitionedConsumers } from './partitioned.js';

@@ -9,6 +9,7 @@ import { createLogger, type Logger } from '../ops/logger.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
 import type { SchemaEvolution } from './upcast.js';
+import type { Settlement } from './processor.js';
 import { DEFAULT_RAMP_UP, type RampUpPolicy } from './ramp.js';
 
 export interface HandlerContext {
@@ -67,6 +68,15 @@ export interface ProcessorOptions {
   logger?: Logger;
 }
 
+export interface ConsumerHooks {
+  /**
+   * Called after a batch's transaction committed and before its deliveries are acked.
+   * Throwing (or dying) here behaves like a crash in that window: the broker redelivers and
+   * the inbox recognises the duplicates. Meant for fault-injection tests.
+   */
+  afterCommit?: (settlements: readonly Settlement[]) => void | Promise<void>;
+}
+
 export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
   /** Durable queue to consume; a companion `<queue>.retry` queue holds deliveries that wait. */
   queue: string;
@@ -97,6 +107,7 @@ export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
    * Default on: 100 events/s, doubled every second, lifted at 10,000/s. `false` turns it off.
    */
   rampUp?: false | Partial<RampUpPolicy>;
+  hooks?: ConsumerHooks;
 }
 
 const processorShape = {
@@ -134,6 +145,7 @@ const consumerSchema = z.object({
   reconnectBackoff: backoffOption,
   handleSignals: z.boolean().optional(),
   metrics: metricsOption,
+  hooks: z.object({ afterCommit: z.function().optional() }).strict().optional(),
   rampUp: z
     .union([
       z.literal(false),
@@ -178,6 +190,7 @@ export interface ResolvedConsumerOptions extends ResolvedProcessorOptions {
   metrics?: MetricsEndpoint;
   /** null when turned off. */
   rampUp: RampUpPolicy | null;
+  hooks: ConsumerHooks;
 }
 
 function processorDefaults(o: ProcessorOptions): ResolvedProcessorOptions {
@@ -218,5 +231,6 @@ export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumer
     handleSignals: o.handleSignals ?? false,
     metrics: o.metrics,
     rampUp: o.rampUp === false ? null : { ...DEFAULT_RAMP_UP, ...o.rampUp },
+    hooks: o.hooks ?? {},
   };
 }

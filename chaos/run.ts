@@ -1,0 +1,487 @@
+/**
+ * npm run chaos: the full pipeline (producers → outbox → two relays → RabbitMQ → two
+ * consumers → projection) under a seeded schedule of faults, then a check from the databases
+ * that nothing was lost, nothing applied twice, every aggregate equals its source and nothing
+ * is stuck. The last line is `faults=N events=N lost=0 double_applied=0 mismatched=0 stuck=0`;
+ * the exit code is 1 on any defect. The same --seed replays the same faults in the same order.
+ */
+import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import amqp from 'amqplib';
+import pg from 'pg';
+import { appendToOutbox, encodeMessage, migrate, reconcile, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, type EventEnvelope, type ReconcileRow } from '../src/index.js';
+import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
+import type { WorkerConfig } from './worker.js';
+
+const run = promisify(execFile);
+const { values: flags } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '180' },
+    seed: { type: 'string' },
+    orders: { type: 'string', default: '200' },
+    rate: { type: 'string', default: '150' },
+    'quiesce-timeout': { type: 'string', default: '180' },
+    'no-broker-restart': { type: 'boolean', default: false },
+    faults: { type: 'string' },
+    // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
+    sabotage: { type: 'boolean', default: false },
+  },
+});
+const durationMs = Number(flags.duration) * 1000;
+const seed = flags.seed === undefined ? randomBytes(4).readUInt32BE() : Number(flags.seed);
+const orders = Number(flags.orders);
+const ratePerSecond = Number(flags.rate);
+const quiesceMs = Number(flags['quiesce-timeout']) * 1000;
+const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const amqpUrl = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+const runId = `${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+const schema = `chaos_${runId}`;
+const q = `"${schema}"`;
+const exchange = `chaos.${runId}`;
+const queue = `chaos.${runId}.projection`;
+const random = seededRandom(seed);
+const kinds = flags.faults ? (flags.faults.split(',') as FaultKind[]) : FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker'));
+for (const kind of kinds) if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
+const nextFault = faultBag(random, kinds);
+const log = (message: string) => process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const pool = new pg.Pool({ connectionString: databaseUrl, max: 8, application_name: `chaos-${runId}-injector` });
+pool.on('error', () => undefined);
+
+// ---- workers ----
+
+interface Worker {
+  config: WorkerConfig;
+  child: ChildProcess | undefined;
+}
+
+const workerFile = fileURLToPath(new URL('./worker.ts', import.meta.url));
+const workers: Worker[] = [
+  ...['relay-a', 'relay-b'].map((name) => worker('relay', name)),
+  ...['consumer-a', 'consumer-b'].map((name) => worker('consumer', name)),
+];
+
+function worker(role: WorkerConfig['role'], name: string): Worker {
+  return { config: { role, name: `chaos-${runId}-${name}`, schema, exchange, queue, databaseUrl, amqpUrl, appName: `chaos-${runId}-${name}`, armed: false, slowMs: 0 }, child: undefined };
+}
+
+function spawn(w: Worker, overrides: Partial<WorkerConfig> = {}): Promise<void> {
+  const config = { ...w.config, ...overrides };
+  const child = fork(workerFile, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, CHAOS_WORKER: JSON.stringify(config) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  w.child = child;
+  child.once('exit', () => {
+    if (w.child === child) w.child = undefined;
+  });
+  return new Promise((resolve) => {
+    child.once('message', () => resolve());
+    child.once('exit', () => resolve());
+  });
+}
+
+async function kill(w: Worker): Promise<void> {
+  const child = w.child;
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+async function stopGracefully(w: Worker): Promise<void> {
+  const child = w.child;
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await Promise.race([exited, sleep(15_000).then(() => child.kill('SIGKILL'))]);
+  await exited;
+}
+
+/** Keeps every worker alive: whatever died (killed or at a failpoint) comes back, unarmed. */
+async function revive(): Promise<void> {
+  await Promise.all(workers.filter((w) => !w.child).map((w) => spawn(w)));
+}
+
+/** The same, without waiting for the workers to be up: the next fault may hit them while they start. */
+function reviveInBackground(): void {
+  for (const w of workers.filter((w) => !w.child)) void spawn(w);
+}
+
+// ---- setup and producers ----
+
+async function setup(): Promise<void> {
+  await migrate({ pool, schema });
+  await pool.query(`CREATE TABLE ${q}.chaos_source (id text PRIMARY KEY, version bigint NOT NULL DEFAULT 0, total bigint NOT NULL DEFAULT 0)`);
+  await pool.query(`CREATE TABLE ${q}.chaos_projection (id text PRIMARY KEY, total bigint NOT NULL DEFAULT 0)`);
+  // No unique key on purpose: an effect written twice must be countable, not an error.
+  await pool.query(`CREATE TABLE ${q}.chaos_effects (event_id text NOT NULL, aggregate_id text NOT NULL, version bigint NOT NULL, kind text NOT NULL)`);
+  await pool.query(`CREATE INDEX ON ${q}.chaos_effects (event_id)`);
+  await pool.query(`INSERT INTO ${q}.chaos_source (id) SELECT 'o' || i FROM generate_series(1, $1::int) i`, [orders]);
+  await pool.query(`INSERT INTO ${q}.chaos_projection (id) SELECT id FROM ${q}.chaos_source`);
+  const connection = await amqp.connect(amqpUrl);
+  const channel = await connection.createChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: true });
+  await channel.assertQueue(queue, { durable: true });
+  await channel.bindQueue(queue, exchange, '#');
+  await connection.close();
+}
+
+let producing = true;
+let appended = 0;
+
+/** One business change and its event in one transaction; every tenth change of an order is a snapshot. */
+async function change(id: string, delta: number): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const { rows, rowCount } = await client.query<{ version: string; total: string }>(`UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`, [id, delta]);
+    if (rowCount !== 1) throw new Error(`expected one source row for ${id}`);
+    const version = Number(rows[0]!.version);
+    const snapshot = version % 10 === 0;
+    await appendToOutbox(client, {
+      aggregateType: 'order',
+      aggregateId: id,
+      aggregateVersion: version,
+      eventType: snapshot ? 'TotalSnapshot' : 'AmountAdded',
+      kind: snapshot ? 'snapshot' : 'incremental',
+      payload: snapshot ? { total: Number(rows[0]!.total) } : { delta },
+    }, { schema });
+    await client.query('COMMIT');
+    appended++;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+async function produce(): Promise<void> {
+  // Producers draw from their own stream: the fault schedule must not depend on timing.
+  const draw = seededRandom(seed ^ 0x5eed);
+  const lanes = 4;
+  const pause = (1000 * lanes) / ratePerSecond;
+  await Promise.all(Array.from({ length: lanes }, async () => {
+    while (producing) {
+      try {
+        await change(`o${between(draw, 1, orders)}`, between(draw, 1, 9));
+      } catch {
+        // A terminated backend or a lock timeout: the transaction rolled back whole; go on.
+      }
+      await sleep(pause);
+    }
+  }));
+}
+
+// ---- faults ----
+
+const injectedBad: string[] = [];
+let failpointDeaths = 0;
+let brokerRestartedAt = 0;
+const relays = () => workers.filter((w) => w.config.role === 'relay');
+const consumers = () => workers.filter((w) => w.config.role === 'consumer');
+
+async function inject(kind: FaultKind): Promise<void> {
+  switch (kind) {
+    case 'kill-relay':
+    case 'kill-consumer': {
+      const pool = kind === 'kill-relay' ? relays() : consumers();
+      const victim = pool[between(random, 0, pool.length - 1)]!;
+      await kill(victim);
+      await sleep(between(random, 200, 1_500));
+      return reviveInBackground();
+    }
+    case 'relay-dies-after-confirm':
+    case 'consumer-dies-after-commit': {
+      const pool = kind === 'relay-dies-after-confirm' ? relays() : consumers();
+      const victim = pool[between(random, 0, pool.length - 1)]!;
+      await kill(victim);
+      await spawn(victim, { armed: true });
+      // It dies at its next confirm (or commit); a quiet one is taken down after a while anyway.
+      const diedThere = await waitUntil(() => !victim.child, 8_000);
+      if (diedThere) failpointDeaths++;
+      else log(`${victim.config.name} reached no failpoint within 8 s; killed instead`);
+      await kill(victim);
+      return revive();
+    }
+    case 'close-amqp-connections':
+      return closeOurConnections();
+    case 'restart-broker':
+      await rabbitmqctl('stop_app');
+      await sleep(between(random, 1_000, 3_000));
+      await rabbitmqctl('start_app');
+      await rabbitmqctl('await_startup');
+      brokerRestartedAt = Date.now();
+      return;
+    case 'terminate-backends':
+      await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1 AND application_name NOT LIKE '%-injector'`, [`chaos-${runId}-%`]);
+      return;
+    case 'hold-hot-row-lock':
+      return holdHotLock(between(random, 1_000, 4_000));
+    case 'duplicate-storm':
+      return duplicateStorm(between(random, 50, 300));
+    case 'slow-consumer': {
+      const victim = consumers()[between(random, 0, 1)]!;
+      await stopGracefully(victim);
+      await spawn(victim, { slowMs: 20 });
+      await sleep(between(random, 3_000, 6_000));
+      await stopGracefully(victim);
+      return revive();
+    }
+    case 'bad-message':
+      return publishBadMessage();
+  }
+}
+
+async function rabbitmqctl(...args: string[]): Promise<string> {
+  const { stdout } = await run('rabbitmqctl', ['-q', ...args], { timeout: 60_000 });
+  return stdout;
+}
+
+async function closeOurConnections(): Promise<void> {
+  const listing = await rabbitmqctl('list_connections', 'pid', 'client_properties');
+  const ours = listing.split('\n').filter((line) => line.includes(`chaos-${runId}`) || line.includes(queue));
+  for (const line of ours) await rabbitmqctl('close_connection', line.split('\t')[0]!.trim(), 'chaos').catch(() => undefined);
+}
+
+/** Locks a hot aggregate's projection row: the consumers' batches that touch it wait behind the lock. */
+async function holdHotLock(ms: number): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(`SELECT 1 FROM ${q}.projection_state WHERE projection = 'chaos' AND aggregate_id = 'o1' FOR UPDATE`);
+    await client.query(`SELECT 1 FROM ${q}.chaos_source WHERE id = 'o1' FOR UPDATE`);
+    await sleep(ms);
+    await client.query('COMMIT');
+  } catch {
+    await client.query('ROLLBACK').catch(() => undefined);
+  } finally {
+    client.release();
+  }
+}
+
+/** Publishes already-published events again, as a second relay or a replay would. */
+async function duplicateStorm(count: number): Promise<void> {
+  const { rows } = await pool.query(
+    `SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind, payload, occurred_at
+       FROM ${q}.outbox WHERE status = 'published' ORDER BY random() LIMIT $1`,
+    [count],
+  );
+  const connection = await amqp.connect(amqpUrl);
+  try {
+    const channel = await connection.createConfirmChannel();
+    const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
+    for (const row of rows) {
+      const envelope: EventEnvelope = {
+        eventId: row.event_id,
+        aggregateType: row.aggregate_type,
+        aggregateId: row.aggregate_id,
+        aggregateVersion: Number(row.aggregate_version),
+        eventType: row.event_type,
+        schemaVersion: row.schema_version,
+        kind: row.kind,
+        payload: row.payload,
+        occurredAt: (row.occurred_at as Date).toISOString(),
+      };
+      const message = encodeMessage(envelope, routingKey);
+      channel.publish(exchange, message.routingKey, message.content, message.options);
+    }
+    await channel.waitForConfirms();
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+async function publishBadMessage(): Promise<void> {
+  const id = `bad-${injectedBad.length + 1}`;
+  const connection = await amqp.connect(amqpUrl);
+  try {
+    const channel = await connection.createConfirmChannel();
+    channel.publish(exchange, 'order.AmountAdded', Buffer.from(`{"eventId":"${id}","payload":`), { messageId: id, persistent: true });
+    await channel.waitForConfirms();
+    injectedBad.push(id);
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await condition()) return true;
+    await sleep(100);
+  }
+  return false;
+}
+
+// ---- quiescence and the check ----
+
+async function queueDepth(): Promise<number> {
+  const connection = await amqp.connect(amqpUrl);
+  try {
+    const channel = await connection.createChannel();
+    const main = await channel.checkQueue(queue);
+    const retry = await channel.checkQueue(`${queue}.retry`).catch(() => ({ messageCount: 0 }));
+    return main.messageCount + retry.messageCount;
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+async function count(sql: string, params: unknown[] = []): Promise<number> {
+  const { rows } = await pool.query<{ n: string }>(sql, params);
+  return Number(rows[0]?.n ?? 0);
+}
+
+const mismatchSql = `
+  SELECT count(*) AS n FROM ${q}.chaos_source s
+    JOIN ${q}.chaos_projection p USING (id)
+    LEFT JOIN ${q}.projection_state ps ON ps.projection = 'chaos' AND ps.aggregate_type = 'order' AND ps.aggregate_id = s.id
+   WHERE s.version > 0 AND (s.total <> p.total OR ps.version IS DISTINCT FROM s.version)`;
+
+async function settled(): Promise<boolean> {
+  const open = await count(`SELECT count(*) AS n FROM ${q}.outbox WHERE status <> 'published'`);
+  const parked = await count(`SELECT count(*) AS n FROM ${q}.parked`);
+  if (open > 0 || parked > 0) return false;
+  if ((await count(mismatchSql)) > 0) return false;
+  return (await queueDepth().catch(() => 1)) === 0;
+}
+
+interface Verdict {
+  events: number;
+  lost: number;
+  doubleApplied: number;
+  mismatched: number;
+  stuck: number;
+  details: Record<string, number>;
+}
+
+async function check(): Promise<Verdict> {
+  const events = await count(`SELECT count(*) AS n FROM ${q}.outbox`);
+  const effects = await count(`SELECT count(*) AS n FROM ${q}.chaos_effects`);
+  const doubleApplied = await count(`SELECT count(*) AS n FROM (SELECT event_id FROM ${q}.chaos_effects GROUP BY event_id HAVING count(*) > 1) d`);
+  // An event without an effect of its own is fine only if a later snapshot of its aggregate (which contains it) applied.
+  const lost = await count(`
+    SELECT count(*) AS n FROM ${q}.outbox o
+     WHERE NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects e WHERE e.event_id = o.event_id)
+       AND NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects e WHERE e.aggregate_id = o.aggregate_id AND e.kind = 'snapshot' AND e.version > o.aggregate_version)`);
+  const coveredBySnapshot = await count(`SELECT count(*) AS n FROM ${q}.outbox o WHERE NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects e WHERE e.event_id = o.event_id)`) - lost;
+  const inboxMissing = await count(`SELECT count(*) AS n FROM ${q}.outbox o WHERE NOT EXISTS (SELECT 1 FROM ${q}.inbox i WHERE i.consumer = 'chaos' AND i.event_id = o.event_id)`);
+  const inboxExtra = await count(`SELECT count(*) AS n FROM ${q}.inbox i WHERE i.consumer = 'chaos' AND NOT EXISTS (SELECT 1 FROM ${q}.outbox o WHERE o.event_id = i.event_id)`);
+  const projectionMismatch = await count(mismatchSql);
+  const reconciled = await reconcileDifferences();
+  const unpublished = await count(`SELECT count(*) AS n FROM ${q}.outbox WHERE status <> 'published' OR claimed_by IS NOT NULL`);
+  const parked = await count(`SELECT count(*) AS n FROM ${q}.parked`);
+  const queued = await queueDepth().catch(() => -1);
+  const quarantined = await count(`SELECT count(*) AS n FROM ${q}.quarantine`);
+  const unexpectedQuarantine = await count(`SELECT count(*) AS n FROM ${q}.quarantine WHERE NOT (event_id IS NULL AND convert_from(body, 'UTF8') LIKE '{"eventId":"bad-%')`);
+  return {
+    events,
+    lost: lost + inboxMissing,
+    doubleApplied,
+    mismatched: projectionMismatch + reconciled + inboxExtra + unexpectedQuarantine + Math.abs(quarantined - unexpectedQuarantine - injectedBad.length),
+    stuck: unpublished + parked + Math.max(0, queued) + (queued < 0 ? 1 : 0),
+    details: { effects, coveredBySnapshot, inboxMissing, inboxExtra, projectionMismatch, reconcileDifferences: reconciled, unpublished, parked, queued, quarantined, injectedBad: injectedBad.length, unexpectedQuarantine },
+  };
+}
+
+/** The reconciler's view: source rows against projection_state versions and the projection's totals. */
+async function reconcileDifferences(): Promise<number> {
+  const page = (sql: string) => async (after: string | null, limit: number): Promise<ReconcileRow[]> => {
+    const { rows } = await pool.query<{ id: string; version: string; total: string }>(sql, [after ?? '', limit]);
+    return rows.map((row) => ({ id: row.id, version: Number(row.version), fields: { total: Number(row.total) } }));
+  };
+  const report = await reconcile({
+    pool,
+    schema,
+    projection: 'chaos',
+    aggregateType: 'order',
+    source: page(`SELECT id, version, total FROM ${q}.chaos_source WHERE version > 0 AND id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`),
+    target: page(`SELECT s.aggregate_id AS id, s.version, p.total FROM ${q}.projection_state s JOIN ${q}.chaos_projection p ON p.id = s.aggregate_id
+                   WHERE s.projection = 'chaos' AND s.aggregate_id COLLATE "C" > $1 ORDER BY s.aggregate_id COLLATE "C" LIMIT $2`),
+  });
+  return Object.values(report.differences).reduce((sum, n) => sum + n, 0);
+}
+
+/** One defect of each kind: an effect lost, one written twice, a projection off by one, a parked leftover. */
+async function sabotage(): Promise<void> {
+  log('sabotage: removing one effect, doubling one, skewing one total, leaving one parked event');
+  await pool.query(`
+    DELETE FROM ${q}.chaos_effects WHERE event_id = (
+      SELECT e.event_id FROM ${q}.chaos_effects e
+       WHERE e.kind = 'incremental'
+         AND NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects s WHERE s.aggregate_id = e.aggregate_id AND s.kind = 'snapshot' AND s.version > e.version)
+       LIMIT 1)`);
+  await pool.query(`INSERT INTO ${q}.chaos_effects SELECT * FROM ${q}.chaos_effects LIMIT 1`);
+  await pool.query(`UPDATE ${q}.chaos_projection SET total = total + 1 WHERE id = (SELECT id FROM ${q}.chaos_source WHERE version > 0 LIMIT 1)`);
+  await pool.query(
+    `INSERT INTO ${q}.parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body)
+     VALUES ('chaos', 'sabotage', 'f', 'chaos', 'order', 'o1', 999999, 999998, '{}', '\\x00')`,
+  );
+}
+
+async function cleanup(): Promise<void> {
+  producing = false;
+  await Promise.all(workers.map(kill));
+  const connection = await amqp.connect(amqpUrl).catch(() => undefined);
+  if (connection) {
+    const channel = await connection.createChannel();
+    await channel.deleteQueue(queue).catch(() => undefined);
+    await channel.deleteQueue(`${queue}.retry`).catch(() => undefined);
+    await channel.deleteExchange(exchange).catch(() => undefined);
+    await connection.close().catch(() => undefined);
+  }
+  await pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`).catch(() => undefined);
+  await pool.end();
+}
+
+async function main(): Promise<number> {
+  log(`faults: ${kinds.join(', ')}`);
+  log(`seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema}`);
+  await setup();
+  await Promise.all(workers.map((w) => spawn(w)));
+  const producing$ = produce();
+  const faults: Record<string, number> = {};
+  let injected = 0;
+  const end = Date.now() + durationMs;
+  while (Date.now() < end) {
+    await sleep(between(random, 1_000, 3_000));
+    // A broker restart waits while the last one is recent (it is slow and hits every connection).
+    const kind = nextFault(new Set<FaultKind>(Date.now() - brokerRestartedAt < 30_000 ? ['restart-broker'] : []));
+    log(`fault ${injected + 1}: ${kind}`);
+    try {
+      await inject(kind);
+    } catch (err) {
+      log(`fault ${kind} could not be injected fully: ${(err as Error).message.split('\n')[0]}`);
+    }
+    faults[kind] = (faults[kind] ?? 0) + 1;
+    injected++;
+    reviveInBackground();
+  }
+  producing = false;
+  await producing$;
+  log(`faults stop; ${appended} events appended; waiting for quiescence (at most ${quiesceMs / 1000} s)`);
+  await revive();
+  const quiet = await waitUntil(settled, quiesceMs);
+  if (!quiet) log('no quiescence within the bound: the check below counts what is left as stuck');
+  await Promise.all(workers.map(stopGracefully));
+  if (flags.sabotage) await sabotage();
+  const verdict = await check();
+  console.log(`seed ${seed}; reproduce with: npm run chaos -- --seed ${seed} --duration ${durationMs / 1000}`);
+  console.log(`faults by kind: ${Object.entries(faults).map(([k, n]) => `${k}=${n}`).join(' ')}; deaths at a failpoint: ${failpointDeaths}`);
+  console.log(`details: ${Object.entries(verdict.details).map(([k, n]) => `${k}=${n}`).join(' ')}`);
+  console.log(`faults=${injected} events=${verdict.events} lost=${verdict.lost} double_applied=${verdict.doubleApplied} mismatched=${verdict.mismatched} stuck=${verdict.stuck}`);
+  return verdict.lost + verdict.doubleApplied + verdict.mismatched + verdict.stuck === 0 ? 0 : 1;
+}
+
+main()
+  .then(async (code) => {
+    await cleanup();
+    process.exit(code);
+  })
+  .catch(async (err: unknown) => {
+    console.error(`chaos: ${(err as Error).stack ?? String(err)}`);
+    await cleanup().catch(() => undefined);
+    process.exit(1);
+  });

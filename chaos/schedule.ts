@@ -1,0 +1,82 @@
+/** The seeded side of the chaos run: the same seed gives the same faults in the same order. */
+
+export type FaultKind =
+  | 'kill-relay'
+  | 'kill-consumer'
+  | 'relay-dies-after-confirm'
+  | 'consumer-dies-after-commit'
+  | 'close-amqp-connections'
+  | 'restart-broker'
+  | 'terminate-backends'
+  | 'hold-hot-row-lock'
+  | 'duplicate-storm'
+  | 'slow-consumer'
+  | 'bad-message';
+
+/** Relative frequency of each fault. A broker restart is the slowest, so it is the rarest. */
+export const FAULT_WEIGHTS: Record<FaultKind, number> = {
+  'kill-relay': 2,
+  'kill-consumer': 2,
+  'relay-dies-after-confirm': 2,
+  'consumer-dies-after-commit': 2,
+  'close-amqp-connections': 1,
+  'restart-broker': 1,
+  'terminate-backends': 1,
+  'hold-hot-row-lock': 1,
+  'duplicate-storm': 1,
+  'slow-consumer': 1,
+  'bad-message': 1,
+};
+
+export const FAULT_KINDS = Object.keys(FAULT_WEIGHTS) as FaultKind[];
+
+/**
+ * Faults drawn from a shuffled bag holding each kind `weight` times, refilled when empty: a
+ * run of one bag's length meets every kind, in an order only the seed decides. `deferred`
+ * kinds (e.g. a broker restart shortly after the last one) stay in the bag for later.
+ */
+export function faultBag(random: () => number, kinds: readonly FaultKind[] = FAULT_KINDS): (deferred?: ReadonlySet<FaultKind>) => FaultKind {
+  let bag: FaultKind[] = [];
+  return (deferred = new Set()) => {
+    if (bag.length === 0) bag = shuffle(kinds.flatMap((kind) => Array<FaultKind>(FAULT_WEIGHTS[kind]).fill(kind)), random);
+    const index = bag.findIndex((kind) => !deferred.has(kind));
+    if (index < 0) return pickFault(random, deferred);
+    return bag.splice(index, 1)[0]!;
+  };
+}
+
+function shuffle<T>(items: T[], random: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}
+
+/** mulberry32: small, fast, and good enough to spread faults; not for anything secret. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function pickFault(random: () => number, excluded: ReadonlySet<FaultKind> = new Set()): FaultKind {
+  const entries = (Object.entries(FAULT_WEIGHTS) as [FaultKind, number][]).filter(([kind]) => !excluded.has(kind));
+  const total = entries.reduce((sum, [, weight]) => sum + weight, 0);
+  let roll = random() * total;
+  for (const [kind, weight] of entries) {
+    roll -= weight;
+    if (roll < 0) return kind;
+  }
+  return entries[entries.length - 1]![0];
+}
+
+/** A whole number in [min, max]. */
+export function between(random: () => number, min: number, max: number): number {
+  return min + Math.floor(random() * (max - min + 1));
+}

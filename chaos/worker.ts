@@ -1,0 +1,94 @@
+/**
+ * One relay or consumer of the chaos run, in its own process so that the injector can
+ * `kill -9` it. Configured by the CHAOS_WORKER environment variable (JSON). Failpoints, when
+ * armed, kill the process at the two most dangerous moments: after the broker confirmed a
+ * batch and before it is marked published (relay), and after the consumer committed and
+ * before it acked (consumer).
+ */
+import pg from 'pg';
+import { applyIncrement, applySnapshot, silentLogger, startConsumer, startRelay, type EventEnvelope, type HandlerContext } from '../src/index.js';
+
+export interface WorkerConfig {
+  role: 'relay' | 'consumer';
+  name: string;
+  schema: string;
+  exchange: string;
+  queue: string;
+  databaseUrl: string;
+  amqpUrl: string;
+  /** application_name of the worker's connections, so the injector can terminate exactly them. */
+  appName: string;
+  /** Die at the next failpoint. */
+  armed: boolean;
+  /** Handler delay per event, to build a backlog. */
+  slowMs: number;
+}
+
+const config = JSON.parse(process.env.CHAOS_WORKER ?? '{}') as WorkerConfig;
+const die = () => process.kill(process.pid, 'SIGKILL');
+const pool = new pg.Pool({ connectionString: config.databaseUrl, application_name: config.appName, max: 6 });
+// A terminated backend surfaces here for idle clients; the components retry on their own.
+pool.on('error', () => undefined);
+
+const stop = config.role === 'relay' ? runRelay() : runConsumer();
+process.once('SIGTERM', () => {
+  void stop().then(() => pool.end()).then(() => process.exit(0));
+});
+
+function runRelay(): () => Promise<void> {
+  const relay = startRelay({
+    pool,
+    schema: config.schema,
+    exchange: config.exchange,
+    relayId: config.name,
+    pollIntervalMs: 50,
+    leaseMs: 2_000,
+    confirmTimeoutMs: 5_000,
+    backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
+    reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
+    maxAttempts: 1_000_000,
+    logger: silentLogger,
+    hooks: { afterConfirm: () => { if (config.armed) die(); } },
+  });
+  process.send?.({ ready: true });
+  return () => relay.stop();
+}
+
+function runConsumer(): () => Promise<void> {
+  const q = `"${config.schema}"`;
+  const target = (event: EventEnvelope) => ({ projection: 'chaos', event, schema: config.schema });
+  const effect = (tx: HandlerContext['tx'], event: EventEnvelope) =>
+    tx.query(`INSERT INTO ${q}.chaos_effects (event_id, aggregate_id, version, kind) VALUES ($1, $2, $3, $4)`, [event.eventId, event.aggregateId, event.aggregateVersion, event.kind]);
+  const slow = () => (config.slowMs > 0 ? new Promise((resolve) => setTimeout(resolve, config.slowMs)) : undefined);
+  const consumer = startConsumer({
+    queue: config.queue,
+    consumer: 'chaos',
+    exchange: config.exchange,
+    pool,
+    schema: config.schema,
+    prefetch: 200,
+    batchSize: 50,
+    backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
+    reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
+    logger: silentLogger,
+    hooks: { afterCommit: () => { if (config.armed) die(); } },
+    handlers: {
+      AmountAdded: async (event, { tx }) => {
+        await slow();
+        await applyIncrement(tx, target(event), async () => {
+          await tx.query(`UPDATE ${q}.chaos_projection SET total = total + $2 WHERE id = $1`, [event.aggregateId, (event.payload as { delta: number }).delta]);
+          await effect(tx, event);
+        });
+      },
+      TotalSnapshot: async (event, { tx }) => {
+        await slow();
+        await applySnapshot(tx, target(event), async () => {
+          await tx.query(`UPDATE ${q}.chaos_projection SET total = $2 WHERE id = $1`, [event.aggregateId, (event.payload as { total: number }).total]);
+          await effect(tx, event);
+        });
+      },
+    },
+  });
+  void consumer.ready().then(() => process.send?.({ ready: true }));
+  return () => consumer.stop();
+}
