@@ -28,8 +28,27 @@ export class InvalidIdentifierError extends ConvergeError {
 
 /** An envelope (outgoing or received) is malformed; `field` names the offending field, never its value. */
 export class EnvelopeValidationError extends ConvergeError {
-  constructor(readonly field: string, reason: string) {
-    super('CONVERGE_INVALID_ENVELOPE', `invalid envelope field "${field}": ${reason}`);
+  constructor(readonly field: string, reason: string, code = 'CONVERGE_INVALID_ENVELOPE') {
+    super(code, `invalid envelope field "${field}": ${reason}`);
+  }
+}
+
+/**
+ * A received body that cannot be read as a JSON object at all: empty, not UTF-8, not JSON,
+ * nested too deeply, or JSON that is not an object. `field` is always "(body)". It is an
+ * EnvelopeValidationError too, so code that handles those keeps working; the consumer
+ * quarantines it as `malformed-body`, which tells a broken producer from a wrong field.
+ */
+export class MalformedBodyError extends EnvelopeValidationError {
+  constructor(reason: string) {
+    super('(body)', reason, 'CONVERGE_MALFORMED_BODY');
+  }
+}
+
+/** A received body over `maxEnvelopeBytes`, rejected before anything parses it (quarantined as `body-too-large`). */
+export class BodyTooLargeError extends EnvelopeValidationError {
+  constructor(readonly bytes: number, readonly limit: number) {
+    super('(body)', `${bytes} bytes exceeds limit of ${limit}`, 'CONVERGE_BODY_TOO_LARGE');
   }
 }
 

@@ -1,6 +1,6 @@
 export type { EventEnvelope, EventKind, NewEvent } from './envelope/envelope.js';
 export { fingerprint, canonicalJson } from './envelope/fingerprint.js';
-export { validateEnvelope, parseEnvelope, DEFAULT_MAX_ENVELOPE_BYTES } from './envelope/validate.js';
+export { validateEnvelope, parseEnvelope, DEFAULT_MAX_ENVELOPE_BYTES, MAX_JSON_DEPTH } from './envelope/validate.js';
 export { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, HEADER, CONTENT_TYPE } from './transport/wire.js';
 export type { EncodedMessage, RoutingKeyFn } from './transport/wire.js';
 export { declarePartitionedTopology } from './transport/topology.js';
@@ -89,6 +89,8 @@ export {
   ConfigError,
   InvalidIdentifierError,
   EnvelopeValidationError,
+  MalformedBodyError,
+  BodyTooLargeError,
   ConcurrencyConflictError,
   ContentConflictError,
   VersionGapError,

@@ -4,6 +4,8 @@ import { describe, test } from 'node:test';
 import {
   ContentConflictError,
   EnvelopeValidationError,
+  MalformedBodyError,
+  BodyTooLargeError,
   StaleVersionError,
   VersionGapError,
   PermanentError,
@@ -30,6 +32,13 @@ describe('classifyFailure', () => {
     const err = new EnvelopeValidationError('aggregateId', 'expected string');
     assert.deepEqual(classifyFailure(err, 1, 10), { action: 'quarantine', reason: 'invalid-envelope' });
     assert.deepEqual(classifyFailure(err, 99, 10), { action: 'quarantine', reason: 'invalid-envelope' });
+  });
+
+  test('a malformed or oversized body is quarantined at once with its own reason', () => {
+    for (const attempt of [1, 99]) {
+      assert.deepEqual(classifyFailure(new MalformedBodyError('not valid UTF-8'), attempt, 10), { action: 'quarantine', reason: 'malformed-body' });
+      assert.deepEqual(classifyFailure(new BodyTooLargeError(10 * 1024 * 1024, 256 * 1024), attempt, 10), { action: 'quarantine', reason: 'body-too-large' });
+    }
   });
 
   test('a stale version is quarantined at once', () => {

@@ -542,16 +542,16 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
         const rows = await quarantineRows(env);
         assert.equal(rows.length, 4);
         const byCase = new Map(rows.map((r) => [String(r.properties.headers?.['x-test-case']), r]));
-        const expectations: [string, RegExp][] = [
-          ['missing-field', /"aggregateId"/],
-          ['not-json', /"\(body\)".*not valid JSON/],
-          ['too-large', /"\(body\)".*exceeds limit of 2048/],
-          ['wrong-type', /"aggregateVersion".*expected number/],
+        const expectations: [string, string, RegExp][] = [
+          ['missing-field', 'invalid-envelope', /"aggregateId"/],
+          ['not-json', 'malformed-body', /"\(body\)".*not valid JSON/],
+          ['too-large', 'body-too-large', /"\(body\)".*exceeds limit of 2048/],
+          ['wrong-type', 'invalid-envelope', /"aggregateVersion".*expected number/],
         ];
-        for (const [label, detail] of expectations) {
+        for (const [label, reason, detail] of expectations) {
           const row = byCase.get(label);
           assert.ok(row, `a quarantine row for ${label}`);
-          assert.equal(row.reason, 'invalid-envelope', label);
+          assert.equal(row.reason, reason, label);
           assert.match(row.detail, detail, label);
           assert.ok(!row.detail.includes(SECRET), `${label}: detail must not quote the payload (${row.detail})`);
           assert.equal(row.event_id, null, `${label}: no trusted eventId`);
@@ -1170,7 +1170,7 @@ describe('batches', () => {
           'applied',
           'duplicate',
           'quarantined:content-conflict',
-          'quarantined:invalid-envelope',
+          'quarantined:malformed-body',
         ]);
         const applied = await env.db.pool.query<{ event_id: string }>(`SELECT event_id FROM "${env.schema}".applied ORDER BY seq`);
         assert.deepEqual(applied.rows.map((r) => r.event_id).filter((id) => id.startsWith('A')), ['A1', 'A2', 'A3'], 'A1, A2, A3 applied in version order');

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../src/envelope/envelope.js';
-import { DEFAULT_MAX_ENVELOPE_BYTES, parseEnvelope, validateEnvelope } from '../src/envelope/validate.js';
-import { ConvergeError, EnvelopeValidationError } from '../src/errors.js';
+import { fingerprint } from '../src/envelope/fingerprint.js';
+import { DEFAULT_MAX_ENVELOPE_BYTES, MAX_JSON_DEPTH, nestingExceeds, parseEnvelope, validateEnvelope } from '../src/envelope/validate.js';
+import { BodyTooLargeError, ConvergeError, EnvelopeValidationError, MalformedBodyError } from '../src/errors.js';
 
 // Messages end up in logs and quarantine rows; anything that looks like data must stay out of them.
 const MARKER = 'SECRET-PII-123';
@@ -25,8 +26,17 @@ function body(value: unknown): Buffer {
   return Buffer.from(JSON.stringify(value));
 }
 
-/** Runs `fn`, requires an EnvelopeValidationError naming `field`, and checks nothing secret leaked. */
-function expectInvalid(fn: () => unknown, field: string): EnvelopeValidationError {
+const CODES = new Map<Function, string>([
+  [EnvelopeValidationError, 'CONVERGE_INVALID_ENVELOPE'],
+  [MalformedBodyError, 'CONVERGE_MALFORMED_BODY'],
+  [BodyTooLargeError, 'CONVERGE_BODY_TOO_LARGE'],
+]);
+
+/**
+ * Runs `fn`, requires an EnvelopeValidationError (exactly of class `kind`, which carries its
+ * own code) naming `field`, and checks nothing secret leaked.
+ */
+function expectInvalid(fn: () => unknown, field: string, kind: typeof EnvelopeValidationError | typeof MalformedBodyError | typeof BodyTooLargeError = EnvelopeValidationError): EnvelopeValidationError {
   let caught: unknown;
   try {
     fn();
@@ -35,8 +45,9 @@ function expectInvalid(fn: () => unknown, field: string): EnvelopeValidationErro
   }
   assert.ok(caught instanceof EnvelopeValidationError, `expected EnvelopeValidationError, got ${String(caught)}`);
   assert.ok(caught instanceof ConvergeError);
-  assert.equal(caught.code, 'CONVERGE_INVALID_ENVELOPE');
-  assert.equal(caught.name, 'EnvelopeValidationError');
+  assert.equal(caught.constructor, kind);
+  assert.equal(caught.code, CODES.get(kind));
+  assert.equal(caught.name, kind.name);
   assert.equal(caught.field, field);
   assert.ok(caught.message.includes(`"${field}"`), `message names the field: ${caught.message}`);
   assert.ok(!caught.message.includes(MARKER), `message leaks data: ${caught.message}`);
@@ -160,36 +171,97 @@ describe('parseEnvelope', () => {
   it('rejects a body over the default 256 KiB limit before parsing it', () => {
     assert.equal(DEFAULT_MAX_ENVELOPE_BYTES, 256 * 1024);
     const big = body({ ...good(), payload: { blob: MARKER.repeat(Math.ceil(DEFAULT_MAX_ENVELOPE_BYTES / MARKER.length)) } });
-    const err = expectInvalid(() => parseEnvelope(big), '(body)');
+    const err = expectInvalid(() => parseEnvelope(big), '(body)', BodyTooLargeError);
     assert.match(err.message, new RegExp(`${big.length} bytes exceeds limit of ${DEFAULT_MAX_ENVELOPE_BYTES}`));
   });
 
   it('applies a custom limit', () => {
     const small = body(good());
     assert.equal(parseEnvelope(small, small.length).eventId, good().eventId);
-    expectInvalid(() => parseEnvelope(small, small.length - 1), '(body)');
+    expectInvalid(() => parseEnvelope(small, small.length - 1), '(body)', BodyTooLargeError);
   });
 
   it('counts bytes, not characters', () => {
     const multibyte = body({ ...good(), payload: { s: 'é'.repeat(100) } });
     assert.ok(multibyte.length > JSON.stringify({ ...good(), payload: { s: 'é'.repeat(100) } }).length);
-    expectInvalid(() => parseEnvelope(multibyte, multibyte.length - 50), '(body)');
+    expectInvalid(() => parseEnvelope(multibyte, multibyte.length - 50), '(body)', BodyTooLargeError);
   });
 
   it('rejects invalid JSON without echoing the body', () => {
-    const err = expectInvalid(() => parseEnvelope(Buffer.from(`{"eventId": "${MARKER}", `)), '(body)');
+    const err = expectInvalid(() => parseEnvelope(Buffer.from(`{"eventId": "${MARKER}", `)), '(body)', MalformedBodyError);
     assert.match(err.message, /not valid JSON/);
   });
 
   it('rejects a JSON array body', () => {
-    const err = expectInvalid(() => parseEnvelope(body([good()])), '(body)');
+    const err = expectInvalid(() => parseEnvelope(body([good()])), '(body)', MalformedBodyError);
     assert.match(err.message, /expected a JSON object/);
   });
 
   it('rejects JSON scalars and null', () => {
-    expectInvalid(() => parseEnvelope(Buffer.from('null')), '(body)');
-    expectInvalid(() => parseEnvelope(Buffer.from(`"${MARKER}"`)), '(body)');
-    expectInvalid(() => parseEnvelope(Buffer.from('42')), '(body)');
+    expectInvalid(() => parseEnvelope(Buffer.from('null')), '(body)', MalformedBodyError);
+    expectInvalid(() => parseEnvelope(Buffer.from(`"${MARKER}"`)), '(body)', MalformedBodyError);
+    expectInvalid(() => parseEnvelope(Buffer.from('42')), '(body)', MalformedBodyError);
+  });
+
+  it('rejects an empty, blank or truncated body as not valid JSON', () => {
+    assert.match(expectInvalid(() => parseEnvelope(Buffer.alloc(0)), '(body)', MalformedBodyError).message, /not valid JSON: empty body/);
+    assert.match(expectInvalid(() => parseEnvelope(Buffer.from(' \n ')), '(body)', MalformedBodyError).message, /not valid JSON/);
+    const whole = body(good());
+    for (const cut of [1, 10, whole.length / 2, whole.length - 1]) {
+      assert.match(expectInvalid(() => parseEnvelope(whole.subarray(0, cut)), '(body)', MalformedBodyError).message, /not valid JSON/, `cut at ${cut}`);
+    }
+  });
+
+  it('rejects invalid UTF-8 instead of replacing it with U+FFFD', () => {
+    const text = JSON.stringify(good());
+    const at = text.indexOf(MARKER);
+    for (const bad of [[0xff], [0xc3], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]]) {
+      const mangled = Buffer.concat([Buffer.from(text.slice(0, at)), Buffer.from(bad), Buffer.from(text.slice(at))]);
+      assert.match(expectInvalid(() => parseEnvelope(mangled), '(body)', MalformedBodyError).message, /not valid UTF-8/, bad.join(' '));
+    }
+    // A byte order mark stays what it was: not JSON.
+    assert.match(expectInvalid(() => parseEnvelope(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), body(good())])), '(body)', MalformedBodyError).message, /not valid JSON/);
+  });
+
+  it(`accepts ${MAX_JSON_DEPTH} levels of nesting in the whole body and rejects one more, before parsing`, () => {
+    // The envelope object is level 1 and the payload object level 2.
+    const nested = (levels: number) => body({ ...good(), payload: { deep: JSON.parse('['.repeat(levels) + ']'.repeat(levels)) as unknown } });
+    assert.equal(parseEnvelope(nested(MAX_JSON_DEPTH - 2)).eventId, good().eventId);
+    assert.match(expectInvalid(() => parseEnvelope(nested(MAX_JSON_DEPTH - 1)), '(body)', MalformedBodyError).message, new RegExp(`nested deeper than ${MAX_JSON_DEPTH} levels`));
+    // 100,000 levels fit in the size limit; without the check fingerprinting overflowed the stack.
+    const hostile = Buffer.from(`{"payload":${'['.repeat(100_000)}${']'.repeat(100_000)},"note":"${MARKER}"}`);
+    assert.ok(hostile.length < DEFAULT_MAX_ENVELOPE_BYTES);
+    expectInvalid(() => parseEnvelope(hostile), '(body)', MalformedBodyError);
+  });
+
+  it('counts nesting outside strings only', () => {
+    assert.equal(nestingExceeds(Buffer.from(`{"a":"${'['.repeat(100)}"}`), 2), false);
+    assert.equal(nestingExceeds(Buffer.from(`{"a":"\\\\\\"{{{{","b":[[1]]}`), 3), false);
+    assert.equal(nestingExceeds(Buffer.from(`{"a":"\\\\","b":[[[1]]]}`), 3), true);
+    assert.equal(nestingExceeds(Buffer.from(`{"a":"é","b":[{"c":[1]}]}`), 3), true);
+  });
+
+  it('rejects a payload number beyond the range of a double (it would parse to Infinity)', () => {
+    const text = JSON.stringify({ ...good(), payload: { amount: 1, nested: [{ n: 0 }] } });
+    for (const huge of ['1e400', '-1e400']) {
+      const err = expectInvalid(() => parseEnvelope(Buffer.from(text.replace('"n":0', `"n":${huge}`))), 'payload');
+      assert.match(err.message, /outside the range of a double/);
+    }
+    expectInvalid(() => validateEnvelope({ ...good(), payload: { a: [Number.NaN] } }), 'payload');
+    // The check walks outgoing payloads too: a cycle must end the walk, not loop forever.
+    const cyclic: Record<string, unknown> = { amount: 1 };
+    cyclic.self = cyclic;
+    assert.equal(validateEnvelope({ ...good(), payload: cyclic }).eventId, good().eventId);
+  });
+
+  it('keeps huge finite numbers as doubles, with a stable fingerprint', () => {
+    const text = JSON.stringify({ ...good(), payload: { big: 0 } });
+    const a = parseEnvelope(Buffer.from(text.replace('"big":0', '"big":123456789012345678901234567890')));
+    const b = parseEnvelope(Buffer.from(text.replace('"big":0', '"big":1.2345678901234568e29')));
+    assert.equal((a.payload as { big: number }).big, 1.2345678901234568e29);
+    assert.equal(fingerprint(a), fingerprint(b), 'the fingerprint is over the parsed double, so both spellings match');
+    expectInvalid(() => parseEnvelope(Buffer.from(text.replace('"aggregateVersion":7', '"aggregateVersion":9007199254740993'))), 'aggregateVersion');
+    expectInvalid(() => parseEnvelope(Buffer.from(text.replace('"aggregateVersion":7', '"aggregateVersion":1e400'))), 'aggregateVersion');
   });
 
   it('validates the parsed object like validateEnvelope', () => {

@@ -12,6 +12,6 @@ describe('quarantine metadata', () => {
 
   it('classes a message retried to its limit as exhausted, everything else as permanent', () => {
     assert.equal(failureClass('handler-failed'), 'exhausted');
-    for (const reason of ['content-conflict', 'invalid-envelope', 'unknown-event-type', 'stale-version', 'handler-permanent', 'unsupported-schema-version'] as const) assert.equal(failureClass(reason), 'permanent');
+    for (const reason of ['content-conflict', 'invalid-envelope', 'malformed-body', 'body-too-large', 'unknown-event-type', 'stale-version', 'handler-permanent', 'unsupported-schema-version'] as const) assert.equal(failureClass(reason), 'permanent');
   });
 });

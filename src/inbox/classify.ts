@@ -1,5 +1,5 @@
 import { isTransientDatabaseError } from '../db/transaction.js';
-import { ContentConflictError, EnvelopeValidationError, PermanentError, StaleVersionError, TransientError, UnsupportedSchemaVersionError, VersionGapError } from '../errors.js';
+import { BodyTooLargeError, ContentConflictError, EnvelopeValidationError, MalformedBodyError, PermanentError, StaleVersionError, TransientError, UnsupportedSchemaVersionError, VersionGapError } from '../errors.js';
 import type { QuarantineReason } from './quarantine.js';
 
 export type FailureAction =
@@ -17,6 +17,9 @@ export type FailureAction =
  */
 export function classifyFailure(err: unknown, attempt: number, maxAttempts: number): FailureAction {
   if (err instanceof ContentConflictError) return { action: 'quarantine', reason: 'content-conflict' };
+  // The body-level subclasses first: an operator filters a broken producer apart from a wrong field.
+  if (err instanceof BodyTooLargeError) return { action: 'quarantine', reason: 'body-too-large' };
+  if (err instanceof MalformedBodyError) return { action: 'quarantine', reason: 'malformed-body' };
   if (err instanceof EnvelopeValidationError) return { action: 'quarantine', reason: 'invalid-envelope' };
   if (err instanceof StaleVersionError) return { action: 'quarantine', reason: 'stale-version' };
   if (err instanceof PermanentError) return { action: 'quarantine', reason: 'handler-permanent' };

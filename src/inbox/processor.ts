@@ -124,6 +124,23 @@ export class DeliveryProcessor {
     return { envelope: upcast(sent, this.options.schemas), print: fingerprint(sent) };
   }
 
+  /**
+   * #prepare for a fresh delivery, settling it when that fails. A valid envelope that cannot
+   * be upcast (a newer schema version) keeps its eventId and fingerprint in the quarantine
+   * row, so `dlq list` and a replay can name the event.
+   */
+  async #prepareOrSettle(delivery: RawDelivery, attempt: number): Promise<{ envelope: EventEnvelope; print: string } | { settlement: Settlement }> {
+    let sent: EventEnvelope | null = null;
+    let print: string | null = null;
+    try {
+      sent = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
+      print = fingerprint(sent);
+      return { envelope: upcast(sent, this.options.schemas), print };
+    } catch (err) {
+      return { settlement: await this.#settleFailure(err, delivery, sent, print, attempt) };
+    }
+  }
+
   /** The pool it runs on, for read-only companions such as the consumer's metrics gauges. */
   get pool(): pg.Pool {
     return this.#pool;
@@ -147,14 +164,12 @@ export class DeliveryProcessor {
     const ids = new Set<string>();
     for (const [index, delivery] of deliveries.entries()) {
       const attempt = readAttempt(delivery);
-      let envelope: EventEnvelope;
-      let print: string;
-      try {
-        ({ envelope, print } = this.#prepare(delivery));
-      } catch (err) {
-        settlements[index] = await this.#settleFailure(err, delivery, null, null, attempt);
+      const prepared = await this.#prepareOrSettle(delivery, attempt);
+      if ('settlement' in prepared) {
+        settlements[index] = prepared.settlement;
         continue;
       }
+      const { envelope, print } = prepared;
       if (!this.options.batchHandler && !this.#handlerFor(envelope)) {
         settlements[index] = await this.#settleUnknownType(delivery, envelope, print);
         continue;

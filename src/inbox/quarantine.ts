@@ -4,7 +4,12 @@ import { inboxSql } from './sql.js';
 
 export type QuarantineReason =
   | 'content-conflict'
+  /** A field of the envelope is missing or wrong; the detail names the field. */
   | 'invalid-envelope'
+  /** The body is not a JSON object at all: empty, not UTF-8, not JSON, nested too deeply. */
+  | 'malformed-body'
+  /** Over maxEnvelopeBytes; never parsed. */
+  | 'body-too-large'
   | 'unknown-event-type'
   | 'stale-version'
   | 'handler-failed'
