@@ -19,10 +19,13 @@ export class ConfigError extends ConvergeError {
   }
 }
 
-/** A schema or table name that is not a plain SQL identifier. */
+/**
+ * A schema, table or role name that is not a plain SQL identifier. `field` names the option it
+ * came from when known; the message never quotes the name itself, which may be an injection attempt.
+ */
 export class InvalidIdentifierError extends ConvergeError {
-  constructor(readonly identifier: string) {
-    super('CONVERGE_INVALID_IDENTIFIER', `not a valid identifier: must match /^[a-z_][a-z0-9_]{0,62}$/`);
+  constructor(readonly identifier: string, readonly field?: string) {
+    super('CONVERGE_INVALID_IDENTIFIER', `${field ? `invalid option "${field}": ` : ''}not a valid identifier: must match /^[a-z_][a-z0-9_]{0,62}$/`);
   }
 }
 

@@ -13,6 +13,8 @@ export { usePreparedStatements } from './db/statement.js';
 
 export { migrate, migrationSql, DEFAULT_SCHEMA } from './schema/migrate.js';
 export type { MigrateOptions, MigrateResult } from './schema/migrate.js';
+export { grantsSql } from './schema/grants.js';
+export type { GrantsOptions } from './schema/grants.js';
 
 export { appendToOutbox, appendManyToOutbox, updateExactlyOne } from './outbox/append.js';
 export type { AppendedEvent, OutboxOptions } from './outbox/append.js';

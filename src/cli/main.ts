@@ -15,6 +15,7 @@ import { parseQueue, parseSource, statusCommand, type StatusCliOptions } from '.
 import { rebuildCommand, reconcileCommand, type RebuildCliOptions, type ReconcileCliOptions } from './reconcile.js';
 import { startRelay } from '../relay/relay.js';
 import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
+import { grantsSql } from '../schema/grants.js';
 import { declarePartitionedTopology } from '../transport/topology.js';
 
 function integer(value: string): number {
@@ -56,6 +57,26 @@ program
     }
     const result = await migrate({ connectionString: databaseUrl, schema });
     console.log(result.applied.length > 0 ? `schema ${schema}: applied migrations ${result.applied.join(', ')}` : `schema ${schema}: already at migration ${result.version}`);
+  });
+
+program
+  .command('grants')
+  .description('print least-privilege GRANT statements for relay, consumer and producer roles (run them as the schema owner after migrate)')
+  .option('--relay-role <role>', 'role the relay connects as')
+  .option('--consumer-role <role...>', 'role(s) consumers connect as')
+  .option('--producer-role <role>', 'role the application appends to the outbox as')
+  .option('--projection-table <schema.table...>', 'read-model tables the consumer roles write')
+  .action((options: { relayRole?: string; consumerRole?: string[]; producerRole?: string; projectionTable?: string[] }) => {
+    const { schema } = globalOptions();
+    process.stdout.write(
+      `${grantsSql({
+        schema,
+        ...(options.relayRole !== undefined ? { relayRole: options.relayRole } : {}),
+        ...(options.consumerRole !== undefined ? { consumerRoles: options.consumerRole } : {}),
+        ...(options.producerRole !== undefined ? { producerRole: options.producerRole } : {}),
+        ...(options.projectionTable !== undefined ? { projectionTables: options.projectionTable } : {}),
+      })}\n`,
+    );
   });
 
 program

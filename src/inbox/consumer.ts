@@ -142,7 +142,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** One connection's lifetime: declare, subscribe, then wait for the connection to end or stop(). */
   async #session(onConnected: () => void): Promise<void> {
     const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
-    const connection = await openConnection(this.options.amqpUrl, `converge-consumer ${this.options.queue}`, this.options.logger, () => this.#sessionEnded?.());
+    const connection = await openConnection(this.options.amqpUrl, `converge-consumer ${this.options.queue}`, this.options.logger, () => this.#sessionEnded?.(), this.options.amqpSocketOptions);
     this.#connection = connection;
     const channel = await connection.createChannel();
     channel.on('error', (err: Error) => this.options.logger.warn(describeError(err), 'consumer channel error'));

@@ -7,6 +7,7 @@ import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, me
 import type { MetricsEndpoint } from '../ops/metrics.js';
 import { createLogger, type Logger } from '../ops/logger.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import type { AmqpSocketOptions } from '../transport/connection.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
 import type { SchemaEvolution } from './upcast.js';
 import type { Settlement } from './processor.js';
@@ -83,6 +84,12 @@ export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
   /** Inbox scope; defaults to the queue name. */
   consumer?: string;
   amqpUrl?: string;
+  /**
+   * Socket options for amqplib's connect: with an `amqps://` URL they go to `tls.connect`
+   * (`ca`, `cert`, `key`, `passphrase`, `servername`, `rejectUnauthorized`), and `credentials`
+   * can select EXTERNAL auth. Never logged.
+   */
+  amqpSocketOptions?: AmqpSocketOptions;
   /** Exchange the queue is bound to. Default `converge.events`. */
   exchange?: string;
   /** Binding patterns on the exchange. Default `['#']`. */
@@ -137,6 +144,7 @@ const consumerSchema = z.object({
   queue: z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only'),
   consumer: z.string().min(1).max(200).optional(),
   amqpUrl: z.string().min(1).optional(),
+  amqpSocketOptions: z.record(z.string(), z.unknown()).optional(),
   exchange: z.string().min(1).max(255).optional(),
   bindings: z.array(z.string().min(1).max(255)).min(1).optional(),
   declare: z.boolean().optional(),
@@ -180,6 +188,7 @@ export interface ResolvedConsumerOptions extends ResolvedProcessorOptions {
   queue: string;
   retryQueue: string;
   amqpUrl: string;
+  amqpSocketOptions: AmqpSocketOptions;
   exchange: string;
   bindings: string[];
   declare: boolean;
@@ -222,6 +231,7 @@ export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumer
     queue: o.queue,
     retryQueue: `${o.queue}.retry`,
     amqpUrl: o.amqpUrl ?? amqpUrlFromEnv(),
+    amqpSocketOptions: o.amqpSocketOptions ?? {},
     exchange: o.exchange ?? 'converge.events',
     bindings: o.bindings ?? ['#'],
     declare: o.declare ?? true,

@@ -142,7 +142,7 @@ export interface GapQuery {
  * when. Early events that did not fit in the buffer wait in the retry queue and are not listed.
  */
 export async function readGaps(executor: Executor, query: GapQuery = {}): Promise<Gap[]> {
-  const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA);
+  const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA, 'schema');
   const { rows } = await executor.query<{
     consumer: string;
     projection: string;

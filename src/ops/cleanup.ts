@@ -67,7 +67,7 @@ export function validateRetention(options: Pick<CleanupOptions, 'inboxRetentionM
 export async function cleanup(input: CleanupOptions): Promise<CleanupResult> {
   const options = parseOptions(schema, input) as CleanupOptions;
   validateRetention(options);
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const batchSize = options.batchSize ?? 1_000;
   const result: CleanupResult = { outboxDeleted: 0, inboxDeleted: 0, batches: 0 };
   const drain = async (text: string, retentionMs: number): Promise<number> => {

@@ -66,7 +66,7 @@ export async function compactInbox(input: CompactionOptions): Promise<Compaction
     { inboxRetentionMs: options.olderThanMs, retryHorizonMs: options.retryHorizonMs, quarantineReplayWindowMs: options.quarantineReplayWindowMs },
     'olderThanMs',
   );
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const batchSize = options.batchSize ?? 1_000;
   const result: CompactionResult = { compacted: 0, watermarks: 0, batches: 0 };
   for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {

@@ -52,7 +52,7 @@ export interface QuarantinedMessage extends Omit<QuarantineSummary, 'ageSeconds'
 
 /** Quarantined messages, newest first, without their bodies. */
 export async function listQuarantine(executor: Executor, filter: QuarantineFilter = {}): Promise<QuarantineSummary[]> {
-  const sql = opsSql(quoteIdentifier(filter.schema ?? DEFAULT_SCHEMA));
+  const sql = opsSql(quoteIdentifier(filter.schema ?? DEFAULT_SCHEMA, 'schema'));
   const { rows } = await executor.query<Record<string, unknown>>(sql.listQuarantine, [
     filter.consumer ?? null,
     filter.reason ?? null,
@@ -66,7 +66,7 @@ export async function listQuarantine(executor: Executor, filter: QuarantineFilte
 
 /** One quarantined message with its raw body and properties, for a person to inspect. */
 export async function showQuarantined(executor: Executor, id: string, schema = DEFAULT_SCHEMA): Promise<QuarantinedMessage | null> {
-  const { rows } = await executor.query<Record<string, unknown>>(opsSql(quoteIdentifier(schema)).quarantined, [id]);
+  const { rows } = await executor.query<Record<string, unknown>>(opsSql(quoteIdentifier(schema, 'schema')).quarantined, [id]);
   const row = rows[0];
   if (!row) return null;
   return { ...summary(row), exchange: (row.exchange as string | null) ?? null, properties: row.properties as QuarantinedMessage['properties'], body: row.body as Buffer };
@@ -123,7 +123,7 @@ async function openRow(executor: Executor, id: string, schema: string): Promise<
 }
 
 async function resolve(executor: Executor, id: string, resolution: 'replayed' | 'discarded', note: string, schema: string): Promise<void> {
-  const { rows } = await executor.query(opsSql(quoteIdentifier(schema)).resolveQuarantine, [id, resolution, note]);
+  const { rows } = await executor.query(opsSql(quoteIdentifier(schema, 'schema')).resolveQuarantine, [id, resolution, note]);
   if (rows.length === 0) throw new ConvergeError('CONVERGE_QUARANTINE_RESOLVED', `quarantined message ${id} was closed by someone else meanwhile`);
 }
 

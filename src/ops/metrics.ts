@@ -24,7 +24,7 @@ export interface ConvergenceMetricsOptions {
  */
 export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): client.Registry {
   const registry = options.registry ?? new client.Registry();
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   registerReorderGauges(registry, options.pool, sql, options.gapAfterMs ?? 60_000);
   registerOutboxGauges(registry, options.pool, sql);
   return registry;
@@ -152,7 +152,7 @@ export interface ServedMetrics {
 export function serveRelayMetrics(relay: Relay, pool: pg.Pool, schema: string, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
   const registry = endpoint.registry ?? new client.Registry();
   instrumentRelay(relay, registry);
-  registerOutboxGauges(registry, pool, opsSql(quoteIdentifier(schema)));
+  registerOutboxGauges(registry, pool, opsSql(quoteIdentifier(schema, 'schema')));
   return serveUntilClosed(registry, endpoint, ready);
 }
 
@@ -160,7 +160,7 @@ export function serveRelayMetrics(relay: Relay, pool: pg.Pool, schema: string, e
 export function serveConsumerMetrics(consumer: Consumer, pool: pg.Pool, schema: string, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
   const registry = endpoint.registry ?? new client.Registry();
   instrumentConsumer(consumer, registry);
-  registerReorderGauges(registry, pool, opsSql(quoteIdentifier(schema)), endpoint.gapAfterMs ?? 60_000);
+  registerReorderGauges(registry, pool, opsSql(quoteIdentifier(schema, 'schema')), endpoint.gapAfterMs ?? 60_000);
   return serveUntilClosed(registry, endpoint, ready);
 }
 

@@ -106,7 +106,7 @@ const SAMPLE_IDS = 5;
  */
 export async function readPipelineStatus(input: PipelineStatusOptions): Promise<PipelineStatus> {
   const options = parseOptions(optionsSchema, input) as PipelineStatusOptions;
-  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema');
   const sql = opsSql(schema);
   const windowMs = options.windowMs ?? 60_000;
   const sampleMs = options.sampleMs ?? 5_000;
@@ -214,7 +214,7 @@ async function checkSources(pool: pg.Pool, schema: string, sources: SourceTable[
   const facts: SourceFacts[] = [];
   for (const source of sources) {
     const text = sourceAheadSql(schema, {
-      table: source.table.split('.').map(quoteIdentifier).join('.'),
+      table: source.table.split('.').map((part) => quoteIdentifier(part)).join('.'),
       id: quoteIdentifier(source.idColumn ?? 'id'),
       version: quoteIdentifier(source.versionColumn ?? 'version'),
       ...(source.changedAtColumn ? { changedAt: quoteIdentifier(source.changedAtColumn) } : {}),

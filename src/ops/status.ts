@@ -10,7 +10,7 @@ export interface ConvergeStatus {
 
 /** Where work is stuck: unpublished and failed outbox rows, age of the oldest pending, open quarantine by reason. */
 export async function readStatus(executor: Executor, schema = DEFAULT_SCHEMA): Promise<ConvergeStatus> {
-  const sql = opsSql(quoteIdentifier(schema));
+  const sql = opsSql(quoteIdentifier(schema, 'schema'));
   const status: ConvergeStatus = { outbox: { pending: 0, published: 0, failed: 0, oldestPendingAgeSeconds: null }, quarantine: {} };
   const outbox = await executor.query<{ status: 'pending' | 'published' | 'failed'; n: string; oldest_age_seconds: string | null }>(sql.outboxStatus);
   for (const row of outbox.rows) {
@@ -24,7 +24,7 @@ export async function readStatus(executor: Executor, schema = DEFAULT_SCHEMA): P
 
 /** Sends failed outbox events (all, or one by id) through the relay again, with their original eventIds. */
 export async function retryFailedEvents(executor: Executor, options: { schema?: string; eventId?: string } = {}): Promise<string[]> {
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const { rows } = await executor.query<{ event_id: string }>(sql.retryFailed, [options.eventId ?? null]);
   return rows.map((row) => row.event_id);
 }
@@ -45,7 +45,7 @@ export interface OutboxRow {
 
 /** Lists outbox rows of one status (default `failed`), oldest first, without payloads. */
 export async function listOutbox(executor: Executor, options: { schema?: string; status?: OutboxRow['status']; limit?: number } = {}): Promise<OutboxRow[]> {
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const { rows } = await executor.query<{
     event_id: string;
     aggregate_type: string;

@@ -33,7 +33,7 @@ export async function appendToOutbox(executor: Executor, event: NewEvent, option
  * Every event is validated before anything is sent, so one bad event fails the call whole.
  */
 export async function appendManyToOutbox(executor: Executor, events: readonly NewEvent[], options: OutboxOptions = {}): Promise<AppendedEvent[]> {
-  const sql = outboxSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA));
+  const sql = outboxSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   if (events.length === 0) return [];
   const envelopes = events.map(toEnvelope);
   const { rows } = await runStatement<{ position: string; event_id: string }>(executor, sql.insert, [

@@ -77,13 +77,13 @@ export async function readProjectionState(
   executor: Executor,
   key: AggregateKey & { schema?: string },
 ): Promise<ProjectionState | null> {
-  const sql = projectionSql(quoteIdentifier(key.schema ?? DEFAULT_SCHEMA));
+  const sql = projectionSql(quoteIdentifier(key.schema ?? DEFAULT_SCHEMA, 'schema'));
   const { rows } = await executor.query<StateRow>(sql.read, [key.projection, key.aggregateType, key.aggregateId]);
   return toState(rows[0]);
 }
 
 function prepare(target: ProjectionTarget) {
-  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA));
+  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA, 'schema'));
   const key: AggregateKey = { projection: target.projection, aggregateType: target.event.aggregateType, aggregateId: target.event.aggregateId };
   return { sql, key, params: [key.projection, key.aggregateType, key.aggregateId] as unknown[] };
 }
@@ -125,7 +125,7 @@ export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateTy
   target: BatchTarget<E>,
   apply: (events: E[]) => Promise<void>,
 ): Promise<BatchApplyResult<E>> {
-  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA));
+  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA, 'schema'));
   if (target.events.length === 0) return { applied: [], covered: [] };
   let moved: E[] = [];
   let rest: readonly E[] = target.events;

@@ -32,7 +32,7 @@ export interface RebuildOptions {
  */
 export async function rebuildProjection(options: RebuildOptions): Promise<ReconcileReport> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const sql = reconcileSql(quoteIdentifier(schema));
+  const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   await withTransaction(options.pool, async (tx) => {
     await tx.query(sql.forget, [options.projection, options.aggregateType]);
     await options.reset(tx);

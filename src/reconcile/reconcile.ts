@@ -102,7 +102,7 @@ const emptyCounts = <T>(value: () => T) => Object.fromEntries(DIFFERENCES.map((d
 export async function reconcile(input: ReconcileOptions): Promise<ReconcileReport> {
   const options = parseOptions(optionsSchema, input) as ReconcileOptions;
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  const sql = reconcileSql(quoteIdentifier(schema));
+  const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   const pageSize = options.pageSize ?? 500;
   const sampleSize = options.sampleSize ?? 10;
   const target: PagedReader =
@@ -183,7 +183,7 @@ class Repairer {
     readonly aggregateType: string,
     readonly hooks: ReconcileRepair,
   ) {
-    this.#sql = reconcileSql(quoteIdentifier(schema));
+    this.#sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   }
 
   async repair(difference: Difference, source: ReconcileRow | undefined, projected: ReconcileRow | undefined): Promise<'repaired' | 'skipped' | 'reported'> {

@@ -37,7 +37,7 @@ export type RepairResult =
  */
 export async function repairFromSnapshot(tx: Executor, snapshot: TrustedSnapshot, apply: () => Promise<void>): Promise<RepairResult> {
   const schema = snapshot.schema ?? DEFAULT_SCHEMA;
-  const sql = reconcileSql(quoteIdentifier(schema));
+  const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   const key = [snapshot.projection, snapshot.aggregateType, snapshot.aggregateId];
   const deleted = snapshot.deleted ?? false;
   const result =

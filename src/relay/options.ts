@@ -9,6 +9,7 @@ import type { Logger } from '../ops/logger.js';
 import { createLogger } from '../ops/logger.js';
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
 import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import type { AmqpSocketOptions } from '../transport/connection.js';
 
 export interface RelayHooks {
   /**
@@ -26,6 +27,12 @@ export interface RelayOptions {
   connectionString?: string;
   /** Default AMQP_URL, or amqp://guest:guest@127.0.0.1:5672. */
   amqpUrl?: string;
+  /**
+   * Socket options for amqplib's connect: with an `amqps://` URL they go to `tls.connect`
+   * (`ca`, `cert`, `key`, `passphrase`, `servername`, `rejectUnauthorized`), and `credentials`
+   * can select EXTERNAL auth. Never logged.
+   */
+  amqpSocketOptions?: AmqpSocketOptions;
   /** Schema holding converge's tables. Default `converge`. */
   schema?: string;
   /** Topic exchange events are published to. Default `converge.events`. */
@@ -70,6 +77,7 @@ const relaySchema = z.object({
   pool: z.any().optional(),
   connectionString: z.string().min(1).optional(),
   amqpUrl: z.string().min(1).optional(),
+  amqpSocketOptions: z.record(z.string(), z.unknown()).optional(),
   schema: identifierOption.optional(),
   exchange: z.string().min(1).max(255).optional(),
   declareExchange: z.boolean().optional(),
@@ -94,6 +102,7 @@ export interface ResolvedRelayOptions {
   pool?: pg.Pool;
   connectionString: string;
   amqpUrl: string;
+  amqpSocketOptions: AmqpSocketOptions;
   schema: string;
   exchange: string;
   declareExchange: boolean;
@@ -120,6 +129,7 @@ export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
     pool: o.pool,
     connectionString: o.connectionString ?? databaseUrlFromEnv(),
     amqpUrl: o.amqpUrl ?? amqpUrlFromEnv(),
+    amqpSocketOptions: o.amqpSocketOptions ?? {},
     schema: o.schema ?? DEFAULT_SCHEMA,
     exchange: o.exchange ?? 'converge.events',
     declareExchange: o.declareExchange ?? true,

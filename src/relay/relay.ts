@@ -242,7 +242,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     if (!this.#connection) {
       this.#connection = await openConnection(this.options.amqpUrl, `converge-relay ${this.options.relayId}`, this.options.logger, () => {
         this.#connection = undefined;
-      });
+      }, this.options.amqpSocketOptions);
     }
     const channel = await this.#connection.createConfirmChannel();
     if (this.options.declareExchange) await channel.assertExchange(this.options.exchange, 'topic', { durable: true });

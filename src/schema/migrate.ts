@@ -26,7 +26,8 @@ export interface MigrateResult {
  */
 export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
-  const schema = quoteIdentifier(schemaName);
+  // Checked before a pool exists, so a bad name never reaches a connection.
+  const schema = quoteIdentifier(schemaName, 'schema');
   const ownPool = options.pool ? undefined : new pg.Pool({ connectionString: options.connectionString, max: 1 });
   const pool = options.pool ?? ownPool!;
   let client: pg.PoolClient | undefined;
@@ -34,7 +35,10 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
     client = await pool.connect();
     await client.query('BEGIN');
     await client.query(`SELECT pg_advisory_xact_lock(hashtext('converge.migrate'), hashtext($1))`, [schemaName]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database even when the schema exists; skipping
+    // it lets a migration role that owns a schema a DBA created run without that database privilege.
+    const existing = await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schemaName]);
+    if (existing.rowCount === 0) await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${schema}.migrations (
       version    integer PRIMARY KEY,
       name       text NOT NULL,
@@ -64,7 +68,7 @@ export async function migrate(options: MigrateOptions = {}): Promise<MigrateResu
 
 /** The SQL `migrate()` would run on an empty database, for DBAs who apply schema changes themselves. */
 export function migrationSql(schemaName = DEFAULT_SCHEMA): string {
-  const schema = quoteIdentifier(schemaName);
+  const schema = quoteIdentifier(schemaName, 'schema');
   const parts = [`CREATE SCHEMA IF NOT EXISTS ${schema};`];
   parts.push(`CREATE TABLE IF NOT EXISTS ${schema}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());`);
   for (const migration of migrations) {

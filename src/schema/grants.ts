@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import { quoteIdentifier } from '../db/identifier.js';
+import { identifierOption, parseOptions } from '../ops/config.js';
+import { DEFAULT_SCHEMA } from './migrate.js';
+
+export interface GrantsOptions {
+  /** Schema holding converge's tables. Default `converge`. */
+  schema?: string;
+  /** Role the relay connects as: claims and marks outbox rows, nothing else. */
+  relayRole?: string;
+  /** Role(s) consumers connect as: inbox, reorder buffer, watermark, quarantine, projection state and `projectionTables`. */
+  consumerRole?: string;
+  consumerRoles?: string[];
+  /** Role the application's business transactions run as, appending to the outbox. */
+  producerRole?: string;
+  /** `schema.table` read models the consumer roles write (SELECT, INSERT, UPDATE, DELETE). */
+  projectionTables?: string[];
+}
+
+const qualifiedTable = z
+  .string()
+  .refine((name) => {
+    const parts = name.split('.');
+    return parts.length === 2 && parts.every((part) => identifierOption.safeParse(part).success);
+  }, 'must be schema.table, each part matching /^[a-z_][a-z0-9_]{0,62}$/');
+
+const optionsSchema = z.object({
+  schema: identifierOption.optional(),
+  relayRole: identifierOption.optional(),
+  consumerRole: identifierOption.optional(),
+  consumerRoles: z.array(identifierOption).optional(),
+  producerRole: identifierOption.optional(),
+  projectionTables: z.array(qualifiedTable).optional(),
+}).strict();
+
+/**
+ * The least privileges each runtime role needs, as GRANT statements to run as the role that
+ * owns the schema (the migration role) after `converge migrate`. Derived from the statements
+ * each component runs:
+ *
+ * - relay: claims with `SELECT … FOR UPDATE SKIP LOCKED` and marks with `UPDATE … RETURNING`,
+ *   which need SELECT and UPDATE on the outbox; LISTEN needs no grant.
+ * - producer: `INSERT … RETURNING position, event_id` needs INSERT, SELECT on just those two
+ *   columns, and USAGE on the bigserial's sequence; the NOTIFY trigger needs nothing more.
+ * - consumer: inbox INSERT … ON CONFLICT DO NOTHING RETURNING and fingerprint reads; watermark
+ *   reads; parked read, insert, delete; quarantine upserts (ON CONFLICT DO UPDATE) and replay
+ *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates.
+ *
+ * Nobody gets DELETE on the outbox or inbox, TRUNCATE, or anything on `migrations`: retention,
+ * compaction, DLQ and reconciliation tools run as the owning (migration) role.
+ * Tables added by later migrations need the statements run again after upgrading.
+ */
+export function grantsSql(input: GrantsOptions): string {
+  const options = parseOptions(optionsSchema, input) as GrantsOptions;
+  const s = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const consumers = [...(options.consumerRole ? [options.consumerRole] : []), ...(options.consumerRoles ?? [])];
+  const lines: string[] = [`-- converge grants for schema ${s}; run as the role that owns it (the migration role).`];
+
+  if (options.relayRole) {
+    const r = quoteIdentifier(options.relayRole);
+    lines.push(
+      `-- relay ${r}: claim and mark outbox rows`,
+      `GRANT USAGE ON SCHEMA ${s} TO ${r};`,
+      `GRANT SELECT, UPDATE ON ${s}.outbox TO ${r};`,
+    );
+  }
+
+  if (options.producerRole) {
+    const p = quoteIdentifier(options.producerRole);
+    lines.push(
+      `-- producer ${p}: append events in business transactions`,
+      `GRANT USAGE ON SCHEMA ${s} TO ${p};`,
+      `GRANT INSERT ON ${s}.outbox TO ${p};`,
+      `GRANT SELECT (position, event_id) ON ${s}.outbox TO ${p};`,
+      `GRANT USAGE ON SEQUENCE ${s}.outbox_position_seq TO ${p};`,
+    );
+  }
+
+  for (const consumer of consumers) {
+    const c = quoteIdentifier(consumer);
+    lines.push(
+      `-- consumer ${c}: inbox, reorder buffer, watermarks, quarantine, projection versions`,
+      `GRANT USAGE ON SCHEMA ${s} TO ${c};`,
+      `GRANT SELECT, INSERT ON ${s}.inbox TO ${c};`,
+      `GRANT SELECT ON ${s}.inbox_watermark TO ${c};`,
+      `GRANT SELECT, INSERT, DELETE ON ${s}.parked TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE ON ${s}.quarantine TO ${c};`,
+      `GRANT USAGE ON SEQUENCE ${s}.quarantine_id_seq TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE ON ${s}.projection_state TO ${c};`,
+    );
+    for (const table of options.projectionTables ?? []) {
+      const [tableSchema, tableName] = table.split('.') as [string, string];
+      const t = `${quoteIdentifier(tableSchema)}.${quoteIdentifier(tableName)}`;
+      lines.push(
+        `GRANT USAGE ON SCHEMA ${quoteIdentifier(tableSchema)} TO ${c};`,
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${t} TO ${c};`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
