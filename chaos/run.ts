@@ -25,6 +25,7 @@ const { values: flags } = parseArgs({
     'quiesce-timeout': { type: 'string', default: '180' },
     'no-broker-restart': { type: 'boolean', default: false },
     faults: { type: 'string' },
+    quorum: { type: 'boolean', default: false },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
   },
@@ -65,7 +66,7 @@ const workers: Worker[] = [
 ];
 
 function worker(role: WorkerConfig['role'], name: string): Worker {
-  return { config: { role, name: `chaos-${runId}-${name}`, schema, exchange, queue, databaseUrl, amqpUrl, appName: `chaos-${runId}-${name}`, armed: false, slowMs: 0 }, child: undefined };
+  return { config: { role, name: `chaos-${runId}-${name}`, schema, exchange, queue, databaseUrl, amqpUrl, appName: `chaos-${runId}-${name}`, armed: false, slowMs: 0, predeclared: flags.quorum }, child: undefined };
 }
 
 function spawn(w: Worker, overrides: Partial<WorkerConfig> = {}): Promise<void> {
@@ -122,7 +123,10 @@ async function setup(): Promise<void> {
   const connection = await amqp.connect(amqpUrl);
   const channel = await connection.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: true });
-  await channel.assertQueue(queue, { durable: true });
+  // A quorum queue replicates (and survives a node restart) on a cluster; the retry queue stays
+  // classic for its per-message TTL. Both are declared here, as the consumer would declare them.
+  await channel.assertQueue(queue, { durable: true, ...(flags.quorum ? { arguments: { 'x-queue-type': 'quorum' } } : {}) });
+  await channel.assertQueue(`${queue}.retry`, { durable: true, arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue } });
   await channel.bindQueue(queue, exchange, '#');
   await connection.close();
 }
@@ -421,6 +425,13 @@ async function sabotage(): Promise<void> {
   );
 }
 
+/** This run's flags with its seed: the command that replays the same faults in the same order. */
+function reproduction(): string {
+  const args = process.argv.slice(2);
+  const withoutSeed = args.filter((arg, i) => arg !== '--seed' && args[i - 1] !== '--seed' && !arg.startsWith('--seed='));
+  return ['--seed', String(seed), ...withoutSeed].join(' ');
+}
+
 async function cleanup(): Promise<void> {
   producing = false;
   await Promise.all(workers.map(kill));
@@ -438,7 +449,7 @@ async function cleanup(): Promise<void> {
 
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
-  log(`seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema}`);
+  log(`seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${flags.quorum ? 'quorum' : 'classic durable'}`);
   await setup();
   await Promise.all(workers.map((w) => spawn(w)));
   const producing$ = produce();
@@ -468,7 +479,7 @@ async function main(): Promise<number> {
   await Promise.all(workers.map(stopGracefully));
   if (flags.sabotage) await sabotage();
   const verdict = await check();
-  console.log(`seed ${seed}; reproduce with: npm run chaos -- --seed ${seed} --duration ${durationMs / 1000}`);
+  console.log(`seed ${seed}; reproduce with: npm run chaos -- ${reproduction()}`);
   console.log(`faults by kind: ${Object.entries(faults).map(([k, n]) => `${k}=${n}`).join(' ')}; deaths at a failpoint: ${failpointDeaths}`);
   console.log(`details: ${Object.entries(verdict.details).map(([k, n]) => `${k}=${n}`).join(' ')}`);
   console.log(`faults=${injected} events=${verdict.events} lost=${verdict.lost} double_applied=${verdict.doubleApplied} mismatched=${verdict.mismatched} stuck=${verdict.stuck}`);

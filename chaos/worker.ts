@@ -22,6 +22,8 @@ export interface WorkerConfig {
   armed: boolean;
   /** Handler delay per event, to build a backlog. */
   slowMs: number;
+  /** The queues were declared by the run (e.g. as a quorum queue); the consumer must not redeclare them. */
+  predeclared: boolean;
 }
 
 const config = JSON.parse(process.env.CHAOS_WORKER ?? '{}') as WorkerConfig;
@@ -66,6 +68,7 @@ function runConsumer(): () => Promise<void> {
     exchange: config.exchange,
     pool,
     schema: config.schema,
+    declare: !config.predeclared,
     prefetch: 200,
     batchSize: 50,
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
