@@ -972,6 +972,28 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
     });
   });
 
+  test('a crash between commit and ack (afterCommit hook) leaves the delivery unacked; the redelivery is a duplicate', async () => {
+    await withEnv(async (env) => {
+      let crashes = 0;
+      const consumer = env.start({
+        handlers: { AmountAdded: applyOrder(env.schema) },
+        hooks: { afterCommit: () => { if (crashes++ === 0) throw new Error('crash after commit'); } },
+      });
+      const settled = collect(consumer);
+      try {
+        await consumer.ready();
+        await env.publish(envelope('E1', 'o1', 1, { delta: 5 }));
+        await waitFor(() => settled.some((s) => s.action === 'ack' && s.outcome === 'duplicate'), 'the redelivered copy to be recognised');
+        assert.deepEqual(settled.map((s) => s.action === 'ack' && s.outcome), ['duplicate'], 'the first settlement was never reported: the process "died" before the ack');
+        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E1'`), 1);
+        assert.equal(consumer.stats.applied, 0, 'stats count settlements reported after the ack');
+      } finally {
+        await env.stop(consumer);
+      }
+      assert.equal((await env.checkQueue(env.queue)).messageCount, 0, 'acked at last');
+    });
+  });
+
   test('after the broker connection is lost, the backlog is processed at a rate that starts low (ramp-up)', async () => {
     await withEnv(async (env) => {
       // A long step keeps the limit at its initial 40/s for the whole test.
