@@ -487,6 +487,14 @@ async function main(): Promise<number> {
   return verdict.lost + verdict.doubleApplied + verdict.mismatched + verdict.stuck === 0 ? 0 : 1;
 }
 
+// Ctrl-C (or a CI timeout's SIGTERM) still removes the run's schema, queues and processes.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping and cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
 main()
   .then(async (code) => {
     await cleanup();
