@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { appendToOutbox, encodeMessage, migrate, reconcile, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, type EventEnvelope, type ReconcileRow } from '../src/index.js';
+import { appendToOutbox, encodeMessage, migrate, outboxRowToEnvelope, reconcile, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, type OutboxEnvelopeRow, type ReconcileRow } from '../src/index.js';
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
 import type { WorkerConfig } from './worker.js';
 
@@ -191,16 +191,16 @@ async function inject(kind: FaultKind): Promise<void> {
   switch (kind) {
     case 'kill-relay':
     case 'kill-consumer': {
-      const pool = kind === 'kill-relay' ? relays() : consumers();
-      const victim = pool[between(random, 0, pool.length - 1)]!;
+      const group = kind === 'kill-relay' ? relays() : consumers();
+      const victim = group[between(random, 0, group.length - 1)]!;
       await kill(victim);
       await sleep(between(random, 200, 1_500));
       return reviveInBackground();
     }
     case 'relay-dies-after-confirm':
     case 'consumer-dies-after-commit': {
-      const pool = kind === 'relay-dies-after-confirm' ? relays() : consumers();
-      const victim = pool[between(random, 0, pool.length - 1)]!;
+      const group = kind === 'relay-dies-after-confirm' ? relays() : consumers();
+      const victim = group[between(random, 0, group.length - 1)]!;
       await kill(victim);
       await spawn(victim, { armed: true });
       // It dies at its next confirm (or commit); a quiet one is taken down after a while anyway.
@@ -268,8 +268,8 @@ async function holdHotLock(ms: number): Promise<void> {
 
 /** Publishes already-published events again, as a second relay or a replay would. */
 async function duplicateStorm(count: number): Promise<void> {
-  const { rows } = await pool.query(
-    `SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind, payload, occurred_at
+  const { rows } = await pool.query<OutboxEnvelopeRow>(
+    `SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind, payload, occurred_at, traceparent, tenant_id
        FROM ${q}.outbox WHERE status = 'published' ORDER BY random() LIMIT $1`,
     [count],
   );
@@ -278,18 +278,7 @@ async function duplicateStorm(count: number): Promise<void> {
     const channel = await connection.createConfirmChannel();
     const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
     for (const row of rows) {
-      const envelope: EventEnvelope = {
-        eventId: row.event_id,
-        aggregateType: row.aggregate_type,
-        aggregateId: row.aggregate_id,
-        aggregateVersion: Number(row.aggregate_version),
-        eventType: row.event_type,
-        schemaVersion: row.schema_version,
-        kind: row.kind,
-        payload: row.payload,
-        occurredAt: (row.occurred_at as Date).toISOString(),
-      };
-      const message = encodeMessage(envelope, routingKey);
+      const message = encodeMessage(outboxRowToEnvelope(row), routingKey);
       channel.publish(exchange, message.routingKey, message.content, message.options);
     }
     await channel.waitForConfirms();

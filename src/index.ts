@@ -19,8 +19,8 @@ export type { GrantsOptions } from './schema/grants.js';
 export { appendToOutbox, appendManyToOutbox, updateExactlyOne } from './outbox/append.js';
 export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 
-export { Relay, startRelay } from './relay/index.js';
-export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents } from './relay/index.js';
+export { Relay, startRelay, outboxRowToEnvelope } from './relay/index.js';
+export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents, OutboxEnvelopeRow } from './relay/index.js';
 
 export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER, REPLAY_OF_HEADER, DEFAULT_REORDER_BUFFER, readGaps, upcast, DEFAULT_RAMP_UP, rampLimit } from './inbox/index.js';
 export type {

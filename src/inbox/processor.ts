@@ -367,9 +367,9 @@ export class DeliveryProcessor {
       if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && err instanceof ContentConflictError) settlement.conflict = err;
       return settlement;
     }
-    const delayMs = backoffDelay(attempt, this.options.backoff);
-    this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs, reason: verdict.reason, ...describeError(err) }, 'delivery rolled back; it will be retried');
-    return { action: 'retry', delayMs, attempt, reason: verdict.reason, eventId };
+    const retry = this.#retryLater(attempt, verdict.reason, eventId);
+    this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs: retry.delayMs, reason: verdict.reason, ...describeError(err) }, 'delivery rolled back; it will be retried');
+    return retry;
   }
 
   /**
@@ -388,12 +388,17 @@ export class DeliveryProcessor {
       if (watermark === null || watermark < envelope.aggregateVersion) return null;
       if (parked) await unpark(this.#pool, this.#schema, this.options.consumer, [eventId]);
     } catch (err) {
-      const delayMs = backoffDelay(attempt, this.options.backoff);
-      this.options.logger.warn({ eventId, attempt, delayMs, ...describeError(err) }, 'could not read the compaction watermark; it will be retried');
-      return { action: 'retry', delayMs, attempt, reason: 'database-unavailable', eventId };
+      const retry = this.#retryLater(attempt, 'database-unavailable', eventId);
+      this.options.logger.warn({ eventId, attempt, delayMs: retry.delayMs, ...describeError(err) }, 'could not read the compaction watermark; it will be retried');
+      return retry;
     }
     this.options.logger.debug({ eventId }, 'compacted event seen again; acknowledged without effect');
     return { action: 'ack', outcome: 'duplicate', eventId };
+  }
+
+  /** A retry through the broker after this attempt's backoff. */
+  #retryLater(attempt: number, reason: string, eventId: string | null): Extract<Settlement, { action: 'retry' }> {
+    return { action: 'retry', delayMs: backoffDelay(attempt, this.options.backoff), attempt, reason, eventId };
   }
 
   /**
@@ -413,9 +418,9 @@ export class DeliveryProcessor {
         return parked;
       });
     } catch (err) {
-      const delayMs = backoffDelay(attempt, this.options.backoff);
-      this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs, ...describeError(err) }, 'could not park early event; it will be retried');
-      return { action: 'retry', delayMs, attempt, reason: 'database-unavailable', eventId };
+      const retry = this.#retryLater(attempt, 'database-unavailable', eventId);
+      this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs: retry.delayMs, ...describeError(err) }, 'could not park early event; it will be retried');
+      return retry;
     }
     if (result.status === 'conflict') {
       const conflict = new ContentConflictError(this.options.consumer, eventId, result.parkedFingerprint, print);
@@ -424,9 +429,9 @@ export class DeliveryProcessor {
       return settlement;
     }
     if (result.status === 'full') {
-      const delayMs = backoffDelay(attempt, this.options.backoff);
-      this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, limit: result.limit, delayMs }, 'reorder buffer full; early event waits in the retry queue');
-      return { action: 'retry', delayMs, attempt, reason: 'reorder-buffer-full', eventId };
+      const retry = this.#retryLater(attempt, 'reorder-buffer-full', eventId);
+      this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, limit: result.limit, delayMs: retry.delayMs }, 'reorder buffer full; early event waits in the retry queue');
+      return retry;
     }
     this.options.logger.debug({ eventId, aggregateId: envelope.aggregateId, version: envelope.aggregateVersion, waitingFor: gap.currentVersion + 1 }, 'early event parked until its predecessor applies');
     const state = await readProjectionState(this.#pool, { ...gap.key, schema: this.options.schema });
@@ -470,9 +475,9 @@ export class DeliveryProcessor {
     } catch (err) {
       // Without a durable quarantine row the delivery must not be acked: let it come back.
       const attempt = readAttempt(delivery);
-      const delayMs = backoffDelay(attempt, this.options.backoff);
+      const retry = this.#retryLater(attempt, 'quarantine-unavailable', eventId);
       this.options.logger.warn({ eventId, ...traceFields(delivery), reason, ...describeError(err) }, 'could not write quarantine row; retrying delivery');
-      return { action: 'retry', delayMs, attempt, reason: 'quarantine-unavailable', eventId };
+      return retry;
     }
   }
 

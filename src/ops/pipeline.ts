@@ -75,17 +75,16 @@ export interface PipelineStatus {
   stalled: boolean;
 }
 
-const plainIdentifier = identifierOption;
 const optionsSchema = z.object({
   pool: z.any(),
   schema: identifierOption.optional(),
   sources: z
     .array(z.object({
-      table: z.string().refine((t) => t.split('.').length <= 2 && t.split('.').every((part) => plainIdentifier.safeParse(part).success), 'table or schema.table, plain lower-case identifiers'),
+      table: z.string().refine((t) => t.split('.').length <= 2 && t.split('.').every((part) => identifierOption.safeParse(part).success), 'table or schema.table, plain lower-case identifiers'),
       aggregateType: z.string().min(1),
-      idColumn: plainIdentifier.optional(),
-      versionColumn: plainIdentifier.optional(),
-      changedAtColumn: plainIdentifier.optional(),
+      idColumn: identifierOption.optional(),
+      versionColumn: identifierOption.optional(),
+      changedAtColumn: identifierOption.optional(),
     }).strict())
     .optional(),
   queues: z.array(z.object({ queue: z.string().min(1).max(255), consumer: z.string().min(1).optional(), projection: z.string().min(1).optional() }).strict()).optional(),

@@ -1,3 +1,4 @@
-export { Relay, startRelay } from './relay.js';
+export { Relay, startRelay, outboxRowToEnvelope } from './relay.js';
+export type { OutboxEnvelopeRow } from './sql.js';
 export type { RelayCycleResult, RelayEvents } from './relay.js';
 export type { RelayOptions, RelayHooks } from './options.js';

@@ -14,7 +14,7 @@ import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
-import { relaySql, type ClaimedRow } from './sql.js';
+import { relaySql, type ClaimedRow, type OutboxEnvelopeRow } from './sql.js';
 import { OutboxListener } from './wakeup.js';
 import { runStatement } from '../db/statement.js';
 
@@ -148,7 +148,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   async #publishRow(publisher: ConfirmPublisher, row: ClaimedRow, sentAt: number): Promise<PublishError | number> {
     let message: ReturnType<typeof encodeMessage>;
     try {
-      message = encodeMessage(toEnvelope(row), this.options.routingKey);
+      message = encodeMessage(outboxRowToEnvelope(row), this.options.routingKey);
     } catch (err) {
       return new PublishError('unencodable', describeError(err).err);
     }
@@ -264,7 +264,11 @@ export function startRelay(options: RelayOptions = {}): Relay {
   return new Relay(options).start();
 }
 
-function toEnvelope(row: ClaimedRow): EventEnvelope {
+/**
+ * The envelope an outbox row stands for, exactly as the relay publishes it: for tools that
+ * re-send published events (a replay, a duplicate storm in a fault-injection run).
+ */
+export function outboxRowToEnvelope(row: OutboxEnvelopeRow): EventEnvelope {
   const envelope: EventEnvelope = {
     eventId: row.event_id,
     aggregateType: row.aggregate_type,

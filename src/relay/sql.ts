@@ -64,6 +64,9 @@ export function relaySql(schema: string) {
   };
 }
 
+/** The outbox columns an envelope is made of, as node-postgres returns them. */
+export type OutboxEnvelopeRow = Omit<ClaimedRow, 'position' | 'attempts'>;
+
 export interface ClaimedRow {
   position: string;
   event_id: string;
