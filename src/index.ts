@@ -7,11 +7,12 @@ export { declarePartitionedTopology } from './transport/topology.js';
 export type { PartitionedTopology, PartitionedTopologyOptions } from './transport/topology.js';
 
 export type { Executor, QueryResultLike } from './db/executor.js';
-export { quoteIdentifier } from './db/identifier.js';
+export { quoteIdentifier } from './runtime/identifier.js';
 export { withTransaction } from './db/transaction.js';
 export { usePreparedStatements } from './db/statement.js';
 
-export { migrate, migrationSql, DEFAULT_SCHEMA } from './schema/migrate.js';
+export { migrate, migrationSql } from './schema/migrate.js';
+export { DEFAULT_SCHEMA } from './runtime/defaults.js';
 export type { MigrateOptions, MigrateResult } from './schema/migrate.js';
 export { grantsSql } from './schema/grants.js';
 export type { GrantsOptions } from './schema/grants.js';
@@ -79,12 +80,12 @@ export { cleanup, scheduleCleanup, validateRetention } from './ops/cleanup.js';
 export type { CleanupOptions, CleanupResult } from './ops/cleanup.js';
 export { compactInbox } from './ops/compaction.js';
 export type { CompactionOptions, CompactionResult } from './ops/compaction.js';
-export { registerConvergenceMetrics, serveMetrics, instrumentRelay, instrumentConsumer } from './ops/metrics.js';
-export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './ops/metrics.js';
-export { backoffDelay, DEFAULT_BACKOFF } from './ops/backoff.js';
-export type { BackoffPolicy } from './ops/backoff.js';
-export { createLogger, silentLogger } from './ops/logger.js';
-export type { Logger } from './ops/logger.js';
+export { registerConvergenceMetrics, serveMetrics, instrumentRelay, instrumentConsumer, serveRelayMetrics, serveConsumerMetrics } from './metrics/metrics.js';
+export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics/metrics.js';
+export { backoffDelay, DEFAULT_BACKOFF } from './runtime/backoff.js';
+export type { BackoffPolicy } from './runtime/backoff.js';
+export { createLogger, silentLogger } from './runtime/logger.js';
+export type { Logger } from './runtime/logger.js';
 
 export {
   ConvergeError,
@@ -102,5 +103,5 @@ export {
   PermanentError,
   TransientError,
   UnsupportedSchemaVersionError,
-} from './errors.js';
-export type { AggregateKey, PublishFailure } from './errors.js';
+} from './runtime/errors.js';
+export type { AggregateKey, PublishFailure } from './runtime/errors.js';

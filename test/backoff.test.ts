@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type BackoffPolicy, DEFAULT_BACKOFF, backoffDelay } from '../src/ops/backoff.js';
+import { type BackoffPolicy, DEFAULT_BACKOFF, backoffDelay } from '../src/runtime/backoff.js';
 
 const policy: BackoffPolicy = { initialDelayMs: 100, maxDelayMs: 5_000, factor: 2 };
 const top = () => 1;

@@ -12,7 +12,7 @@ import {
   TransientError,
   classifyFailure,
 } from '../src/index.js';
-import { describeError } from '../src/ops/logger.js';
+import { describeError } from '../src/runtime/logger.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: '42' };
 

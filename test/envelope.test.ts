@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../src/envelope/envelope.js';
 import { fingerprint } from '../src/envelope/fingerprint.js';
 import { DEFAULT_MAX_ENVELOPE_BYTES, MAX_JSON_DEPTH, nestingExceeds, parseEnvelope, validateEnvelope } from '../src/envelope/validate.js';
-import { BodyTooLargeError, ConvergeError, EnvelopeValidationError, MalformedBodyError } from '../src/errors.js';
+import { BodyTooLargeError, ConvergeError, EnvelopeValidationError, MalformedBodyError } from '../src/runtime/errors.js';
 
 // Messages end up in logs and quarantine rows; anything that looks like data must stay out of them.
 const MARKER = 'SECRET-PII-123';

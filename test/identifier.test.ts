@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isValidIdentifier, quoteIdentifier } from '../src/db/identifier.js';
-import { ConfigError, ConvergeError, InvalidIdentifierError } from '../src/errors.js';
+import { isValidIdentifier, quoteIdentifier } from '../src/runtime/identifier.js';
+import { ConfigError, ConvergeError, InvalidIdentifierError } from '../src/runtime/errors.js';
 import { Consumer, Relay, appendToOutbox, cleanup, migrate, readPipelineStatus, silentLogger } from '../src/index.js';
 
 describe('quoteIdentifier', () => {

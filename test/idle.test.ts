@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Idle } from '../src/ops/idle.js';
+import { Idle } from '../src/runtime/sleep.js';
 
 describe('Idle', () => {
   it('wake() ends a running sleep long before its timeout', async () => {

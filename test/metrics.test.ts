@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import prom from 'prom-client';
-import { Consumer, ContentConflictError, appendToOutbox, withTransaction, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, silentLogger } from '../src/index.js';
+import { Consumer, ContentConflictError, appendToOutbox, withTransaction, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, serveRelayMetrics, serveConsumerMetrics, silentLogger } from '../src/index.js';
 import { connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 describe('convergence metrics', () => {
@@ -127,39 +127,47 @@ describe('relay and consumer counters, readiness', () => {
   });
 });
 
-describe('metrics served by a running relay and consumer', () => {
-  it('serve their own counters, histograms, gauges and readiness on the configured port, and stop serving on stop()', async () => {
+describe('metrics served beside a running relay and consumer', () => {
+  it('serve their counters, histograms, gauges and readiness from outside the components, and stop serving on close()', async () => {
     const db = await createTestSchema('cvms');
     const exchange = uniqueName('cvms-x');
     const queue = uniqueName('cvms-q');
-    const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20, metrics: { port: 0 } });
-    const consumer = new Consumer({ queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger, handlers: { Counted: async () => undefined }, metrics: { port: 0 } });
+    const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const consumer = new Consumer({ queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger, handlers: { Counted: async () => undefined } });
+    const relayMetrics = serveRelayMetrics(relay, { port: 0 });
+    const consumerMetrics = serveConsumerMetrics(consumer, { port: 0 });
     const scrape = async (served: { url: Promise<string> } | undefined, path = '/metrics') => fetch(`${await served!.url}${path}`);
     try {
       consumer.start();
       await consumer.ready();
-      await waitFor(async () => (await scrape(consumer.metrics, '/readyz')).status === 200, 'consumer ready once subscribed');
+      await waitFor(async () => (await scrape(consumerMetrics, '/readyz')).status === 200, 'consumer ready once subscribed');
       await withTransaction(db.pool, async (tx) => {
         for (let v = 1; v <= 5; v++) await appendToOutbox(tx, { aggregateType: 'meter', aggregateId: 'm1', aggregateVersion: v, eventType: 'Counted', payload: { v } }, { schema: db.schema });
       });
       relay.start();
-      await waitFor(async () => /converge_consumer_deliveries_total\{outcome="applied"\} 5\n/.test(await (await scrape(consumer.metrics)).text()), 'five applied events on the consumer endpoint');
-      const consumerText = await (await scrape(consumer.metrics)).text();
+      await waitFor(async () => /converge_consumer_deliveries_total\{outcome="applied"\} 5\n/.test(await (await scrape(consumerMetrics)).text()), 'five applied events on the consumer endpoint');
+      const consumerText = await (await scrape(consumerMetrics)).text();
       assert.match(consumerText, /converge_consumer_lag_seconds_count 5\n/);
       assert.match(consumerText, /# TYPE converge_parked_events gauge/, 'the reorder-buffer gauges come with the consumer');
-      const relayText = await (await scrape(relay.metrics)).text();
+      const relayText = await (await scrape(relayMetrics)).text();
       assert.match(relayText, /converge_relay_published_total 5\n/);
       assert.match(relayText, /converge_relay_confirm_seconds_count 5\n/);
       assert.match(relayText, /converge_outbox_rows\{status="published"\} 5\n/);
       assert.match(relayText, /converge_outbox_oldest_pending_seconds 0\n/);
-      assert.equal((await scrape(relay.metrics, '/readyz')).status, 200, 'relay ready while its confirm channel is open');
-      const urls = [await relay.metrics!.url, await consumer.metrics!.url];
+      assert.equal((await scrape(relayMetrics, '/readyz')).status, 200, 'relay ready while its confirm channel is open');
+      const urls = [await relayMetrics.url, await consumerMetrics.url];
       await relay.stop();
       await consumer.stop();
-      for (const url of urls) await assert.rejects(fetch(`${url}/healthz`), 'nothing listens after stop()');
+      assert.equal((await fetch(`${urls[0]}/readyz`)).status, 503, 'a stopped relay is not ready');
+      assert.equal((await fetch(`${urls[1]}/readyz`)).status, 503, 'a stopped consumer is not ready');
+      await relayMetrics.close();
+      await consumerMetrics.close();
+      for (const url of urls) await assert.rejects(fetch(`${url}/healthz`), 'nothing listens after close()');
     } finally {
       await relay.stop();
       await consumer.stop();
+      await relayMetrics.close();
+      await consumerMetrics.close();
       const connection = await connectRabbit();
       const channel = await connection.createChannel();
       await channel.deleteQueue(queue);
@@ -170,7 +178,4 @@ describe('metrics served by a running relay and consumer', () => {
     }
   });
 
-  it('rejects a bad metrics option, naming the field', () => {
-    assert.throws(() => new Relay({ logger: silentLogger, metrics: { port: 70_000 } }), /metrics\.port/);
-  });
 });

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { InvalidIdentifierError, SchemaTooNewError } from '../src/errors.js';
+import { InvalidIdentifierError, SchemaTooNewError } from '../src/runtime/errors.js';
 import { type MigrateResult, migrate, migrationSql } from '../src/schema/migrate.js';
 import { LATEST_MIGRATION, migrations } from '../src/schema/migrations.js';
 import { DATABASE_URL, connectPostgres, uniqueName, waitFor } from './support/services.js';

@@ -4,7 +4,7 @@ import type pg from 'pg';
 import type { Executor } from '../src/db/executor.js';
 import { withTransaction } from '../src/db/transaction.js';
 import type { NewEvent } from '../src/envelope/envelope.js';
-import { ConcurrencyConflictError, EnvelopeValidationError, InvalidIdentifierError } from '../src/errors.js';
+import { ConcurrencyConflictError, EnvelopeValidationError, InvalidIdentifierError } from '../src/runtime/errors.js';
 import { appendManyToOutbox, appendToOutbox, updateExactlyOne } from '../src/outbox/append.js';
 import { type TestDatabase, createTestSchema, waitFor } from './support/services.js';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../src/envelope/envelope.js';
 import { parseEnvelope } from '../src/envelope/validate.js';
-import { ConfigError } from '../src/errors.js';
+import { ConfigError } from '../src/runtime/errors.js';
 import { CONTENT_TYPE, DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate } from '../src/transport/wire.js';
 
 function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {

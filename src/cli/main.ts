@@ -1,11 +1,11 @@
 import amqp from 'amqplib';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import pg from 'pg';
-import { ConvergeError } from '../errors.js';
-import { amqpUrlFromEnv, databaseUrlFromEnv } from '../ops/config.js';
-import { createLogger } from '../ops/logger.js';
+import { ConvergeError } from '../runtime/errors.js';
+import { amqpUrlFromEnv, databaseUrlFromEnv } from '../runtime/options.js';
+import { createLogger } from '../runtime/logger.js';
 import { listOutbox, readStatus, retryFailedEvents, type OutboxRow } from '../ops/status.js';
-import { registerConvergenceMetrics, serveMetrics } from '../ops/metrics.js';
+import { registerConvergenceMetrics, serveMetrics, serveRelayMetrics } from '../metrics/metrics.js';
 import { cleanup } from '../ops/cleanup.js';
 import { compactInbox } from '../ops/compaction.js';
 import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined, type QuarantineSummary } from '../ops/dlq.js';
@@ -14,7 +14,8 @@ import { table } from './format.js';
 import { parseQueue, parseSource, statusCommand, type StatusCliOptions } from './status.js';
 import { rebuildCommand, reconcileCommand, type RebuildCliOptions, type ReconcileCliOptions } from './reconcile.js';
 import { startRelay } from '../relay/relay.js';
-import { DEFAULT_SCHEMA, migrate, migrationSql } from '../schema/migrate.js';
+import { migrate, migrationSql } from '../schema/migrate.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { grantsSql } from '../schema/grants.js';
 import { declarePartitionedTopology } from '../transport/topology.js';
 
@@ -106,16 +107,17 @@ program
       pollIntervalMs: options.pollMs,
       maxAttempts: options.maxAttempts,
       ...(options.relayId ? { relayId: options.relayId } : {}),
-      ...(options.metricsPort !== undefined ? { metrics: { port: options.metricsPort, host: options.metricsHost } } : {}),
       logger,
     });
-    logger.info({ relayId: relay.options.relayId, schema, exchange: options.exchange, metrics: relay.metrics ? await relay.metrics.url : undefined }, 'relay started');
+    const metrics = options.metricsPort !== undefined ? serveRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost }) : undefined;
+    logger.info({ relayId: relay.options.relayId, schema, exchange: options.exchange, metrics: metrics ? await metrics.url : undefined }, 'relay started');
     await new Promise<void>((resolve) => {
       const done = () => resolve();
       process.once('SIGTERM', done);
       process.once('SIGINT', done);
     });
     await relay.stop();
+    await metrics?.close();
     logger.info({ relayId: relay.options.relayId }, 'relay stopped');
   });
 

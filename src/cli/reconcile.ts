@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../runtime/errors.js';
 import { rebuildProjection, reconcile, DIFFERENCES, type PagedReader, type ReconcileProgress, type ReconcileReport, type ReconcileRow } from '../reconcile/index.js';
 
 export interface ReconcileCliOptions {

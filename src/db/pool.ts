@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { describeError, type Logger } from '../ops/logger.js';
+import { describeError, type Logger } from '../runtime/logger.js';
 
 export interface PoolLease {
   pool: pg.Pool;

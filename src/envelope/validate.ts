@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BodyTooLargeError, EnvelopeValidationError, MalformedBodyError } from '../errors.js';
+import { BodyTooLargeError, EnvelopeValidationError, MalformedBodyError } from '../runtime/errors.js';
 import type { EventEnvelope } from './envelope.js';
 
 export const DEFAULT_MAX_ENVELOPE_BYTES = 256 * 1024;

@@ -1,5 +1,5 @@
 import { isTransientDatabaseError } from '../db/transaction.js';
-import { BodyTooLargeError, ContentConflictError, EnvelopeValidationError, MalformedBodyError, PermanentError, StaleVersionError, TransientError, UnsupportedSchemaVersionError, VersionGapError } from '../errors.js';
+import { BodyTooLargeError, ContentConflictError, EnvelopeValidationError, MalformedBodyError, PermanentError, StaleVersionError, TransientError, UnsupportedSchemaVersionError, VersionGapError } from '../runtime/errors.js';
 import type { QuarantineReason } from './quarantine.js';
 
 export type FailureAction =

@@ -1,11 +1,12 @@
 import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
+import type pg from 'pg';
 import type { ConsumeMessage } from 'amqplib';
-import type { ContentConflictError } from '../errors.js';
-import { backoffDelay } from '../ops/backoff.js';
-import { Idle, onShutdownSignals } from '../ops/idle.js';
-import { describeError } from '../ops/logger.js';
-import { serveConsumerMetrics, type ServedMetrics } from '../ops/metrics.js';
+import type { ContentConflictError } from '../runtime/errors.js';
+import { backoffDelay } from '../runtime/backoff.js';
+import { Idle, onShutdownSignals } from '../runtime/sleep.js';
+import { describeError } from '../runtime/logger.js';
+import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
@@ -65,8 +66,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   readonly #ramp: RampGate | undefined;
   #reportedLimit: number | null = null;
   #sessions = 0;
-  /** Set while running when `options.metrics` asks for an endpoint. */
-  metrics: ServedMetrics | undefined;
 
   constructor(options: ConsumerOptions) {
     super();
@@ -81,9 +80,13 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   start(): this {
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
-    if (this.options.metrics) this.metrics = serveConsumerMetrics(this, this.#processor.pool, this.options.schema, this.options.metrics, () => this.subscribed);
     this.#loop = this.#run();
     return this;
+  }
+
+  /** The pool its transactions run on, for read-only companions such as the reorder-buffer gauges. */
+  get pool(): pg.Pool {
+    return this.#processor.pool;
   }
 
   /** Running with an active subscription on the broker. */
@@ -118,7 +121,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#sessionEnded?.();
     await this.#loop;
     this.#removeSignals?.();
-    await this.metrics?.close();
     await this.#processor.close();
   }
 
@@ -278,7 +280,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
         headers: { ...message.properties.headers, [ATTEMPT_HEADER]: settlement.attempt, ...originHeaders(message) },
         expiration: String(settlement.delayMs),
         persistent: true,
-      }, 10_000);
+      }, DEFAULT_CONFIRM_TIMEOUT_MS);
       return true;
     } catch (err) {
       this.options.logger.warn({ eventId: settlement.eventId, ...traceFields(message), ...describeError(err) }, 'could not park delivery for retry; requeueing it after the backoff');

@@ -1,6 +1,6 @@
 import type { Executor } from '../db/executor.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
-import { ContentConflictError } from '../errors.js';
+import { ContentConflictError } from '../runtime/errors.js';
 import { inboxSql } from './sql.js';
 import { runStatement } from '../db/statement.js';
 

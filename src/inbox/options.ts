@@ -2,11 +2,10 @@ import type pg from 'pg';
 import { z } from 'zod';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
-import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
-import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, metricsOption, parseOptions } from '../ops/config.js';
-import type { MetricsEndpoint } from '../ops/metrics.js';
-import { createLogger, type Logger } from '../ops/logger.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { DEFAULT_BACKOFF, type BackoffPolicy } from '../runtime/backoff.js';
+import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../runtime/options.js';
+import { createLogger, type Logger } from '../runtime/logger.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
 import type { SchemaEvolution } from './upcast.js';
@@ -106,8 +105,6 @@ export interface ConsumerOptions extends Omit<ProcessorOptions, 'consumer'> {
   reconnectBackoff?: Partial<BackoffPolicy>;
   /** Stop gracefully on SIGTERM and SIGINT. Default false (the CLI turns it on). */
   handleSignals?: boolean;
-  /** Serve `/metrics`, `/healthz` and `/readyz` (ready while subscribed) on this port while running. */
-  metrics?: MetricsEndpoint;
   /**
    * After an outage (a new broker connection, or the database coming back) the backlog is
    * processed at a rate that starts low and grows step by step, instead of all at once.
@@ -152,7 +149,6 @@ const consumerSchema = z.object({
   batchSize: z.number().int().min(1).max(10_000).optional(),
   reconnectBackoff: backoffOption,
   handleSignals: z.boolean().optional(),
-  metrics: metricsOption,
   hooks: z.object({ afterCommit: z.function().optional() }).strict().optional(),
   rampUp: z
     .union([
@@ -196,7 +192,6 @@ export interface ResolvedConsumerOptions extends ResolvedProcessorOptions {
   batchSize: number;
   reconnectBackoff: BackoffPolicy;
   handleSignals: boolean;
-  metrics?: MetricsEndpoint;
   /** null when turned off. */
   rampUp: RampUpPolicy | null;
   hooks: ConsumerHooks;
@@ -239,7 +234,6 @@ export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumer
     batchSize: o.batchSize ?? 128,
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2, ...o.reconnectBackoff },
     handleSignals: o.handleSignals ?? false,
-    metrics: o.metrics,
     rampUp: o.rampUp === false ? null : { ...DEFAULT_RAMP_UP, ...o.rampUp },
     hooks: o.hooks ?? {},
   };

@@ -1,6 +1,6 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../db/identifier.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { runStatement } from '../db/statement.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { RawDelivery } from './quarantine.js';

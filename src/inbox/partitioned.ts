@@ -1,4 +1,4 @@
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../runtime/errors.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
 

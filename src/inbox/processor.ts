@@ -1,13 +1,13 @@
 import type pg from 'pg';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import { leasePool } from '../db/pool.js';
 import { withTransaction } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { fingerprint } from '../envelope/fingerprint.js';
 import { parseEnvelope } from '../envelope/validate.js';
-import { ContentConflictError, ConvergeError, StaleVersionError, VersionGapError } from '../errors.js';
-import { backoffDelay } from '../ops/backoff.js';
-import { describeError } from '../ops/logger.js';
+import { ContentConflictError, ConvergeError, StaleVersionError, VersionGapError } from '../runtime/errors.js';
+import { backoffDelay } from '../runtime/backoff.js';
+import { describeError } from '../runtime/logger.js';
 import { classifyFailure } from './classify.js';
 import { upcast } from './upcast.js';
 import { readAttempt, readReplayOf, traceFields } from './headers.js';

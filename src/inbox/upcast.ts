@@ -1,5 +1,5 @@
 import type { EventEnvelope } from '../envelope/envelope.js';
-import { UnsupportedSchemaVersionError } from '../errors.js';
+import { UnsupportedSchemaVersionError } from '../runtime/errors.js';
 
 /** Turns the payload of version n into the payload of version n + 1. Pure: no I/O. */
 export type Upcaster = (payload: unknown) => unknown;

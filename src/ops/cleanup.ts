@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../db/identifier.js';
-import { ConfigError } from '../errors.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
-import { identifierOption, parseOptions } from './config.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
+import { ConfigError } from '../runtime/errors.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { identifierOption, parseOptions } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 
 export interface CleanupOptions {

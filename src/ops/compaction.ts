@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../db/identifier.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { validateRetention } from './cleanup.js';
-import { identifierOption, parseOptions } from './config.js';
+import { identifierOption, parseOptions } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 
 export interface CompactionOptions {

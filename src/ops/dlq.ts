@@ -1,11 +1,11 @@
 import type amqp from 'amqplib';
 import pg from 'pg';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
-import { ConfigError, ConvergeError } from '../errors.js';
+import { ConfigError, ConvergeError } from '../runtime/errors.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { ATTEMPT_HEADER, REPLAY_OF_HEADER } from '../inbox/headers.js';
 import type { ReplayOutcome } from '../inbox/replay.js';
 import { opsSql } from './sql.js';
@@ -104,7 +104,7 @@ async function publishReplay(channel: amqp.ConfirmChannel, queue: string, id: st
   const { [ATTEMPT_HEADER]: _attempt, ...freshHeaders } = headers;
   const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${id}`;
   const publisher = new ConfirmPublisher(channel);
-  await publisher.publish('', queue, message.body, { ...(properties as object), headers: { ...freshHeaders, [REPLAY_OF_HEADER]: id }, messageId, persistent: true }, 10_000);
+  await publisher.publish('', queue, message.body, { ...(properties as object), headers: { ...freshHeaders, [REPLAY_OF_HEADER]: id }, messageId, persistent: true }, DEFAULT_CONFIRM_TIMEOUT_MS);
 }
 
 /** Closes an open quarantined message without processing it; the reason is required and kept. */

@@ -1,10 +1,10 @@
 import amqp from 'amqplib';
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import { readGaps } from '../inbox/index.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
-import { amqpUrlFromEnv, identifierOption, parseOptions } from './config.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { amqpUrlFromEnv, identifierOption, parseOptions } from '../runtime/options.js';
 import { diagnose, queueThroughput, relayThroughput, type Finding, type GapFacts, type OutboxFacts, type PipelineFacts, type QueueFacts, type SourceFacts, type Throughput } from './diagnose.js';
 import { opsSql, sourceAheadSql } from './sql.js';
 

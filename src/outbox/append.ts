@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
-import { ConcurrencyConflictError, EnvelopeValidationError } from '../errors.js';
+import { ConcurrencyConflictError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
 import { validateEnvelope } from '../envelope/validate.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { outboxSql } from './sql.js';
 import { runStatement } from '../db/statement.js';
 

@@ -1,8 +1,8 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
-import { StaleVersionError, VersionGapError, type AggregateKey } from '../errors.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { StaleVersionError, VersionGapError, type AggregateKey } from '../runtime/errors.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { projectionSql, type StateRow } from './sql.js';
 import { aggregateKey, consecutiveRuns, judgeIncrement, planIncrements } from './versions.js';
 import { runStatement } from '../db/statement.js';

@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import type { ReconcileRow } from './compare.js';
 import { reconcile, type PagedReader, type ReconcileProgress, type ReconcileReport } from './reconcile.js';
 import { reconcileSql } from './sql.js';

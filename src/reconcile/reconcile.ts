@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
-import { identifierOption, parseOptions } from '../ops/config.js';
+import { identifierOption, parseOptions } from '../runtime/options.js';
 import { readProjectionState } from '../projection/index.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { classify, DIFFERENCES, mergePages, type Difference, type ReconcileRow } from './compare.js';
 import { repairFromSnapshot } from './repair.js';
 import { reconcileSql } from './sql.js';

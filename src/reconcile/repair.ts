@@ -1,6 +1,6 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../db/identifier.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { readProjectionState, type ProjectionState } from '../projection/index.js';
 import { reconcileSql } from './sql.js';
 

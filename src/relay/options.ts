@@ -2,13 +2,12 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
-import { DEFAULT_BACKOFF, type BackoffPolicy } from '../ops/backoff.js';
-import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, metricsOption, parseOptions } from '../ops/config.js';
-import type { MetricsEndpoint } from '../ops/metrics.js';
-import type { Logger } from '../ops/logger.js';
-import { createLogger } from '../ops/logger.js';
+import { DEFAULT_BACKOFF, type BackoffPolicy } from '../runtime/backoff.js';
+import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../runtime/options.js';
+import type { Logger } from '../runtime/logger.js';
+import { createLogger } from '../runtime/logger.js';
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
 
 export interface RelayHooks {
@@ -69,8 +68,6 @@ export interface RelayOptions {
   /** Stop gracefully on SIGTERM and SIGINT. Default false (the CLI turns it on). */
   handleSignals?: boolean;
   hooks?: RelayHooks;
-  /** Serve `/metrics`, `/healthz` and `/readyz` (ready while connected to the broker) on this port while running. */
-  metrics?: MetricsEndpoint;
 }
 
 const relaySchema = z.object({
@@ -95,7 +92,6 @@ const relaySchema = z.object({
   logger: z.any().optional(),
   handleSignals: z.boolean().optional(),
   hooks: z.any().optional(),
-  metrics: metricsOption,
 });
 
 export interface ResolvedRelayOptions {
@@ -120,7 +116,6 @@ export interface ResolvedRelayOptions {
   logger: Logger;
   handleSignals: boolean;
   hooks: RelayHooks;
-  metrics?: MetricsEndpoint;
 }
 
 export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
@@ -147,6 +142,5 @@ export function resolveRelayOptions(input: RelayOptions): ResolvedRelayOptions {
     logger: o.logger ?? createLogger('converge-relay'),
     handleSignals: o.handleSignals ?? false,
     hooks: o.hooks ?? {},
-    metrics: o.metrics,
   };
 }

@@ -1,15 +1,14 @@
 import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
 import type pg from 'pg';
-import { quoteIdentifier } from '../db/identifier.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
 import { leasePool } from '../db/pool.js';
 import { isTransientDatabaseError } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
-import { PublishError } from '../errors.js';
-import { backoffDelay } from '../ops/backoff.js';
-import { Idle, onShutdownSignals } from '../ops/idle.js';
-import { describeError } from '../ops/logger.js';
-import { serveRelayMetrics, type ServedMetrics } from '../ops/metrics.js';
+import { PublishError } from '../runtime/errors.js';
+import { backoffDelay } from '../runtime/backoff.js';
+import { Idle, onShutdownSignals } from '../runtime/sleep.js';
+import { describeError } from '../runtime/logger.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
@@ -60,8 +59,6 @@ export class Relay extends EventEmitter<RelayEvents> {
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #removeSignals: (() => void) | undefined;
-  /** Set while running when `options.metrics` asks for an endpoint. */
-  metrics: ServedMetrics | undefined;
 
   constructor(options: RelayOptions = {}) {
     super();
@@ -77,9 +74,13 @@ export class Relay extends EventEmitter<RelayEvents> {
   start(): this {
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
-    if (this.options.metrics) this.metrics = serveRelayMetrics(this, this.#pool, this.options.schema, this.options.metrics, () => this.connected);
     this.#loop = this.#run();
     return this;
+  }
+
+  /** The pool it claims and marks with, for read-only companions such as the outbox gauges. */
+  get pool(): pg.Pool {
+    return this.#pool;
   }
 
   /** Running with an open confirm channel to the broker. */
@@ -99,7 +100,6 @@ export class Relay extends EventEmitter<RelayEvents> {
     await this.#loop;
     this.#removeSignals?.();
     await this.#closeBroker();
-    await this.metrics?.close();
     await this.#releasePool();
   }
 

@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { OUTBOX_CHANNEL } from '../schema/migrations.js';
-import type { Logger } from '../ops/logger.js';
-import { describeError } from '../ops/logger.js';
+import { OUTBOX_CHANNEL } from '../runtime/defaults.js';
+import type { Logger } from '../runtime/logger.js';
+import { describeError } from '../runtime/logger.js';
 
 /**
  * Holds one pooled connection in LISTEN on the outbox channel and calls `onInsert` when a

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { quoteIdentifier } from '../db/identifier.js';
-import { identifierOption, parseOptions } from '../ops/config.js';
-import { DEFAULT_SCHEMA } from './migrate.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
+import { identifierOption, parseOptions } from '../runtime/options.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 
 export interface GrantsOptions {
   /** Schema holding converge's tables. Default `converge`. */

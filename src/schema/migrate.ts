@@ -1,9 +1,9 @@
 import pg from 'pg';
-import { quoteIdentifier } from '../db/identifier.js';
-import { SchemaTooNewError } from '../errors.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
+import { SchemaTooNewError } from '../runtime/errors.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION, migrations } from './migrations.js';
 
-export const DEFAULT_SCHEMA = 'converge';
 
 export interface MigrateOptions {
   /** A pool or client to use; otherwise one connection is opened from `connectionString`. */

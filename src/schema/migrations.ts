@@ -199,7 +199,4 @@ export const migrations: readonly Migration[] = [
   },
 ];
 
-/** The NOTIFY channel of migration 2; the payload is the schema name. */
-export const OUTBOX_CHANNEL = 'converge_outbox';
-
 export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;

@@ -1,6 +1,6 @@
 import amqp from 'amqplib';
-import type { Logger } from '../ops/logger.js';
-import { redactUrl } from '../ops/config.js';
+import type { Logger } from '../runtime/logger.js';
+import { redactUrl } from '../runtime/options.js';
 
 /**
  * Passed to amqplib's connect as socket options: with an `amqps://` URL they reach

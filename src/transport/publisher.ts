@@ -1,5 +1,5 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib';
-import { PublishError } from '../errors.js';
+import { PublishError } from '../runtime/errors.js';
 
 interface Pending {
   settle(err: PublishError | null): void;

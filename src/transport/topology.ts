@@ -1,6 +1,7 @@
 import type amqp from 'amqplib';
 import { z } from 'zod';
-import { parseOptions } from '../ops/config.js';
+import { parseOptions } from '../runtime/options.js';
+import { DEFAULT_EXCHANGE } from '../runtime/defaults.js';
 import { HEADER } from './wire.js';
 
 export interface PartitionedTopologyOptions {
@@ -46,7 +47,7 @@ const topologySchema = z.object({
  */
 export async function declarePartitionedTopology(channel: amqp.Channel, input: PartitionedTopologyOptions): Promise<PartitionedTopology> {
   const options = parseOptions(topologySchema, input) as PartitionedTopologyOptions;
-  const exchange = options.exchange ?? 'converge.events';
+  const exchange = options.exchange ?? DEFAULT_EXCHANGE;
   const hashExchange = `${options.queuePrefix}.partitions`;
   await channel.assertExchange(exchange, 'topic', { durable: true });
   await channel.assertExchange(hashExchange, 'x-consistent-hash', { durable: true, arguments: { 'hash-header': HEADER.aggregateId } });

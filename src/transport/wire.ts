@@ -1,5 +1,5 @@
 import type { Options } from 'amqplib';
-import { ConfigError, EnvelopeValidationError } from '../errors.js';
+import { ConfigError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 
 export const CONTENT_TYPE = 'application/json';

@@ -1,4 +1,4 @@
-import { InvalidIdentifierError } from '../errors.js';
+import { InvalidIdentifierError } from './errors.js';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 

@@ -2,9 +2,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
-import { quoteIdentifier } from '../db/identifier.js';
-import { DEFAULT_SCHEMA } from '../schema/migrate.js';
-import { opsSql } from './sql.js';
+import { quoteIdentifier } from '../runtime/identifier.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { opsSql } from '../ops/sql.js';
 import type { Relay } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
 
@@ -148,20 +148,24 @@ export interface ServedMetrics {
   close(): Promise<void>;
 }
 
-/** A relay's counters and the outbox gauges of its database, served while it runs; /readyz follows `ready`. */
-export function serveRelayMetrics(relay: Relay, pool: pg.Pool, schema: string, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
+/**
+ * A relay's counters and the outbox gauges of its database, served until `close()`;
+ * /readyz answers 200 while the relay has an open confirm channel. The relay itself knows
+ * nothing of this: everything is read from its typed events and its public state.
+ */
+export function serveRelayMetrics(relay: Relay, endpoint: MetricsEndpoint): ServedMetrics {
   const registry = endpoint.registry ?? new client.Registry();
   instrumentRelay(relay, registry);
-  registerOutboxGauges(registry, pool, opsSql(quoteIdentifier(schema, 'schema')));
-  return serveUntilClosed(registry, endpoint, ready);
+  registerOutboxGauges(registry, relay.pool, opsSql(quoteIdentifier(relay.options.schema, 'schema')));
+  return serveUntilClosed(registry, endpoint, () => relay.connected);
 }
 
-/** A consumer's counters, lag histogram and reorder-buffer gauges, served while it runs. */
-export function serveConsumerMetrics(consumer: Consumer, pool: pg.Pool, schema: string, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
+/** A consumer's counters, lag histogram and reorder-buffer gauges, served until `close()`; ready while subscribed. */
+export function serveConsumerMetrics(consumer: Consumer, endpoint: MetricsEndpoint): ServedMetrics {
   const registry = endpoint.registry ?? new client.Registry();
   instrumentConsumer(consumer, registry);
-  registerReorderGauges(registry, pool, opsSql(quoteIdentifier(schema, 'schema')), endpoint.gapAfterMs ?? 60_000);
-  return serveUntilClosed(registry, endpoint, ready);
+  registerReorderGauges(registry, consumer.pool, opsSql(quoteIdentifier(consumer.options.schema, 'schema')), endpoint.gapAfterMs ?? 60_000);
+  return serveUntilClosed(registry, endpoint, () => consumer.subscribed);
 }
 
 function serveUntilClosed(registry: client.Registry, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { isValidIdentifier } from '../db/identifier.js';
-import { ConfigError } from '../errors.js';
+import { isValidIdentifier } from './identifier.js';
+import { ConfigError } from './errors.js';
 
 /** Validates an options object with a zod schema, turning the first problem into a ConfigError naming the field. */
 export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, prefix = ''): z.output<S> {
@@ -43,15 +43,4 @@ export const backoffOption = z
     maxDelayMs: z.number().int().positive().optional(),
     factor: z.number().min(1).optional(),
   })
-  .optional();
-
-/** Where a relay or consumer serves its metrics (a MetricsEndpoint). */
-export const metricsOption = z
-  .object({
-    port: z.number().int().min(0).max(65_535),
-    host: z.string().min(1).optional(),
-    registry: z.any().optional(),
-    gapAfterMs: z.number().int().min(0).optional(),
-  })
-  .strict()
   .optional();

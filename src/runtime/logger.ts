@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { ConvergeError, PermanentError, TransientError } from '../errors.js';
+import { ConvergeError, PermanentError, TransientError } from './errors.js';
 
 /**
  * The logging surface converge needs; a pino logger satisfies it. converge logs ids,

@@ -1,0 +1,16 @@
+/**
+ * Names and settings shared by several components. They live at the bottom of the tree so
+ * that a relay, a consumer and an operator tool agree on them without importing each other.
+ */
+
+/** Schema holding converge's tables when the caller names none. */
+export const DEFAULT_SCHEMA = 'converge';
+
+/** Topic exchange the relay publishes to and consumers bind to. */
+export const DEFAULT_EXCHANGE = 'converge.events';
+
+/** NOTIFY channel the outbox trigger (migration 2) signals on; the payload is the schema name. */
+export const OUTBOX_CHANNEL = 'converge_outbox';
+
+/** How long a publisher waits for a broker confirm before treating the publish as failed, in ms. */
+export const DEFAULT_CONFIRM_TIMEOUT_MS = 10_000;
