@@ -1,6 +1,5 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import type { EventEnvelope } from '../envelope/envelope.js';
 import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
 import { DEFAULT_BACKOFF, type BackoffPolicy } from '../runtime/backoff.js';
 import { amqpUrlFromEnv, backoffOption, databaseUrlFromEnv, identifierOption, parseOptions } from '../runtime/options.js';
@@ -10,30 +9,8 @@ import type { AmqpSocketOptions } from '../transport/connection.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
 import type { SchemaEvolution } from './upcast.js';
 import type { Settlement } from './processor.js';
+import type { BatchHandler, EventHandler } from './handler.js';
 import { DEFAULT_RAMP_UP, type RampUpPolicy } from './ramp.js';
-
-export interface HandlerContext {
-  /** The consumer's open transaction: write the projection (and next-hop outbox events) here. */
-  tx: pg.PoolClient;
-  /** The inbox scope (defaults to the queue name). */
-  consumer: string;
-  /** Schema holding converge's tables, to pass on to the projection helpers. */
-  schema: string;
-  /** 1 on the first attempt; grows with every retry of this delivery. */
-  attempt: number;
-  redelivered: boolean;
-}
-
-/** Runs inside the consumer transaction; throwing rolls back everything, inbox row included. */
-export type EventHandler = (event: EventEnvelope, context: HandlerContext) => Promise<void>;
-
-/**
- * Receives every new event of a batch at once (already deduplicated, and in version order
- * per aggregate), for set-based projection writes such as `applyIncrements`. Throwing rolls
- * the batch back; each delivery is then processed on its own, so one bad event never takes
- * the others down and keeps its own outcome.
- */
-export type BatchHandler = (events: EventEnvelope[], context: HandlerContext) => Promise<void>;
 
 export interface ProcessorOptions {
   /** Handlers by eventType; `'*'` catches any type without its own handler. */

@@ -1,0 +1,25 @@
+import type pg from 'pg';
+import type { EventEnvelope } from '../envelope/envelope.js';
+
+export interface HandlerContext {
+  /** The consumer's open transaction: write the projection (and next-hop outbox events) here. */
+  tx: pg.PoolClient;
+  /** The inbox scope (defaults to the queue name). */
+  consumer: string;
+  /** Schema holding converge's tables, to pass on to the projection helpers. */
+  schema: string;
+  /** 1 on the first attempt; grows with every retry of this delivery. */
+  attempt: number;
+  redelivered: boolean;
+}
+
+/** Runs inside the consumer transaction; throwing rolls back everything, inbox row included. */
+export type EventHandler = (event: EventEnvelope, context: HandlerContext) => Promise<void>;
+
+/**
+ * Receives every new event of a batch at once (already deduplicated, and in version order
+ * per aggregate), for set-based projection writes such as `applyIncrements`. Throwing rolls
+ * the batch back; each delivery is then processed on its own, so one bad event never takes
+ * the others down and keeps its own outcome.
+ */
+export type BatchHandler = (events: EventEnvelope[], context: HandlerContext) => Promise<void>;
