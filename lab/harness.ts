@@ -66,7 +66,7 @@ export async function createLabEnv(): Promise<LabEnv> {
   const schema = unique('lab');
   const exchange = unique('lab.events');
   const queue = unique('lab.orders');
-  await migrate({ pool, schema });
+  await migrate(pool, { schema });
   await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount integer NOT NULL, version bigint NOT NULL)`);
   await pool.query(`CREATE TABLE "${schema}".order_projection (id text PRIMARY KEY, amount integer NOT NULL)`);
   // One row per committed application, so "applied" is counted from what really committed.

@@ -53,8 +53,8 @@ async function main(): Promise<number> {
     // Live traffic on other orders while the reconciler repairs.
     const live = [...versions.keys()].filter((id) => !corrupted.has(id)).slice(0, 200);
     const traffic = produce(env, versions, live);
-    const repair = await reconcile({
-      pool: env.pool, schema: env.schema, projection: PROJECTION, aggregateType: 'order',
+    const repair = await reconcile(env.pool, {
+      schema: env.schema, projection: PROJECTION, aggregateType: 'order',
       source: sourceReader(env.pool, q), target: targetReader(env.pool, q), pageSize: 250, sampleSize: 100_000,
       repair: {
         apply: async (tx, row) => void (await tx.query(`INSERT INTO ${q}.order_projection (id, amount) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, [row.id, row.fields!.amount])),
@@ -70,7 +70,7 @@ async function main(): Promise<number> {
     await consumer.drainReady();
     await waitUntil(async () => (await settledEvents(env)) >= delivered + liveEvents, 'the live traffic applied', 60_000);
 
-    const after = await reconcile({ pool: env.pool, schema: env.schema, projection: PROJECTION, aggregateType: 'order', source: sourceReader(env.pool, q), target: targetReader(env.pool, q), pageSize: 1_000 });
+    const after = await reconcile(env.pool, { schema: env.schema, projection: PROJECTION, aggregateType: 'order', source: sourceReader(env.pool, q), target: targetReader(env.pool, q), pageSize: 1_000 });
     const found = idsIn(repair).filter((id) => corrupted.has(id)).length;
     const stillWrong = new Set(idsIn(after));
     const repaired = [...corrupted].filter((id) => idsIn(repair).includes(id) && !stillWrong.has(id)).length;

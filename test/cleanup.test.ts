@@ -33,8 +33,8 @@ describe('cleanup', () => {
       await seedOutbox(db, q, 5, 'failed', '0', 'fail-');
       await db.pool.query(`UPDATE ${q}.outbox SET occurred_at = now() - interval '3 hours'`);
       const [a, b] = await Promise.all([
-        cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
-        cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
+        cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
+        cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
       ]);
       assert.equal(a.outboxDeleted + b.outboxDeleted, 2_500);
       // Which cleaner gets how much is up to the scheduler (one may finish before the other starts);
@@ -48,8 +48,8 @@ describe('cleanup', () => {
   it('stops after maxBatches and goes on where it stopped on the next call', async () => {
     await withDb(async (db, q) => {
       await seedOutbox(db, q, 250, 'published', '2 hours', 'old-');
-      assert.deepEqual(await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100, maxBatches: 1 }), { outboxDeleted: 100, inboxDeleted: 0, batches: 1 });
-      assert.equal((await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100 })).outboxDeleted, 150);
+      assert.deepEqual(await cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100, maxBatches: 1 }), { outboxDeleted: 100, inboxDeleted: 0, batches: 1 });
+      assert.equal((await cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100 })).outboxDeleted, 150);
     });
   });
 
@@ -62,12 +62,12 @@ describe('cleanup', () => {
       );
       const windows = { retryHorizonMs: HOUR, quarantineReplayWindowMs: DAY };
       assert.throws(
-        () => scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: DAY, ...windows, intervalMs: 1_000 }),
+        () => scheduleCleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: DAY, ...windows, intervalMs: 1_000 }),
         (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs' && /must exceed .* quarantine replay window \(86400000 ms\)/.test(err.message),
       );
-      await assert.rejects(cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY }), (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs');
+      await assert.rejects(cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY }), (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs');
       assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 1_210, 'nothing deleted before the windows were valid');
-      const result = await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY, ...windows, batchSize: 500 });
+      const result = await cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY, ...windows, batchSize: 500 });
       assert.equal(result.inboxDeleted, 1_200);
       assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 10);
     });
@@ -77,7 +77,7 @@ describe('cleanup', () => {
     await withDb(async (db, q) => {
       await seedOutbox(db, q, 40, 'published', '2 hours', 'old-');
       const results: number[] = [];
-      const stop = scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, intervalMs: 50, onResult: (r) => results.push(r.outboxDeleted) });
+      const stop = scheduleCleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, intervalMs: 50, onResult: (r) => results.push(r.outboxDeleted) });
       await waitFor(() => results.length >= 2, 'two scheduled runs');
       await stop();
       assert.equal(results[0], 40);
@@ -99,7 +99,7 @@ describe('cleanup', () => {
       const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 10, batchSize: 50 }).start();
       const deleted: number[] = [];
       // Retention 0: every published row is fair game the moment it is marked.
-      const cleaners = [1, 2].map(() => scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: 0, batchSize: 25, intervalMs: 5, onResult: (r) => deleted.push(r.outboxDeleted) }));
+      const cleaners = [1, 2].map(() => scheduleCleanup(db.pool, { schema: db.schema, outboxRetentionMs: 0, batchSize: 25, intervalMs: 5, onResult: (r) => deleted.push(r.outboxDeleted) }));
       const appended: string[] = [];
       try {
         await Promise.all([0, 1, 2].map(async (producer) => {

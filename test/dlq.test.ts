@@ -79,7 +79,7 @@ describe('dlq', () => {
       assert.deepEqual(await listQuarantine(db.pool, { schema: db.schema, eventType: 'Paid' }), []);
       assert.deepEqual(await listQuarantine(db.pool, { schema: db.schema, olderThanMs: 3_600_000 }), [], 'none an hour old');
       const r1 = open.find((q) => q.eventId === 'R1')!;
-      const shown = await showQuarantined(db.pool, r1.id, db.schema);
+      const shown = await showQuarantined(db.pool, r1.id, { schema: db.schema });
       assert.equal(JSON.parse(shown!.body.toString()).eventId, 'R1');
       assert.equal(shown!.properties.messageId, 'R1');
 

@@ -109,7 +109,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
   });
 
   test('migrate as the migration role, then relay, consumer and producer each work with only their grants', async () => {
-    const migrated = await migrate({ connectionString: roleUrl(roles.migrator), schema });
+    const migrated = await migrate(roleUrl(roles.migrator), { schema });
     assert.ok(migrated.applied.length > 0);
 
     // The owner applies the grants on converge's tables; the projection table's owner (here the superuser) grants that one.

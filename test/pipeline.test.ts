@@ -31,7 +31,7 @@ describe('pipeline status', () => {
   });
 
   const status = (options: Partial<PipelineStatusOptions> = {}): Promise<PipelineStatus> =>
-    readPipelineStatus({ pool: db.pool, schema: db.schema, sampleMs: 100, stallAfterMs: 30_000, ...options });
+    readPipelineStatus(db.pool, { schema: db.schema, sampleMs: 100, stallAfterMs: 30_000, ...options });
   const kinds = (s: PipelineStatus) => s.findings.map((f) => f.kind);
   const sql = (text: string, params: unknown[] = []) => db.pool.query(text.replaceAll('$schema', `"${db.schema}"`), params);
 

@@ -29,12 +29,12 @@ export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, pre
   const result = schema.safeParse(input ?? {});
   if (result.success) return result.data;
   const problems = result.error.issues.flatMap((issue) => describeIssue(schema, issue));
-  throw new ConfigError(problems.map((p) => ({ ...p, path: prefix ? `${prefix}.${p.path}` : p.path })));
+  throw new ConfigError(problems.map((p) => ({ ...p, path: [prefix, p.path].filter(Boolean).join('.') || '(options)' })));
 }
 
 function describeIssue(schema: z.ZodType, issue: z.core.$ZodIssue): ConfigProblem[] {
   const at = issue.path.map(String);
-  if (issue.code !== 'unrecognized_keys') return [{ path: at.join('.') || '(options)', message: issue.message }];
+  if (issue.code !== 'unrecognized_keys') return [{ path: at.join('.'), message: issue.message }];
   const known = objectKeysAt(schema, at);
   return issue.keys.map((key) => {
     const near = closest(key, known);
@@ -156,3 +156,17 @@ export const connectionRequired = { message: 'pool or connectionString is requir
 
 /** Like connectionRequired, for the RabbitMQ URL of a relay or consumer. */
 export const amqpUrlRequired = { message: 'amqpUrl is required (the library reads no environment)', path: ['amqpUrl'], when: () => true };
+
+/** The default a schema declares for one top-level option (`.default`/`.prefault`), for the CLI and the docs. */
+export function optionDefault(schema: z.ZodType, key: string): unknown {
+  const field = objectAt(schema, [])?.shape[key] as z.ZodType | undefined;
+  return field ? declaredDefault(field) : undefined;
+}
+
+function declaredDefault(schema: z.ZodType): unknown {
+  const def = (schema as unknown as { def: Record<string, unknown> & { type: string } }).def;
+  if (def.type === 'default' || def.type === 'prefault') return def.defaultValue;
+  if (def.type === 'pipe') return declaredDefault(def.in as z.ZodType);
+  if (def.type === 'optional' || def.type === 'nullable' || def.type === 'readonly') return declaredDefault(def.innerType as z.ZodType);
+  return undefined;
+}

@@ -47,7 +47,7 @@ export interface TestDatabase {
 export async function createTestSchema(prefix = 'cvt'): Promise<TestDatabase> {
   const pool = await connectPostgres(10);
   const schema = uniqueName(prefix);
-  await migrate({ pool, schema });
+  await migrate(pool, { schema });
   return {
     pool,
     schema,
