@@ -21,7 +21,7 @@ import {
   type ReconcileRow,
   type Relay,
 } from '../src/index.js';
-import { createLabEnv, PROJECTION, waitUntil, type LabEnv } from '../lab/harness.js';
+import { AMQP_URL, createLabEnv, PROJECTION, waitUntil, type LabEnv } from '../lab/harness.js';
 
 const { values: flags } = parseArgs({ options: { orders: { type: 'string', default: '3000' }, seed: { type: 'string', default: '7' } } });
 const ORDERS = Number(flags.orders);
@@ -40,9 +40,9 @@ async function main(): Promise<number> {
     const q = `"${env.schema}"`;
     const versions = await writeOrders(env, ORDERS);
     const lost = await loseEvents(env, versions);
-    consumer = startConsumer({ queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, batchSize: 200, prefetch: 500 });
+    consumer = startConsumer({ amqpUrl: AMQP_URL, queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, batchSize: 200, prefetch: 500 });
     await consumer.ready();
-    relay = startRelay({ pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, batchSize: 500 });
+    relay = startRelay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, batchSize: 500 });
     const delivered = [...versions.values()].reduce((a, b) => a + b, 0) - lost.size;
     await waitUntil(async () => (await settledEvents(env)) >= delivered, `all ${delivered} delivered events applied or parked`, 120_000);
     console.error(`wrote ${ORDERS} orders, ${delivered + lost.size} events; lost ${lost.size} before the consumer`);

@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import type amqp from 'amqplib';
 import { pino } from 'pino';
 import { applyIncrement, fingerprint, parseEnvelope, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../src/index.js';
-import { connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
+import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';
 const PROJECTION = 'order_total';
@@ -173,7 +173,7 @@ describe('bad input corpus through a plain AMQP publish', () => {
       const logger = capturingPino();
       const errors: unknown[] = [];
       const settled: Settlement[] = [];
-      const consumer: Consumer = startConsumer({
+      const consumer: Consumer = startConsumer({ amqpUrl: AMQP_URL,
         queue: rig.queue,
         exchange: rig.exchange,
         pool: rig.db.pool,

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { appendToOutbox, cleanup, ConfigError, Relay, scheduleCleanup, silentLogger, withTransaction } from '../src/index.js';
-import { connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
+import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -96,7 +96,7 @@ describe('cleanup', () => {
       await channel.bindQueue(queue, exchange, '#');
       const received = new Set<string>();
       await channel.consume(queue, (message) => message && received.add(String(message.properties.messageId)), { noAck: true });
-      const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 10, batchSize: 50 }).start();
+      const relay = new Relay({ amqpUrl: AMQP_URL, pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 10, batchSize: 50 }).start();
       const deleted: number[] = [];
       // Retention 0: every published row is fair game the moment it is marked.
       const cleaners = [1, 2].map(() => scheduleCleanup(db.pool, { schema: db.schema, outboxRetentionMs: 0, batchSize: 25, intervalMs: 5, onResult: (r) => deleted.push(r.outboxDeleted) }));

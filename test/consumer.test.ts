@@ -36,7 +36,7 @@ import {
   type Logger,
   type Settlement,
 } from '../src/index.js';
-import { DATABASE_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
+import { AMQP_URL, DATABASE_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 const run = promisify(execFile);
 const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
@@ -97,7 +97,7 @@ async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
     retryQueue: `${queue}.retry`,
     extraQueues: [],
     start(options) {
-      const consumer = startConsumer({
+      const consumer = startConsumer({ amqpUrl: AMQP_URL,
         queue,
         exchange,
         pool: db.pool,
@@ -855,7 +855,7 @@ describe('consumer against PostgreSQL and RabbitMQ', () => {
       });
       const received: EventEnvelope[] = [];
       const sms = env.start({ queue: smsQueue, bindings: ['notification.#'], handlers: { SmsRequested: async (event) => void received.push(event) } });
-      const relay = new Relay({ pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, pollIntervalMs: 20 }).start();
+      const relay = new Relay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, pollIntervalMs: 20 }).start();
       try {
         await Promise.all([orders.ready(), sms.ready()]);
         const { eventId } = await withTransaction(env.pool, (tx) =>

@@ -19,7 +19,7 @@ import {
   type EventEnvelope,
   type QuarantineSummary,
 } from '../src/index.js';
-import { connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
+import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
 
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
@@ -55,7 +55,7 @@ describe('dlq', () => {
     const queue = uniqueName('cvq.q');
     let fixed = false;
     const applied: string[] = [];
-    const consumer = startConsumer({
+    const consumer = startConsumer({ amqpUrl: AMQP_URL,
       queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger,
       handlers: {
         '*': async (event) => {
@@ -119,7 +119,7 @@ describe('dlq', () => {
     await db.pool.query(`CREATE TABLE "${db.schema}".refunds (event_id text PRIMARY KEY, aggregate_id text NOT NULL, currency text, schema_version int)`);
     // Refunds fail until their eventId is taken off this list.
     const failing = new Set(['R1', 'R2', 'D1', 'A2']);
-    const consumer = startConsumer({
+    const consumer = startConsumer({ amqpUrl: AMQP_URL,
       queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger,
       // Handlers are written for version 2; the stored bodies say version 1.
       schemas: { Refunded: { current: 2, upcasters: { 1: (p) => ({ ...(p as object), currency: 'EUR' }) } } },

@@ -6,7 +6,7 @@ import type amqp from 'amqplib';
 import { ConfigError, Consumer, Relay, appendToOutbox, applyIncrement, grantsSql, migrate, silentLogger, withTransaction } from '../src/index.js';
 import { encodeMessage, routingKeyFromTemplate } from '../src/transport/wire.js';
 import type { EventEnvelope } from '../src/envelope/envelope.js';
-import { connectPostgres, connectRabbit, uniqueName, waitFor } from './support/services.js';
+import { AMQP_URL, connectPostgres, connectRabbit, uniqueName, waitFor } from './support/services.js';
 
 describe('grantsSql', () => {
   test('quotes every name and grants only what each component runs', () => {
@@ -119,7 +119,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
     await owner.end();
     await admin.query(grantsSql({ schema, consumerRole: roles.consumer, projectionTables: [`${biz}.order_totals`] }));
 
-    const consumer = new Consumer({
+    const consumer = new Consumer({ amqpUrl: AMQP_URL,
       queue,
       exchange,
       pool: rolePool(roles.consumer),
@@ -140,7 +140,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
     const errors: Error[] = [];
     consumer.on('error', (err) => errors.push(err));
     consumer.start();
-    const relay = new Relay({ pool: rolePool(roles.relay), schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const relay = new Relay({ amqpUrl: AMQP_URL, pool: rolePool(roles.relay), schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
     relay.on('error', (err) => errors.push(err));
     try {
       await consumer.ready();

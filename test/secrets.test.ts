@@ -5,7 +5,7 @@ import { afterEach, describe, mock, test } from 'node:test';
 import amqp from 'amqplib';
 import { Consumer, Relay, type Logger } from '../src/index.js';
 import { connectOptions } from '../src/transport/connection.js';
-import { waitFor } from './support/services.js';
+import { AMQP_URL, DATABASE_URL, waitFor } from './support/services.js';
 
 const PG_SECRET = 'S3cr3t-Pw-42';
 const AMQP_SECRET = 'S3cr3t-Pw-43';
@@ -134,7 +134,7 @@ describe('AMQP socket options (TLS)', () => {
   }
 
   test('amqpSocketOptions must be an object', () => {
-    assert.throws(() => new Relay({ amqpSocketOptions: 'ca.pem' as never }), /"amqpSocketOptions"/);
-    assert.throws(() => new Consumer({ queue: 'q', handlers: { A: async () => undefined }, amqpSocketOptions: 5 as never }), /"amqpSocketOptions"/);
+    assert.throws(() => new Relay({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, amqpSocketOptions: 'ca.pem' as never }), /"amqpSocketOptions"/);
+    assert.throws(() => new Consumer({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, queue: 'q', handlers: { A: async () => undefined }, amqpSocketOptions: 5 as never }), /"amqpSocketOptions"/);
   });
 });

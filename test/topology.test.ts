@@ -15,7 +15,7 @@ import {
   type Consumer,
   type EventHandler,
 } from '../src/index.js';
-import { connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
+import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
 
 const PLUGIN_HINT = 'enable it with: rabbitmq-plugins enable rabbitmq_consistent_hash_exchange';
 
@@ -88,7 +88,7 @@ describe('partitioned topology', () => {
     const channel = await connection.createChannel();
     const { hashExchange, queues } = await declare(channel, exchange, prefix, 3);
     const running: Consumer[] = [];
-    const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const relay = new Relay({ amqpUrl: AMQP_URL, pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
     try {
       await db.pool.query(`CREATE TABLE "${db.schema}".applied (seq bigserial PRIMARY KEY, instance text NOT NULL, aggregate_id text NOT NULL, version int NOT NULL)`);
       const handler = (instance: string): EventHandler => async (event, { tx, schema }) => {

@@ -53,11 +53,11 @@ const rampUpOption = limitsOrOff({
 
 const processorShape = {
   handlers: z
-    .record(z.string(), functionOption<EventHandler>())
+    .record(z.string(), functionOption<EventHandler>('EventHandler'))
     .refine((h) => Object.keys(h).length > 0, 'at least one handler is required')
     .optional()
     .describe("Handlers by eventType; '*' catches any type without its own handler."),
-  batchHandler: functionOption<BatchHandler>().optional().describe('One handler for all new events of a batch; used instead of handlers when given.'),
+  batchHandler: functionOption<BatchHandler>('BatchHandler').optional().describe('One handler for all new events of a batch; used instead of handlers when given.'),
   ...connectionShape,
   schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
   maxEnvelopeBytes: z.number().int().min(1024).default(DEFAULT_MAX_ENVELOPE_BYTES).describe('Largest accepted body, in bytes.'),
@@ -66,14 +66,14 @@ const processorShape = {
   unknownEventType: z.enum(['quarantine', 'ignore']).default('quarantine').describe('What to do with an eventType that has no handler.'),
   reorderBuffer: reorderBufferOption.describe('Early incremental events are parked (committed before the ack) and applied once their predecessor applies; false sends them through the retry queue. Resolved to null when off.'),
   schemas: z
-    .record(z.string(), z.strictObject({ current: z.number().int().min(1), upcasters: z.record(z.string(), functionOption<Upcaster>()).optional() }))
+    .record(z.string(), z.strictObject({ current: z.number().int().min(1), upcasters: z.record(z.string(), functionOption<Upcaster>('Upcaster')).optional() }))
     .default({})
     .describe('Schema evolution per eventType: { current, upcasters: { fromVersion: fn } }; a newer version than current is quarantined.'),
   logger: loggerOption.default(silentLogger).meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
 };
 
 const oneHandlerKind = (o: { handlers?: unknown; batchHandler?: unknown }) => o.handlers !== undefined || o.batchHandler !== undefined;
-const handlerRequired = { message: 'handlers or batchHandler is required', path: ['handlers'], when: () => true };
+const handlerRequired = () => ({ message: 'handlers or batchHandler is required', path: ['handlers'], when: () => true });
 /** Resolved options always carry a handler map (empty when a batchHandler does the work). */
 const withHandlers = <T extends { handlers?: Record<string, EventHandler> | undefined }>(o: T) => ({ ...o, handlers: o.handlers ?? {} });
 const consumerName = z.string().min(1).max(200);
@@ -82,8 +82,8 @@ export const processorOptions = defineOptions(
   'DeliveryProcessor',
   z
     .strictObject({ ...processorShape, consumer: consumerName.describe('Inbox scope: deduplication is per consumer name.') })
-    .refine(oneHandlerKind, handlerRequired)
-    .refine(requireConnection, connectionRequired)
+    .refine(oneHandlerKind, handlerRequired())
+    .refine(requireConnection, connectionRequired())
     .transform(withHandlers),
 );
 
@@ -102,6 +102,7 @@ export const consumerOptions = defineOptions(
       amqpUrl: z.string().min(1).optional().describe('RabbitMQ URL (required).'),
       amqpSocketOptions: z
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
+        .meta({ typeName: 'AmqpSocketOptions' })
         .default({})
         .describe('Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.'),
       exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Exchange the queue is bound to.'),
@@ -113,13 +114,13 @@ export const consumerOptions = defineOptions(
       handleSignals: z.boolean().default(false).describe('Stop gracefully on SIGTERM and SIGINT.'),
       rampUp: rampUpOption.describe('After an outage the backlog is processed at a rate that starts low and grows step by step; false turns it off. Resolved to null when off.'),
       hooks: z
-        .strictObject({ afterCommit: functionOption<NonNullable<ConsumerHooks['afterCommit']>>().optional().describe('After a batch committed, before its deliveries are acked (fault injection).') })
+        .strictObject({ afterCommit: functionOption<NonNullable<ConsumerHooks['afterCommit']>>('(settlements) => void | Promise<void>').optional().describe('After a batch committed, before its deliveries are acked (fault injection).') })
         .default({})
         .describe('Fault-injection hooks.'),
     })
-    .refine(oneHandlerKind, handlerRequired)
-    .refine(requireConnection, connectionRequired)
-    .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired)
+    .refine(oneHandlerKind, handlerRequired())
+    .refine(requireConnection, connectionRequired())
+    .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())
     .transform((o) => ({ ...withHandlers(o), amqpUrl: o.amqpUrl!, consumer: o.consumer ?? o.queue, retryQueue: `${o.queue}.retry` })),
 );
 

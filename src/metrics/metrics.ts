@@ -139,7 +139,7 @@ export const metricsEndpointOptions = defineOptions(
   z.strictObject({
     port: z.number().int().min(0).max(65_535).describe('Port to serve /metrics, /healthz and /readyz on (0 picks a free one).'),
     host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
-    registry: z.custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry').optional().describe('Registry to add the instruments to; a new one otherwise.'),
+    registry: z.custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry').meta({ typeName: 'prom-client Registry' }).optional().describe('Registry to add the instruments to; a new one otherwise.'),
     gapAfterMs: z.number().int().min(1).default(60_000).describe("For the consumer's gap gauge: an aggregate counts as a gap after waiting this long, in ms."),
   }),
 );

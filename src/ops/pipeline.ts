@@ -91,7 +91,7 @@ const optionsSchema = z.strictObject({
   sampleMs: z.number().int().min(0).optional(),
   stallAfterMs: z.number().int().min(0).optional(),
   sourceLookbackMs: z.number().int().min(1).optional(),
-}).refine((o) => !o.queues?.length || o.amqpUrl !== undefined, { ...amqpUrlRequired, message: 'amqpUrl is required to read queue depths' });
+}).refine((o) => !o.queues?.length || o.amqpUrl !== undefined, amqpUrlRequired('amqpUrl is required to read queue depths'));
 
 const SOURCE_LIMIT = 1_000;
 const SAMPLE_IDS = 5;

@@ -33,7 +33,7 @@ export interface RelayHooks {
 
 /** A template is checked when the options are parsed, so a bad placeholder is one more listed problem. */
 const routingKeyOption = z
-  .union([z.string().min(1), functionOption<RoutingKeyFn>()])
+  .union([z.string().min(1), functionOption<RoutingKeyFn>('(envelope) => string')])
   .default(DEFAULT_ROUTING_KEY)
   .transform((value, ctx): RoutingKeyFn => {
     if (typeof value === 'function') return value;
@@ -54,6 +54,7 @@ export const relayOptions = defineOptions(
       amqpUrl: z.string().min(1).optional().describe('RabbitMQ URL (required).'),
       amqpSocketOptions: z
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
+        .meta({ typeName: 'AmqpSocketOptions' })
         .default({})
         .describe('Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.'),
       schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
@@ -84,12 +85,12 @@ export const relayOptions = defineOptions(
       logger: loggerOption.default(silentLogger).meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
       handleSignals: z.boolean().default(false).describe('Stop gracefully on SIGTERM and SIGINT.'),
       hooks: z
-        .strictObject({ afterConfirm: functionOption<NonNullable<RelayHooks['afterConfirm']>>().optional().describe('After the broker confirmed a batch, before it is marked published (fault injection).') })
+        .strictObject({ afterConfirm: functionOption<NonNullable<RelayHooks['afterConfirm']>>('(eventIds) => void | Promise<void>').optional().describe('After the broker confirmed a batch, before it is marked published (fault injection).') })
         .default({})
         .describe('Fault-injection hooks.'),
     })
-    .refine(requireConnection, connectionRequired)
-    .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired)
+    .refine(requireConnection, connectionRequired())
+    .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())
     .transform((o) => o as typeof o & { amqpUrl: string }),
 );
 

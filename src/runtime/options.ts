@@ -128,18 +128,18 @@ const hasFunctions = (value: unknown, names: readonly string[]): boolean =>
   typeof value === 'object' && value !== null && names.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
 
 /** A pg.Pool, or anything pool-shaped (query + connect). */
-export const poolOption = z.custom<pg.Pool>((v) => hasFunctions(v, ['query', 'connect']), 'must be a pg.Pool (an object with query and connect functions)');
+export const poolOption = z.custom<pg.Pool>((v) => hasFunctions(v, ['query', 'connect']), 'must be a pg.Pool (an object with query and connect functions)').meta({ typeName: 'pg.Pool' });
 
 /** A Logger: debug, info, warn and error functions (a pino logger fits). */
-export const loggerOption = z.custom<Logger>((v) => hasFunctions(v, ['debug', 'info', 'warn', 'error']), 'must be a logger with debug, info, warn and error functions');
+export const loggerOption = z.custom<Logger>((v) => hasFunctions(v, ['debug', 'info', 'warn', 'error']), 'must be a logger with debug, info, warn and error functions').meta({ typeName: 'Logger' });
 
-/** A function of the given type; zod checks only that it is callable. */
-export function functionOption<F>() {
-  return z.custom<F>((v) => typeof v === 'function', 'must be a function');
+/** A function of the given type; zod checks only that it is callable. `typeName` is what the docs show. */
+export function functionOption<F>(typeName = 'function') {
+  return z.custom<F>((v) => typeof v === 'function', 'must be a function').meta({ typeName });
 }
 
 /** An AbortSignal. */
-export const signalOption = z.custom<AbortSignal>((v) => typeof v === 'object' && v !== null && typeof (v as AbortSignal).aborted === 'boolean' && typeof (v as AbortSignal).addEventListener === 'function', 'must be an AbortSignal');
+export const signalOption = z.custom<AbortSignal>((v) => typeof v === 'object' && v !== null && typeof (v as AbortSignal).aborted === 'boolean' && typeof (v as AbortSignal).addEventListener === 'function', 'must be an AbortSignal').meta({ typeName: 'AbortSignal' });
 
 /** A PostgreSQL connection: `pool` or `connectionString`; checked as one problem naming `connectionString`. */
 export const connectionShape = {
@@ -151,11 +151,14 @@ export function requireConnection(o: { pool?: unknown; connectionString?: unknow
   return o.pool !== undefined || o.connectionString !== undefined;
 }
 
-/** Refinement options that report the missing connection even when other fields are wrong too. */
-export const connectionRequired = { message: 'pool or connectionString is required (the library reads no environment)', path: ['connectionString'], when: () => true };
+/**
+ * Refinement options that report the missing connection even when other fields are wrong too.
+ * A fresh object per use: zod normalises refinement params in place.
+ */
+export const connectionRequired = () => ({ message: 'pool or connectionString is required (the library reads no environment)', path: ['connectionString'], when: () => true });
 
 /** Like connectionRequired, for the RabbitMQ URL of a relay or consumer. */
-export const amqpUrlRequired = { message: 'amqpUrl is required (the library reads no environment)', path: ['amqpUrl'], when: () => true };
+export const amqpUrlRequired = (message = 'amqpUrl is required (the library reads no environment)') => ({ message, path: ['amqpUrl'], when: () => true });
 
 /** The default a schema declares for one top-level option (`.default`/`.prefault`), for the CLI and the docs. */
 export function optionDefault(schema: z.ZodType, key: string): unknown {
