@@ -146,13 +146,15 @@ export function optionsReferenceIsCurrent(path = OPTIONS_DOC): boolean {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const fileFlag = process.argv.indexOf('--file');
+  const target = fileFlag > 0 && process.argv[fileFlag + 1] ? process.argv[fileFlag + 1]! : OPTIONS_DOC;
   if (process.argv.includes('--check')) {
-    if (!optionsReferenceIsCurrent()) {
-      console.error(`docs:check: ${OPTIONS_DOC} is out of date; run npm run docs`);
+    if (!optionsReferenceIsCurrent(target)) {
+      console.error(`docs:check: ${target} is out of date; run npm run docs`);
       process.exitCode = 1;
     }
   } else {
-    writeFileSync(OPTIONS_DOC, renderOptionsReference());
-    console.log(`wrote ${OPTIONS_DOC}`);
+    writeFileSync(target, renderOptionsReference());
+    console.log(`wrote ${target}`);
   }
 }
