@@ -13,6 +13,7 @@ import { migrateOptions } from '../../src/schema/migrate.js';
 import { listOutboxOptions, retryFailedOptions, statusOptions } from '../../src/ops/status.js';
 import { quarantineFilterOptions } from '../../src/ops/dlq.js';
 import { metricsEndpointOptions } from '../../src/metrics/metrics.js';
+import { gapQueryOptions } from '../../src/inbox/parking.js';
 
 export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
 
@@ -26,6 +27,7 @@ const COMPONENTS: [OptionsSpec<z.ZodType>, string][] = [
   [retryFailedOptions, 'retryFailedEvents(executor, options)'],
   [listOutboxOptions, 'listOutbox(executor, options)'],
   [quarantineFilterOptions, 'listQuarantine(executor, options)'],
+  [gapQueryOptions, 'readGaps(executor, options)'],
   [metricsEndpointOptions, 'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint)'],
 ];
 
