@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type amqp from 'amqplib';
 import { appendToOutbox, readPipelineStatus, withTransaction, type PipelineStatus, type PipelineStatusOptions } from '../src/index.js';
-import { connectRabbit, createTestSchema, uniqueName, type TestDatabase } from './support/services.js';
+import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, type TestDatabase } from './support/services.js';
 
 describe('pipeline status', () => {
   let db: TestDatabase;
@@ -31,7 +31,7 @@ describe('pipeline status', () => {
   });
 
   const status = (options: Partial<PipelineStatusOptions> = {}): Promise<PipelineStatus> =>
-    readPipelineStatus(db.pool, { schema: db.schema, sampleMs: 100, stallAfterMs: 30_000, ...options });
+    readPipelineStatus(db.pool, { schema: db.schema, amqpUrl: AMQP_URL, sampleMs: 100, stallAfterMs: 30_000, ...options });
   const kinds = (s: PipelineStatus) => s.findings.map((f) => f.kind);
   const sql = (text: string, params: unknown[] = []) => db.pool.query(text.replaceAll('$schema', `"${db.schema}"`), params);
 

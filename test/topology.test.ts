@@ -96,7 +96,7 @@ describe('partitioned topology', () => {
           await tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [instance, event.aggregateId, event.aggregateVersion]);
         });
       };
-      const common = { exchange, queuePrefix: prefix, partitions: 3, pool: db.pool, schema: db.schema, logger: silentLogger, batchSize: 8, prefetch: 8 };
+      const common = { amqpUrl: AMQP_URL, exchange, queuePrefix: prefix, partitions: 3, pool: db.pool, schema: db.schema, logger: silentLogger, batchSize: 8, prefetch: 8 };
       const first = startPartitionedConsumers({ ...common, handlers: { AmountAdded: handler('first') } });
       running.push(...first);
       await Promise.all(first.map((c) => c.ready()));
