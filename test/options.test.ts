@@ -46,7 +46,9 @@ describe('edit distance', () => {
 
 describe('option validation', () => {
   test('an unknown key is rejected, named, with the closest known key suggested', () => {
-    const err = configError(() => resolveConsumerOptions({ ...connections, queue: 'q', handlers, prefech: 10 } as never));
+    const err = configError(() =>
+      resolveConsumerOptions({ ...connections, queue: 'q', handlers, prefech: 10 } as never),
+    );
     assert.equal(err.field, 'prefech');
     assert.match(err.message, /unknown option 'prefech' \(did you mean 'prefetch'\?\)/);
     const nested = configError(() => resolveRelayOptions({ ...connections, backoff: { factr: 2 } } as never));
@@ -55,7 +57,9 @@ describe('option validation', () => {
   });
 
   test('every problem is reported at once', () => {
-    const err = configError(() => resolveRelayOptions({ batchSzie: 10, leaseMs: 1, routingKey: '{nope}', backoff: { factor: 0.5 } } as never));
+    const err = configError(() =>
+      resolveRelayOptions({ batchSzie: 10, leaseMs: 1, routingKey: '{nope}', backoff: { factor: 0.5 } } as never),
+    );
     const paths = err.problems.map((p) => p.path).sort();
     assert.deepEqual(paths, ['amqpUrl', 'backoff.factor', 'batchSzie', 'connectionString', 'leaseMs', 'routingKey']);
     for (const path of paths) assert.ok(err.message.includes(`"${path}"`), `message lists ${path}: ${err.message}`);
@@ -68,9 +72,20 @@ describe('option validation', () => {
     process.env.AMQP_URL = 'amqp://from-env@127.0.0.1:1';
     try {
       assert.equal(configError(() => resolveRelayOptions({ amqpUrl: connections.amqpUrl })).field, 'connectionString');
-      assert.equal(configError(() => resolveRelayOptions({ connectionString: connections.connectionString })).field, 'amqpUrl');
-      assert.equal(configError(() => resolveConsumerOptions({ queue: 'q', handlers, amqpUrl: connections.amqpUrl })).field, 'connectionString');
-      assert.equal(configError(() => resolveConsumerOptions({ queue: 'q', handlers, connectionString: connections.connectionString })).field, 'amqpUrl');
+      assert.equal(
+        configError(() => resolveRelayOptions({ connectionString: connections.connectionString })).field,
+        'amqpUrl',
+      );
+      assert.equal(
+        configError(() => resolveConsumerOptions({ queue: 'q', handlers, amqpUrl: connections.amqpUrl })).field,
+        'connectionString',
+      );
+      assert.equal(
+        configError(() =>
+          resolveConsumerOptions({ queue: 'q', handlers, connectionString: connections.connectionString }),
+        ).field,
+        'amqpUrl',
+      );
       assert.equal(configError(() => resolveProcessorOptions({ consumer: 'c', handlers })).field, 'connectionString');
     } finally {
       if (saved.db === undefined) delete process.env.DATABASE_URL;
@@ -81,18 +96,37 @@ describe('option validation', () => {
   });
 
   test('migrate needs a pool or a connection string', async () => {
-    await assert.rejects(migrate(undefined as never), (err: unknown) => err instanceof ConfigError && err.field === 'target');
+    await assert.rejects(
+      migrate(undefined as never),
+      (err: unknown) => err instanceof ConfigError && err.field === 'target',
+    );
   });
 
   test('pool, logger and hooks are checked by shape, not accepted as anything', () => {
     assert.equal(configError(() => resolveRelayOptions({ ...connections, pool: {} as never })).field, 'pool');
-    assert.equal(configError(() => resolveRelayOptions({ ...connections, logger: { info() {} } as never })).field, 'logger');
-    assert.equal(configError(() => resolveRelayOptions({ ...connections, hooks: { afterConfirm: 'no' } as never })).field, 'hooks.afterConfirm');
-    assert.equal(configError(() => resolveConsumerOptions({ ...connections, queue: 'q', handlers: { A: 'no' } as never })).field, 'handlers.A');
+    assert.equal(
+      configError(() => resolveRelayOptions({ ...connections, logger: { info() {} } as never })).field,
+      'logger',
+    );
+    assert.equal(
+      configError(() => resolveRelayOptions({ ...connections, hooks: { afterConfirm: 'no' } as never })).field,
+      'hooks.afterConfirm',
+    );
+    assert.equal(
+      configError(() => resolveConsumerOptions({ ...connections, queue: 'q', handlers: { A: 'no' } as never })).field,
+      'handlers.A',
+    );
   });
 
   test('resolved consumer options keep their shapes and serve the processor as they are', () => {
-    const resolved = resolveConsumerOptions({ ...connections, queue: 'orders', handlers, rampUp: false, reorderBuffer: { maxTotal: 5 }, backoff: { maxDelayMs: 50 } });
+    const resolved = resolveConsumerOptions({
+      ...connections,
+      queue: 'orders',
+      handlers,
+      rampUp: false,
+      reorderBuffer: { maxTotal: 5 },
+      backoff: { maxDelayMs: 50 },
+    });
     assert.equal(resolved.consumer, 'orders');
     assert.equal(resolved.retryQueue, 'orders.retry');
     assert.equal(resolved.rampUp, null);
@@ -144,11 +178,19 @@ describe('generated options reference', () => {
     try {
       writeFileSync(stale, renderOptionsReference().replace('Rows claimed per cycle.', 'Rows per cycle.'));
       assert.equal(optionsReferenceIsCurrent(stale), false);
-      const run = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/docs/options.ts', '--check', '--file', stale], { encoding: 'utf8' });
+      const run = spawnSync(
+        process.execPath,
+        ['--import', 'tsx', 'scripts/docs/options.ts', '--check', '--file', stale],
+        { encoding: 'utf8' },
+      );
       assert.equal(run.status, 1, run.stderr);
       assert.ok(run.stderr.includes(stale), run.stderr);
       writeFileSync(stale, renderOptionsReference());
-      const current = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/docs/options.ts', '--check', '--file', stale], { encoding: 'utf8' });
+      const current = spawnSync(
+        process.execPath,
+        ['--import', 'tsx', 'scripts/docs/options.ts', '--check', '--file', stale],
+        { encoding: 'utf8' },
+      );
       assert.equal(current.status, 0, current.stderr);
     } finally {
       rmSync(dir, { recursive: true, force: true });

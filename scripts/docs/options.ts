@@ -33,7 +33,7 @@ const COMPONENTS: [OptionsSpec<z.ZodType>, string][] = [
 
 type Def = Record<string, unknown> & { type: string };
 const defOf = (schema: z.ZodType): Def => (schema as unknown as { def: Def }).def;
-const metaOf = (schema: z.ZodType): Record<string, unknown> => (z.globalRegistry.get(schema) as Record<string, unknown> | undefined) ?? {};
+const metaOf = (schema: z.ZodType): Record<string, unknown> => z.globalRegistry.get(schema) ?? {};
 
 /** A TypeScript-like name for the type a caller passes (the input side of the schema). */
 export function typeName(schema: z.ZodType): string {
@@ -46,7 +46,9 @@ export function typeName(schema: z.ZodType): string {
     case 'literal':
       return (def.values as unknown[]).map((v) => JSON.stringify(v)).join(' | ');
     case 'enum':
-      return Object.values(def.entries as Record<string, string>).map((v) => `'${v}'`).join(' | ');
+      return Object.values(def.entries as Record<string, string>)
+        .map((v) => `'${v}'`)
+        .join(' | ');
     case 'optional':
     case 'nullable':
     case 'default':
@@ -62,7 +64,9 @@ export function typeName(schema: z.ZodType): string {
     case 'record':
       return `Record<string, ${typeName(def.valueType as z.ZodType)}>`;
     case 'object':
-      return `{ ${Object.entries((schema as unknown as z.ZodObject).shape).map(([k, v]) => `${k}${isOptional(v as z.ZodType) ? '?' : ''}: ${typeName(v as z.ZodType)}`).join('; ')} }`;
+      return `{ ${Object.entries((schema as unknown as z.ZodObject).shape)
+        .map(([k, v]) => `${k}${isOptional(v as z.ZodType) ? '?' : ''}: ${typeName(v as z.ZodType)}`)
+        .join('; ')} }`;
     case 'custom':
       return customName(schema);
     default:
@@ -86,9 +90,11 @@ function defaultText(schema: z.ZodType): string {
   let current = schema;
   for (;;) {
     const def = defOf(current);
-    if (def.type === 'default' || def.type === 'prefault') return formatValue(def.defaultValue, def.innerType as z.ZodType);
+    if (def.type === 'default' || def.type === 'prefault')
+      return formatValue(def.defaultValue, def.innerType as z.ZodType);
     if (def.type === 'pipe') current = def.in as z.ZodType;
-    else if (def.type === 'optional' || def.type === 'nullable' || def.type === 'readonly') current = def.innerType as z.ZodType;
+    else if (def.type === 'optional' || def.type === 'nullable' || def.type === 'readonly')
+      current = def.innerType as z.ZodType;
     else return isOptional(schema) ? '–' : 'required';
   }
 }
@@ -97,7 +103,13 @@ function defaultText(schema: z.ZodType): string {
 function formatValue(value: unknown, inner: z.ZodType): string {
   if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) {
     const parsed = inner.safeParse(value);
-    if (parsed.success && parsed.data !== null && typeof parsed.data === 'object' && Object.keys(parsed.data).length > 0) return JSON.stringify(parsed.data);
+    if (
+      parsed.success &&
+      parsed.data !== null &&
+      typeof parsed.data === 'object' &&
+      Object.keys(parsed.data).length > 0
+    )
+      return JSON.stringify(parsed.data);
   }
   return JSON.stringify(value);
 }
@@ -111,12 +123,21 @@ function table(spec: OptionsSpec<z.ZodType>, call: string): string {
     const description = (meta.description as string | undefined) ?? field.description ?? '';
     return `| \`${key}\` | \`${cell(typeName(field))}\` | \`${cell(defaultText(field))}\` | ${cell(description)} |`;
   });
-  return [`## ${spec.component}`, '', `\`${call}\``, '', '| option | type | default | description |', '|---|---|---|---|', ...rows, ''].join('\n');
+  return [
+    `## ${spec.component}`,
+    '',
+    `\`${call}\``,
+    '',
+    '| option | type | default | description |',
+    '|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
 }
 
 function objectShape(schema: z.ZodType): Record<string, z.ZodType> {
   const def = defOf(schema);
-  if (def.type === 'object') return (schema as unknown as z.ZodObject).shape as Record<string, z.ZodType>;
+  if (def.type === 'object') return (schema as unknown as z.ZodObject).shape;
   if (def.type === 'pipe') return objectShape(def.in as z.ZodType);
   throw new Error(`not an object schema: ${def.type}`);
 }

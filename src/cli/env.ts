@@ -1,5 +1,5 @@
 import { optionDefault, type OptionsSpec } from '../runtime/options.js';
-import { relayOptions } from '../relay/options.js';
+import { relayOptions } from '../relay/index.js';
 import type { z } from 'zod';
 
 /**

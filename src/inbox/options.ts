@@ -14,7 +14,13 @@ import {
   type OptionsOutput,
 } from '../runtime/options.js';
 import { silentLogger } from '../runtime/logger.js';
-import { DEFAULT_CONSUMER_BACKOFF, DEFAULT_EXCHANGE, DEFAULT_MAX_ATTEMPTS, DEFAULT_RECONNECT_BACKOFF, DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import {
+  DEFAULT_CONSUMER_BACKOFF,
+  DEFAULT_EXCHANGE,
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_RECONNECT_BACKOFF,
+  DEFAULT_SCHEMA,
+} from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
 import type { Upcaster } from './upcast.js';
@@ -40,15 +46,33 @@ function limitsOrOff<T extends z.ZodRawShape>(shape: T) {
 }
 
 const reorderBufferOption = limitsOrOff({
-  maxPerAggregate: z.number().int().min(1).default(DEFAULT_REORDER_BUFFER.maxPerAggregate).describe('Parked events of one aggregate; beyond it an early event waits in the retry queue.'),
-  maxTotal: z.number().int().min(1).default(DEFAULT_REORDER_BUFFER.maxTotal).describe('Parked events of the whole consumer.'),
+  maxPerAggregate: z
+    .number()
+    .int()
+    .min(1)
+    .default(DEFAULT_REORDER_BUFFER.maxPerAggregate)
+    .describe('Parked events of one aggregate; beyond it an early event waits in the retry queue.'),
+  maxTotal: z
+    .number()
+    .int()
+    .min(1)
+    .default(DEFAULT_REORDER_BUFFER.maxTotal)
+    .describe('Parked events of the whole consumer.'),
 });
 
 const rampUpOption = limitsOrOff({
-  initialPerSecond: z.number().positive().default(DEFAULT_RAMP_UP.initialPerSecond).describe('Events per second right after the outage.'),
+  initialPerSecond: z
+    .number()
+    .positive()
+    .default(DEFAULT_RAMP_UP.initialPerSecond)
+    .describe('Events per second right after the outage.'),
   factor: z.number().min(1).default(DEFAULT_RAMP_UP.factor).describe('Multiplier per step.'),
   stepMs: z.number().int().min(1).default(DEFAULT_RAMP_UP.stepMs).describe('Step length in ms.'),
-  untilPerSecond: z.number().positive().default(DEFAULT_RAMP_UP.untilPerSecond).describe('Once the limit reaches this rate it is lifted.'),
+  untilPerSecond: z
+    .number()
+    .positive()
+    .default(DEFAULT_RAMP_UP.untilPerSecond)
+    .describe('Once the limit reaches this rate it is lifted.'),
 });
 
 const processorShape = {
@@ -57,31 +81,69 @@ const processorShape = {
     .refine((h) => Object.keys(h).length > 0, 'at least one handler is required')
     .optional()
     .describe("Handlers by eventType; '*' catches any type without its own handler."),
-  batchHandler: functionOption<BatchHandler>('BatchHandler').optional().describe('One handler for all new events of a batch; used instead of handlers when given.'),
+  batchHandler: functionOption<BatchHandler>('BatchHandler')
+    .optional()
+    .describe('One handler for all new events of a batch; used instead of handlers when given.'),
   ...connectionShape,
   schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
-  maxEnvelopeBytes: z.number().int().min(1024).default(DEFAULT_MAX_ENVELOPE_BYTES).describe('Largest accepted body, in bytes.'),
-  maxAttempts: z.number().int().min(1).default(DEFAULT_MAX_ATTEMPTS).describe('Attempts for handler errors before quarantine (gaps and outages wait without limit).'),
+  maxEnvelopeBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .default(DEFAULT_MAX_ENVELOPE_BYTES)
+    .describe('Largest accepted body, in bytes.'),
+  maxAttempts: z
+    .number()
+    .int()
+    .min(1)
+    .default(DEFAULT_MAX_ATTEMPTS)
+    .describe('Attempts for handler errors before quarantine (gaps and outages wait without limit).'),
   backoff: backoffOption(DEFAULT_CONSUMER_BACKOFF).describe('Delays between attempts of one delivery.'),
-  unknownEventType: z.enum(['quarantine', 'ignore']).default('quarantine').describe('What to do with an eventType that has no handler.'),
-  reorderBuffer: reorderBufferOption.describe('Early incremental events are parked (committed before the ack) and applied once their predecessor applies; false sends them through the retry queue. Resolved to null when off.'),
+  unknownEventType: z
+    .enum(['quarantine', 'ignore'])
+    .default('quarantine')
+    .describe('What to do with an eventType that has no handler.'),
+  reorderBuffer: reorderBufferOption.describe(
+    'Early incremental events are parked (committed before the ack) and applied once their predecessor applies; false sends them through the retry queue. Resolved to null when off.',
+  ),
   schemas: z
-    .record(z.string(), z.strictObject({ current: z.number().int().min(1), upcasters: z.record(z.string(), functionOption<Upcaster>('Upcaster')).optional() }))
+    .record(
+      z.string(),
+      z.strictObject({
+        current: z.number().int().min(1),
+        upcasters: z.record(z.string(), functionOption<Upcaster>('Upcaster')).optional(),
+      }),
+    )
     .default({})
-    .describe('Schema evolution per eventType: { current, upcasters: { fromVersion: fn } }; a newer version than current is quarantined.'),
-  logger: loggerOption.default(silentLogger).meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
+    .describe(
+      'Schema evolution per eventType: { current, upcasters: { fromVersion: fn } }; a newer version than current is quarantined.',
+    ),
+  logger: loggerOption
+    .default(silentLogger)
+    .meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
 };
 
-const oneHandlerKind = (o: { handlers?: unknown; batchHandler?: unknown }) => o.handlers !== undefined || o.batchHandler !== undefined;
-const handlerRequired = () => ({ message: 'handlers or batchHandler is required', path: ['handlers'], when: () => true });
+const oneHandlerKind = (o: { handlers?: unknown; batchHandler?: unknown }) =>
+  o.handlers !== undefined || o.batchHandler !== undefined;
+const handlerRequired = () => ({
+  message: 'handlers or batchHandler is required',
+  path: ['handlers'],
+  when: () => true,
+});
 /** Resolved options always carry a handler map (empty when a batchHandler does the work). */
-const withHandlers = <T extends { handlers?: Record<string, EventHandler> | undefined }>(o: T) => ({ ...o, handlers: o.handlers ?? {} });
+const withHandlers = <T extends { handlers?: Record<string, EventHandler> | undefined }>(o: T) => ({
+  ...o,
+  handlers: o.handlers ?? {},
+});
 const consumerName = z.string().min(1).max(200);
 
 export const processorOptions = defineOptions(
   'DeliveryProcessor',
   z
-    .strictObject({ ...processorShape, consumer: consumerName.describe('Inbox scope: deduplication is per consumer name.') })
+    .strictObject({
+      ...processorShape,
+      consumer: consumerName.describe('Inbox scope: deduplication is per consumer name.'),
+    })
     .refine(oneHandlerKind, handlerRequired())
     .refine(requireConnection, connectionRequired())
     .transform(withHandlers),
@@ -104,24 +166,53 @@ export const consumerOptions = defineOptions(
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
         .meta({ typeName: 'AmqpSocketOptions' })
         .default({})
-        .describe('Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.'),
+        .describe(
+          'Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.',
+        ),
       exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Exchange the queue is bound to.'),
       bindings: z.array(z.string().min(1).max(255)).min(1).default(['#']).describe('Binding patterns on the exchange.'),
       declare: z.boolean().default(true).describe('Declare exchange, queues and bindings on start.'),
-      prefetch: z.number().int().min(1).max(65_535).default(256).describe("Unacknowledged deliveries held at once; bounds the consumer's memory."),
-      batchSize: z.number().int().min(1).max(10_000).default(128).describe('Most deliveries processed in one transaction; 1 turns batching off.'),
-      reconnectBackoff: backoffOption(DEFAULT_RECONNECT_BACKOFF).describe('Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them.'),
+      prefetch: z
+        .number()
+        .int()
+        .min(1)
+        .max(65_535)
+        .default(256)
+        .describe("Unacknowledged deliveries held at once; bounds the consumer's memory."),
+      batchSize: z
+        .number()
+        .int()
+        .min(1)
+        .max(10_000)
+        .default(128)
+        .describe('Most deliveries processed in one transaction; 1 turns batching off.'),
+      reconnectBackoff: backoffOption(DEFAULT_RECONNECT_BACKOFF).describe(
+        'Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them.',
+      ),
       handleSignals: z.boolean().default(false).describe('Stop gracefully on SIGTERM and SIGINT.'),
-      rampUp: rampUpOption.describe('After an outage the backlog is processed at a rate that starts low and grows step by step; false turns it off. Resolved to null when off.'),
+      rampUp: rampUpOption.describe(
+        'After an outage the backlog is processed at a rate that starts low and grows step by step; false turns it off. Resolved to null when off.',
+      ),
       hooks: z
-        .strictObject({ afterCommit: functionOption<NonNullable<ConsumerHooks['afterCommit']>>('(settlements) => void | Promise<void>').optional().describe('After a batch committed, before its deliveries are acked (fault injection).') })
+        .strictObject({
+          afterCommit: functionOption<NonNullable<ConsumerHooks['afterCommit']>>(
+            '(settlements) => void | Promise<void>',
+          )
+            .optional()
+            .describe('After a batch committed, before its deliveries are acked (fault injection).'),
+        })
         .default({})
         .describe('Fault-injection hooks.'),
     })
     .refine(oneHandlerKind, handlerRequired())
     .refine(requireConnection, connectionRequired())
     .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())
-    .transform((o) => ({ ...withHandlers(o), amqpUrl: o.amqpUrl!, consumer: o.consumer ?? o.queue, retryQueue: `${o.queue}.retry` })),
+    .transform((o) => ({
+      ...withHandlers(o),
+      amqpUrl: o.amqpUrl!,
+      consumer: o.consumer ?? o.queue,
+      retryQueue: `${o.queue}.retry`,
+    })),
 );
 
 export type ProcessorOptions = OptionsInput<typeof processorOptions>;

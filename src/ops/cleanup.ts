@@ -46,14 +46,23 @@ const schema = z.strictObject({
  * Checks the windows before anything is deleted; the error names the field and both values.
  * `field` is the caller's name for the inbox window (compaction calls it `olderThanMs`).
  */
-export function validateRetention(options: Pick<CleanupOptions, 'inboxRetentionMs' | 'retryHorizonMs' | 'quarantineReplayWindowMs'>, field = 'inboxRetentionMs'): void {
+export function validateRetention(
+  options: Pick<CleanupOptions, 'inboxRetentionMs' | 'retryHorizonMs' | 'quarantineReplayWindowMs'>,
+  field = 'inboxRetentionMs',
+): void {
   if (options.inboxRetentionMs === undefined) return;
   if (options.retryHorizonMs === undefined || options.quarantineReplayWindowMs === undefined) {
-    throw new ConfigError(field, 'needs retryHorizonMs and quarantineReplayWindowMs, so the window can be checked against them');
+    throw new ConfigError(
+      field,
+      'needs retryHorizonMs and quarantineReplayWindowMs, so the window can be checked against them',
+    );
   }
   const floor = Math.max(options.retryHorizonMs, options.quarantineReplayWindowMs);
   if (options.inboxRetentionMs <= floor) {
-    throw new ConfigError(field, `${options.inboxRetentionMs} ms must exceed the broker retry horizon (${options.retryHorizonMs} ms) and the quarantine replay window (${options.quarantineReplayWindowMs} ms)`);
+    throw new ConfigError(
+      field,
+      `${options.inboxRetentionMs} ms must exceed the broker retry horizon (${options.retryHorizonMs} ms) and the quarantine replay window (${options.quarantineReplayWindowMs} ms)`,
+    );
   }
 }
 
@@ -64,7 +73,7 @@ export function validateRetention(options: Pick<CleanupOptions, 'inboxRetentionM
  */
 export async function cleanup(pool: pg.Pool, input: CleanupOptions): Promise<CleanupResult> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(schema, input) as CleanupOptions;
+  const options = parseOptions(schema, input);
   validateRetention(options);
   const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const batchSize = options.batchSize ?? 1_000;
@@ -80,7 +89,8 @@ export async function cleanup(pool: pg.Pool, input: CleanupOptions): Promise<Cle
     return deleted;
   };
   result.outboxDeleted = await drain(sql.deletePublishedOutbox, options.outboxRetentionMs);
-  if (options.inboxRetentionMs !== undefined) result.inboxDeleted = await drain(sql.deleteOldInbox, options.inboxRetentionMs);
+  if (options.inboxRetentionMs !== undefined)
+    result.inboxDeleted = await drain(sql.deleteOldInbox, options.inboxRetentionMs);
   return result;
 }
 
@@ -99,7 +109,7 @@ const scheduleSchema = schema.extend({
 
 export function scheduleCleanup(pool: pg.Pool, input: ScheduledCleanupOptions): () => Promise<void> {
   parseOptions(poolOption, pool, 'pool');
-  const { intervalMs, onError, onResult, ...options } = parseOptions(scheduleSchema, input) as ScheduledCleanupOptions;
+  const { intervalMs, onError, onResult, ...options } = parseOptions(scheduleSchema, input);
   validateRetention(options);
   let running: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {

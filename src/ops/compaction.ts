@@ -60,16 +60,25 @@ const schema = z.strictObject({
  */
 export async function compactInbox(pool: pg.Pool, input: CompactionOptions): Promise<CompactionResult> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(schema, input) as CompactionOptions;
+  const options = parseOptions(schema, input);
   validateRetention(
-    { inboxRetentionMs: options.olderThanMs, retryHorizonMs: options.retryHorizonMs, quarantineReplayWindowMs: options.quarantineReplayWindowMs },
+    {
+      inboxRetentionMs: options.olderThanMs,
+      retryHorizonMs: options.retryHorizonMs,
+      quarantineReplayWindowMs: options.quarantineReplayWindowMs,
+    },
     'olderThanMs',
   );
   const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const batchSize = options.batchSize ?? 1_000;
   const result: CompactionResult = { compacted: 0, watermarks: 0, batches: 0 };
   for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {
-    const { rows } = await pool.query<{ compacted: number; watermarks: number }>(sql.compactInbox, [options.consumer, options.projection, options.olderThanMs, batchSize]);
+    const { rows } = await pool.query<{ compacted: number; watermarks: number }>(sql.compactInbox, [
+      options.consumer,
+      options.projection,
+      options.olderThanMs,
+      batchSize,
+    ]);
     const { compacted, watermarks } = rows[0]!;
     result.batches++;
     result.compacted += compacted;

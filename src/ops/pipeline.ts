@@ -103,7 +103,7 @@ const SAMPLE_IDS = 5;
  */
 export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOptions): Promise<PipelineStatus> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(optionsSchema, input) as PipelineStatusOptions;
+  const options = parseOptions(optionsSchema, input);
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema');
   const sql = opsSql(schema);
   const windowMs = options.windowMs ?? 60_000;

@@ -44,7 +44,7 @@ export interface RebuildOptions {
  * Stop the projection's consumers first; they drain what they parked when they resubscribe.
  */
 export async function rebuildProjection(pool: pg.Pool, input: RebuildOptions): Promise<ReconcileReport> {
-  const options = parseOptions(optionsSchema, input) as RebuildOptions;
+  const options = parseOptions(optionsSchema, input);
   parseOptions(poolOption, pool, 'pool');
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const sql = reconcileSql(quoteIdentifier(schema, 'schema'));

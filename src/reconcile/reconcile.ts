@@ -85,12 +85,19 @@ const optionsSchema = z.strictObject({
   after: z.string().nullable().optional(),
   maxRowsPerSecond: z.number().positive().optional(),
   sampleSize: z.number().int().min(0).optional(),
-  repair: z.strictObject({ apply: functionOption<ReconcileRepair['apply']>(), lookup: functionOption<NonNullable<ReconcileRepair['lookup']>>().optional(), remove: functionOption<NonNullable<ReconcileRepair['remove']>>().optional() }).optional(),
+  repair: z
+    .strictObject({
+      apply: functionOption<ReconcileRepair['apply']>(),
+      lookup: functionOption<NonNullable<ReconcileRepair['lookup']>>().optional(),
+      remove: functionOption<NonNullable<ReconcileRepair['remove']>>().optional(),
+    })
+    .optional(),
   onProgress: functionOption<(progress: ReconcileProgress) => void>().optional(),
   signal: signalOption.optional(),
 });
 
-const emptyCounts = <T>(value: () => T) => Object.fromEntries(DIFFERENCES.map((d) => [d, value()])) as Record<Difference, T>;
+const emptyCounts = <T>(value: () => T) =>
+  Object.fromEntries(DIFFERENCES.map((d) => [d, value()])) as Record<Difference, T>;
 
 /**
  * Compares a projection with its source by keyset pagination over both, classifies every
@@ -99,7 +106,7 @@ const emptyCounts = <T>(value: () => T) => Object.fromEntries(DIFFERENCES.map((d
  */
 export async function reconcile(pool: pg.Pool, input: ReconcileOptions): Promise<ReconcileReport> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(optionsSchema, input) as ReconcileOptions;
+  const options = parseOptions(optionsSchema, input);
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   const pageSize = options.pageSize ?? 500;
@@ -107,12 +114,28 @@ export async function reconcile(pool: pg.Pool, input: ReconcileOptions): Promise
   const target: PagedReader =
     options.target ??
     (async (after, limit) => {
-      const { rows } = await pool.query<{ id: string; version: string; deleted: boolean }>(sql.targetPage, [options.projection, options.aggregateType, after ?? '', limit]);
+      const { rows } = await pool.query<{ id: string; version: string; deleted: boolean }>(sql.targetPage, [
+        options.projection,
+        options.aggregateType,
+        after ?? '',
+        limit,
+      ]);
       return rows.map((row) => ({ id: row.id, version: Number(row.version), deleted: row.deleted }));
     });
-  const report: ReconcileReport = { scanned: 0, differences: emptyCounts(() => 0), samples: emptyCounts((): string[] => []), repaired: 0, skipped: 0, cursor: options.after ?? null, complete: false, durationMs: 0 };
+  const report: ReconcileReport = {
+    scanned: 0,
+    differences: emptyCounts(() => 0),
+    samples: emptyCounts((): string[] => []),
+    repaired: 0,
+    skipped: 0,
+    cursor: options.after ?? null,
+    complete: false,
+    durationMs: 0,
+  };
   const started = performance.now();
-  const repairer = options.repair ? new Repairer(pool, schema, options.projection, options.aggregateType, options.repair) : null;
+  const repairer = options.repair
+    ? new Repairer(pool, schema, options.projection, options.aggregateType, options.repair)
+    : null;
 
   let sourceBuffer: ReconcileRow[] = [];
   let targetBuffer: ReconcileRow[] = [];
@@ -152,7 +175,12 @@ export async function reconcile(pool: pg.Pool, input: ReconcileOptions): Promise
       }
     }
     const elapsed = (performance.now() - started) / 1000;
-    options.onProgress?.({ scanned: report.scanned, differences: { ...report.differences }, rate: elapsed > 0 ? report.scanned / elapsed : 0, cursor: report.cursor });
+    options.onProgress?.({
+      scanned: report.scanned,
+      differences: { ...report.differences },
+      rate: elapsed > 0 ? report.scanned / elapsed : 0,
+      cursor: report.cursor,
+    });
     await throttle(report.scanned, started, options.maxRowsPerSecond);
   }
   return finish(report, started, true);
@@ -185,7 +213,11 @@ class Repairer {
     this.#sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   }
 
-  async repair(difference: Difference, source: ReconcileRow | undefined, projected: ReconcileRow | undefined): Promise<'repaired' | 'skipped' | 'reported'> {
+  async repair(
+    difference: Difference,
+    source: ReconcileRow | undefined,
+    projected: ReconcileRow | undefined,
+  ): Promise<'repaired' | 'skipped' | 'reported'> {
     if (difference === 'missing' || difference === 'stale') return this.#toNewerVersion(source!);
     if (difference === 'mismatch') return this.#atSameVersion(source!, projected!.version);
     if (difference === 'extra') return this.#removeExtra(projected!);
@@ -218,14 +250,24 @@ class Repairer {
    * read and compare again instead of replaying a stale fix.
    */
   async #toNewerVersion(source: ReconcileRow): Promise<'repaired' | 'skipped'> {
-    const key = { projection: this.projection, aggregateType: this.aggregateType, aggregateId: source.id, schema: this.schema };
+    const key = {
+      projection: this.projection,
+      aggregateType: this.aggregateType,
+      aggregateId: source.id,
+      schema: this.schema,
+    };
     for (;;) {
       const outcome = await withTransaction(this.pool, async (tx) => {
         const state = await readProjectionState(tx, key);
         if ((state?.version ?? 0) >= source.version) return 'skipped' as const;
         const result = await repairFromSnapshot(
           tx,
-          { ...key, sourceVersion: source.version, deleted: source.deleted ?? false, observedVersion: state?.version ?? null },
+          {
+            ...key,
+            sourceVersion: source.version,
+            deleted: source.deleted ?? false,
+            observedVersion: state?.version ?? null,
+          },
           () => this.hooks.apply(tx, source),
         );
         if (result.repaired) return 'repaired' as const;

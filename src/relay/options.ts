@@ -18,7 +18,13 @@ import {
 } from '../runtime/options.js';
 import { silentLogger } from '../runtime/logger.js';
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
-import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_EXCHANGE, DEFAULT_MAX_ATTEMPTS, DEFAULT_RECONNECT_BACKOFF, DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import {
+  DEFAULT_CONFIRM_TIMEOUT_MS,
+  DEFAULT_EXCHANGE,
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_RECONNECT_BACKOFF,
+  DEFAULT_SCHEMA,
+} from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
 
 export interface RelayHooks {
@@ -56,11 +62,20 @@ export const relayOptions = defineOptions(
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
         .meta({ typeName: 'AmqpSocketOptions' })
         .default({})
-        .describe('Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.'),
+        .describe(
+          'Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.',
+        ),
       schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
-      exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Topic exchange events are published to.'),
+      exchange: z
+        .string()
+        .min(1)
+        .max(255)
+        .default(DEFAULT_EXCHANGE)
+        .describe('Topic exchange events are published to.'),
       declareExchange: z.boolean().default(true).describe('Declare the exchange (durable topic) on every new channel.'),
-      routingKey: routingKeyOption.describe('Template with {aggregateType} {eventType} {kind} {tenantId} {schemaVersion}, or a function of the envelope.'),
+      routingKey: routingKeyOption.describe(
+        'Template with {aggregateType} {eventType} {kind} {tenantId} {schemaVersion}, or a function of the envelope.',
+      ),
       relayId: z
         .string()
         .min(1)
@@ -75,17 +90,48 @@ export const relayOptions = defineOptions(
         .max(16)
         .default(4)
         .describe('Batches that may wait for their confirms at once; per-aggregate order still holds.'),
-      listen: z.boolean().default(true).describe('Wake up on NOTIFY from outbox inserts instead of waiting for the next poll.'),
-      leaseMs: z.number().int().min(100).default(30_000).describe('How long a claim protects rows from other relays, in ms.'),
-      pollIntervalMs: z.number().int().min(1).default(250).describe('Sleep after an empty claim, in ms; with listen a NOTIFY cuts it short.'),
-      confirmTimeoutMs: z.number().int().min(1).default(DEFAULT_CONFIRM_TIMEOUT_MS).describe('How long to wait for a broker confirm before treating the publish as failed, in ms.'),
-      maxAttempts: z.number().int().min(1).default(DEFAULT_MAX_ATTEMPTS).describe('Attempts after which an event is marked failed (kept, never deleted).'),
+      listen: z
+        .boolean()
+        .default(true)
+        .describe('Wake up on NOTIFY from outbox inserts instead of waiting for the next poll.'),
+      leaseMs: z
+        .number()
+        .int()
+        .min(100)
+        .default(30_000)
+        .describe('How long a claim protects rows from other relays, in ms.'),
+      pollIntervalMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(250)
+        .describe('Sleep after an empty claim, in ms; with listen a NOTIFY cuts it short.'),
+      confirmTimeoutMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(DEFAULT_CONFIRM_TIMEOUT_MS)
+        .describe('How long to wait for a broker confirm before treating the publish as failed, in ms.'),
+      maxAttempts: z
+        .number()
+        .int()
+        .min(1)
+        .default(DEFAULT_MAX_ATTEMPTS)
+        .describe('Attempts after which an event is marked failed (kept, never deleted).'),
       backoff: backoffOption(DEFAULT_BACKOFF).describe('Retry schedule for events the broker did not take.'),
-      reconnectBackoff: backoffOption(DEFAULT_RECONNECT_BACKOFF).describe('Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them.'),
-      logger: loggerOption.default(silentLogger).meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
+      reconnectBackoff: backoffOption(DEFAULT_RECONNECT_BACKOFF).describe(
+        'Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them.',
+      ),
+      logger: loggerOption
+        .default(silentLogger)
+        .meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
       handleSignals: z.boolean().default(false).describe('Stop gracefully on SIGTERM and SIGINT.'),
       hooks: z
-        .strictObject({ afterConfirm: functionOption<NonNullable<RelayHooks['afterConfirm']>>('(eventIds) => void | Promise<void>').optional().describe('After the broker confirmed a batch, before it is marked published (fault injection).') })
+        .strictObject({
+          afterConfirm: functionOption<NonNullable<RelayHooks['afterConfirm']>>('(eventIds) => void | Promise<void>')
+            .optional()
+            .describe('After the broker confirmed a batch, before it is marked published (fault injection).'),
+        })
         .default({})
         .describe('Fault-injection hooks.'),
     })

@@ -29,7 +29,9 @@ export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, pre
   const result = schema.safeParse(input ?? {});
   if (result.success) return result.data;
   const problems = result.error.issues.flatMap((issue) => describeIssue(schema, issue));
-  throw new ConfigError(problems.map((p) => ({ ...p, path: [prefix, p.path].filter(Boolean).join('.') || '(options)' })));
+  throw new ConfigError(
+    problems.map((p) => ({ ...p, path: [prefix, p.path].filter(Boolean).join('.') || '(options)' })),
+  );
 }
 
 function describeIssue(schema: z.ZodType, issue: z.core.$ZodIssue): ConfigProblem[] {
@@ -38,7 +40,10 @@ function describeIssue(schema: z.ZodType, issue: z.core.$ZodIssue): ConfigProble
   const known = objectKeysAt(schema, at);
   return issue.keys.map((key) => {
     const near = closest(key, known);
-    return { path: [...at, key].join('.'), message: `unknown option '${key}'${near ? ` (did you mean '${near}'?)` : ''}` };
+    return {
+      path: [...at, key].join('.'),
+      message: `unknown option '${key}'${near ? ` (did you mean '${near}'?)` : ''}`,
+    };
   });
 }
 
@@ -54,8 +59,8 @@ function objectAt(schema: z.ZodType, path: readonly string[]): z.ZodObject | und
     case 'object': {
       const object = schema as unknown as z.ZodObject;
       if (path.length === 0) return object;
-      const next = object.shape[path[0]!];
-      return next ? objectAt(next as z.ZodType, path.slice(1)) : undefined;
+      const next: z.ZodType | undefined = (object.shape as Record<string, z.ZodType>)[path[0]!];
+      return next ? objectAt(next, path.slice(1)) : undefined;
     }
     case 'optional':
     case 'nullable':
@@ -125,13 +130,25 @@ export function backoffOption(defaults: BackoffPolicy) {
 }
 
 const hasFunctions = (value: unknown, names: readonly string[]): boolean =>
-  typeof value === 'object' && value !== null && names.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
+  typeof value === 'object' &&
+  value !== null &&
+  names.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
 
 /** A pg.Pool, or anything pool-shaped (query + connect). */
-export const poolOption = z.custom<pg.Pool>((v) => hasFunctions(v, ['query', 'connect']), 'must be a pg.Pool (an object with query and connect functions)').meta({ typeName: 'pg.Pool' });
+export const poolOption = z
+  .custom<pg.Pool>(
+    (v) => hasFunctions(v, ['query', 'connect']),
+    'must be a pg.Pool (an object with query and connect functions)',
+  )
+  .meta({ typeName: 'pg.Pool' });
 
 /** A Logger: debug, info, warn and error functions (a pino logger fits). */
-export const loggerOption = z.custom<Logger>((v) => hasFunctions(v, ['debug', 'info', 'warn', 'error']), 'must be a logger with debug, info, warn and error functions').meta({ typeName: 'Logger' });
+export const loggerOption = z
+  .custom<Logger>(
+    (v) => hasFunctions(v, ['debug', 'info', 'warn', 'error']),
+    'must be a logger with debug, info, warn and error functions',
+  )
+  .meta({ typeName: 'Logger' });
 
 /** A function of the given type; zod checks only that it is callable. `typeName` is what the docs show. */
 export function functionOption<F>(typeName = 'function') {
@@ -139,11 +156,22 @@ export function functionOption<F>(typeName = 'function') {
 }
 
 /** An AbortSignal. */
-export const signalOption = z.custom<AbortSignal>((v) => typeof v === 'object' && v !== null && typeof (v as AbortSignal).aborted === 'boolean' && typeof (v as AbortSignal).addEventListener === 'function', 'must be an AbortSignal').meta({ typeName: 'AbortSignal' });
+export const signalOption = z
+  .custom<AbortSignal>(
+    (v) =>
+      typeof v === 'object' &&
+      v !== null &&
+      typeof (v as AbortSignal).aborted === 'boolean' &&
+      typeof (v as AbortSignal).addEventListener === 'function',
+    'must be an AbortSignal',
+  )
+  .meta({ typeName: 'AbortSignal' });
 
 /** A PostgreSQL connection: `pool` or `connectionString`; checked as one problem naming `connectionString`. */
 export const connectionShape = {
-  pool: poolOption.optional().describe('pg.Pool to use; the caller keeps ownership. Either this or connectionString is required.'),
+  pool: poolOption
+    .optional()
+    .describe('pg.Pool to use; the caller keeps ownership. Either this or connectionString is required.'),
   connectionString: z.string().min(1).optional().describe('PostgreSQL URL to open a pool from, when no pool is given.'),
 };
 
@@ -155,10 +183,18 @@ export function requireConnection(o: { pool?: unknown; connectionString?: unknow
  * Refinement options that report the missing connection even when other fields are wrong too.
  * A fresh object per use: zod normalises refinement params in place.
  */
-export const connectionRequired = () => ({ message: 'pool or connectionString is required (the library reads no environment)', path: ['connectionString'], when: () => true });
+export const connectionRequired = () => ({
+  message: 'pool or connectionString is required (the library reads no environment)',
+  path: ['connectionString'],
+  when: () => true,
+});
 
 /** Like connectionRequired, for the RabbitMQ URL of a relay or consumer. */
-export const amqpUrlRequired = (message = 'amqpUrl is required (the library reads no environment)') => ({ message, path: ['amqpUrl'], when: () => true });
+export const amqpUrlRequired = (message = 'amqpUrl is required (the library reads no environment)') => ({
+  message,
+  path: ['amqpUrl'],
+  when: () => true,
+});
 
 /** The default a schema declares for one top-level option (`.default`/`.prefault`), for the CLI and the docs. */
 export function optionDefault(schema: z.ZodType, key: string): unknown {
@@ -170,6 +206,7 @@ function declaredDefault(schema: z.ZodType): unknown {
   const def = (schema as unknown as { def: Record<string, unknown> & { type: string } }).def;
   if (def.type === 'default' || def.type === 'prefault') return def.defaultValue;
   if (def.type === 'pipe') return declaredDefault(def.in as z.ZodType);
-  if (def.type === 'optional' || def.type === 'nullable' || def.type === 'readonly') return declaredDefault(def.innerType as z.ZodType);
+  if (def.type === 'optional' || def.type === 'nullable' || def.type === 'readonly')
+    return declaredDefault(def.innerType as z.ZodType);
   return undefined;
 }
