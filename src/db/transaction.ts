@@ -3,7 +3,17 @@ import type pg from 'pg';
 /** SQLSTATEs after which the whole local transaction may simply be run again. */
 const RETRY_WHOLE_TRANSACTION = new Set(['40001', '40P01']);
 
+/**
+ * Thrown by converge's own code inside a transaction when what it read was overtaken by a
+ * concurrent transaction (the same situation as a serialization failure, detected by
+ * converge rather than by PostgreSQL): withTransaction runs the whole transaction again.
+ */
+export class RetryTransactionSignal extends Error {
+  override readonly name = 'RetryTransactionSignal';
+}
+
 export function isSerializationFailure(err: unknown): boolean {
+  if (err instanceof RetryTransactionSignal) return true;
   return typeof err === 'object' && err !== null && RETRY_WHOLE_TRANSACTION.has(String((err as { code?: unknown }).code));
 }
 
@@ -22,8 +32,8 @@ export function isTransientDatabaseError(err: unknown): boolean {
 }
 
 /**
- * Runs `work` in one transaction on one pooled connection. Serialization failures and
- * deadlocks re-run the whole transaction (never a single statement), up to `retries` times.
+ * Runs `work` in one transaction on one pooled connection. Serialization failures,
+ * deadlocks and a RetryTransactionSignal re-run the whole transaction (never a single statement), up to `retries` times.
  */
 export async function withTransaction<T>(
   pool: pg.Pool,

@@ -12,7 +12,8 @@ import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import { RampGate } from './ramp.js';
 import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, traceFields } from './headers.js';
-import { DeliveryProcessor, type DrainedEvent, type GapRepairOptions, type GapRepairReport, type Settlement, type SourceSnapshot } from './processor.js';
+import { DeliveryProcessor, ProcessorSetup } from './processor.js';
+import type { AggregateRef, DrainedEvent, RawDelivery, RetrySettlement, Settlement } from './types.js';
 
 export interface ConsumerEvents {
   settled: [settlement: Settlement];
@@ -69,10 +70,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   constructor(options: ConsumerOptions) {
     super();
+    // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
-    // The processor validates the caller's own handler options; defaults resolved here would hide a missing handler.
-    this.#processor = new DeliveryProcessor({ ...options, consumer: this.options.consumer, logger: this.options.logger });
-    this.#processor.onDrained((drained) => this.#settleDrained(drained));
+    this.#processor = new DeliveryProcessor(new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)));
     this.#ready = new Promise((resolve) => (this.#markReady = resolve));
     if (this.options.rampUp) this.#ramp = new RampGate(this.options.rampUp);
   }
@@ -104,9 +104,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return this.#processor.drainReady();
   }
 
-  /** See DeliveryProcessor.repairGaps: repairs this consumer's gaps from the source, then drains. */
-  repairGaps<S extends SourceSnapshot>(options: GapRepairOptions<S>): Promise<GapRepairReport> {
-    return this.#processor.repairGaps(options);
+  /** Drains the parked events of one aggregate that can apply now (repairGaps in reconcile/ calls it). */
+  drainAggregate(aggregate: AggregateRef): Promise<number> {
+    return this.#processor.drainAggregate(aggregate);
   }
 
   /** Stops taking deliveries, finishes the one in progress (commit, then ack), closes everything. */
@@ -269,7 +269,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
    * not be parked, after holding the delivery for its backoff so a broken retry path cannot
    * turn into a hot redelivery loop.
    */
-  async #parkForRetry(message: ConsumeMessage, settlement: Extract<Settlement, { action: 'retry' }>): Promise<boolean> {
+  async #parkForRetry(message: RawDelivery, settlement: RetrySettlement): Promise<boolean> {
     const publisher = this.#retryPublisher;
     try {
       if (!publisher) throw new Error('no retry channel');
@@ -291,14 +291,14 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /**
    * Drained events were acked when they were parked. One that must be retried goes back to
-   * the broker (a confirmed copy in the retry queue) and only then leaves the buffer.
+   * the broker (a confirmed copy in the retry queue); the eventIds returned leave the buffer.
    */
-  async #settleDrained(drained: DrainedEvent[]): Promise<void> {
+  async #settleDrained(drained: DrainedEvent[]): Promise<string[]> {
     const handedBack: string[] = [];
     for (const { delivery, settlement } of drained) {
       if (settlement.action === 'retry') {
         this.stats.retried++;
-        if (settlement.eventId !== null && (await this.#parkForRetry(delivery as unknown as ConsumeMessage, settlement))) handedBack.push(settlement.eventId);
+        if (settlement.eventId !== null && (await this.#parkForRetry(delivery, settlement))) handedBack.push(settlement.eventId);
         continue;
       }
       this.#count(settlement);
@@ -306,7 +306,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.emit('drained', settlement);
       if (settlement.outcome === 'quarantined' && settlement.conflict) this.emit('conflict', settlement.conflict);
     }
-    if (handedBack.length > 0) await this.#processor.releaseParked(handedBack);
+    return handedBack;
   }
 
   #count(settlement: Settlement): void {
@@ -339,7 +339,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
  * Where the delivery first came from. After a trip through the retry queue it arrives via the
  * default exchange under the queue's name, so the first values are carried in headers.
  */
-function originHeaders(message: ConsumeMessage): Record<string, string> {
+function originHeaders(message: RawDelivery): Record<string, string> {
   const headers = message.properties.headers ?? {};
   return {
     [ORIGIN_EXCHANGE_HEADER]: String(headers[ORIGIN_EXCHANGE_HEADER] ?? message.fields.exchange),

@@ -3,6 +3,7 @@ import type { EventEnvelope } from '../envelope/envelope.js';
 import { ContentConflictError } from '../runtime/errors.js';
 import { inboxSql } from './sql.js';
 import { runStatement } from '../db/statement.js';
+import type { SchemaRef } from '../runtime/identifier.js';
 
 export interface InboxEntry {
   envelope: EventEnvelope;
@@ -16,7 +17,7 @@ export type InboxStatus = { status: 'new' } | { status: 'duplicate' } | { status
  * must be applied in the same transaction; a repeat with the same fingerprint is a
  * duplicate; a repeat with other content is a conflict. eventIds must be distinct.
  */
-export async function recordInInbox(tx: Executor, schema: string, consumer: string, entries: readonly InboxEntry[]): Promise<Map<string, InboxStatus>> {
+export async function recordInInbox(tx: Executor, schema: SchemaRef, consumer: string, entries: readonly InboxEntry[]): Promise<Map<string, InboxStatus>> {
   const sql = inboxSql(schema);
   const inserted = await runStatement<{ event_id: string }>(tx, sql.insert, [
     consumer,

@@ -1,9 +1,9 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { runStatement } from '../db/statement.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
-import type { RawDelivery } from './quarantine.js';
+import type { AggregateRef, RawDelivery } from './types.js';
 import { inboxSql } from './sql.js';
 
 /** Bounds of the reorder buffer, per consumer (inbox scope). */
@@ -35,7 +35,7 @@ export type ParkResult =
   | { status: 'full'; limit: 'per-aggregate' | 'total' };
 
 /** Parks an early incremental event on the caller's transaction, within the limits. */
-export async function parkEvent(tx: Executor, schema: string, entry: ParkEntry, limits: ReorderBufferLimits): Promise<ParkResult> {
+export async function parkEvent(tx: Executor, schema: SchemaRef, entry: ParkEntry, limits: ReorderBufferLimits): Promise<ParkResult> {
   const sql = inboxSql(schema);
   const { envelope } = entry;
   const existing = await runStatement<{ fingerprint: string }>(tx, sql.parkedFingerprint, [entry.consumer, envelope.eventId]);
@@ -63,13 +63,10 @@ export async function parkEvent(tx: Executor, schema: string, entry: ParkEntry, 
   return inserted.rowCount === 1 ? { status: 'parked' } : { status: 'already-parked' };
 }
 
-export interface AggregateRef {
-  aggregateType: string;
-  aggregateId: string;
-}
+export type { AggregateRef } from './types.js';
 
 /** Which of the aggregates that just reached `version` have parked events that may drain now. */
-export async function aggregatesToDrain(executor: Executor, schema: string, consumer: string, reached: (AggregateRef & { version: number })[]): Promise<AggregateRef[]> {
+export async function aggregatesToDrain(executor: Executor, schema: SchemaRef, consumer: string, reached: (AggregateRef & { version: number })[]): Promise<AggregateRef[]> {
   if (reached.length === 0) return [];
   const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedSuccessors, [
     consumer,
@@ -81,7 +78,7 @@ export async function aggregatesToDrain(executor: Executor, schema: string, cons
 }
 
 /** Aggregates of `consumer` whose parked events can apply now, whatever moved their projection. */
-export async function aggregatesReady(executor: Executor, schema: string, consumer: string, limit: number): Promise<AggregateRef[]> {
+export async function aggregatesReady(executor: Executor, schema: SchemaRef, consumer: string, limit: number): Promise<AggregateRef[]> {
   const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedReady, [consumer, limit]);
   return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
 }
@@ -93,7 +90,7 @@ export interface ParkedDelivery {
 }
 
 /** The parked deliveries of one aggregate in version order, rebuilt as they arrived. */
-export async function loadParked(executor: Executor, schema: string, consumer: string, aggregate: AggregateRef, limit: number): Promise<ParkedDelivery[]> {
+export async function loadParked(executor: Executor, schema: SchemaRef, consumer: string, aggregate: AggregateRef, limit: number): Promise<ParkedDelivery[]> {
   const { rows } = await runStatement<{ event_id: string; aggregate_version: string; properties: { properties: RawDelivery['properties']; fields: RawDelivery['fields'] }; body: Buffer }>(
     executor,
     inboxSql(schema).parkedOfAggregate,
@@ -107,7 +104,7 @@ export async function loadParked(executor: Executor, schema: string, consumer: s
 }
 
 /** Removes parked rows on the transaction that recorded their events in the inbox. */
-export async function unpark(tx: Executor, schema: string, consumer: string, eventIds: string[]): Promise<void> {
+export async function unpark(tx: Executor, schema: SchemaRef, consumer: string, eventIds: string[]): Promise<void> {
   if (eventIds.length > 0) await runStatement(tx, inboxSql(schema).unpark, [consumer, eventIds]);
 }
 
@@ -142,7 +139,7 @@ export interface GapQuery {
  * when. Early events that did not fit in the buffer wait in the retry queue and are not listed.
  */
 export async function readGaps(executor: Executor, query: GapQuery = {}): Promise<Gap[]> {
-  const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA, 'schema');
+  const schema = schemaRef(query.schema ?? DEFAULT_SCHEMA);
   const { rows } = await executor.query<{
     consumer: string;
     projection: string;

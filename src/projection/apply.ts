@@ -1,11 +1,13 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { StaleVersionError, VersionGapError, type AggregateKey } from '../runtime/errors.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { projectionSql, type StateRow } from './sql.js';
 import { aggregateKey, consecutiveRuns, judgeIncrement, planIncrements } from './versions.js';
 import { runStatement } from '../db/statement.js';
+import { RetryTransactionSignal } from '../db/transaction.js';
+import { reportBlocked } from './guard.js';
 
 export interface ProjectionTarget {
   /** Name of the read model, e.g. `order_search`; versions are tracked per projection. */
@@ -29,10 +31,15 @@ export interface ProjectionState {
 /**
  * Applies an incremental event only on top of exactly the previous version. The version
  * row moves first (and stays locked until commit), then `apply` writes the read model on
- * the same transaction. If the previous version is missing this throws VersionGapError,
- * which must roll back the whole consumer transaction, inbox row included, so the event
- * waits and is retried; it is never skipped. An event at or below the baseline of a
- * trusted snapshot returns `covered-by-baseline` without calling `apply`.
+ * the same transaction. If the previous version is missing this throws VersionGapError
+ * (StaleVersionError if the version is taken), which must roll back the whole consumer
+ * transaction, inbox row included, so the event waits and is retried; it is never skipped.
+ * An event at or below the baseline of a trusted snapshot returns `covered-by-baseline`
+ * without calling `apply`.
+ *
+ * Inside a consumer handler, pass the context's `tx`: the verdict is also reported to the
+ * consumer, which rolls back and parks (or retries) the event even if the handler catches
+ * the error. Catching it cannot make a gap count as applied. See docs/consumer.md.
  */
 export async function applyIncrement(tx: Executor, target: ProjectionTarget, apply: () => Promise<void>): Promise<ApplyResult> {
   const { sql, params, key } = prepare(target);
@@ -46,8 +53,8 @@ export async function applyIncrement(tx: Executor, target: ProjectionTarget, app
   const current = toState((await runStatement<StateRow>(tx, sql.lock, params)).rows[0]);
   const verdict = judgeIncrement(version, current);
   if (verdict === 'covered-by-baseline') return { applied: false, reason: 'covered-by-baseline', version: current!.version };
-  if (verdict === 'stale') throw new StaleVersionError(key, version, current!.version);
-  throw new VersionGapError(key, version, current?.version ?? 0);
+  if (verdict === 'stale') throw reportBlocked(tx, new StaleVersionError(key, version, current!.version));
+  throw reportBlocked(tx, new VersionGapError(key, version, current?.version ?? 0));
 }
 
 export interface SnapshotTarget extends ProjectionTarget {
@@ -68,7 +75,7 @@ export async function applySnapshot(tx: Executor, target: SnapshotTarget, apply:
     await apply();
     return { applied: true, version };
   }
-  const current = toState((await tx.query<StateRow>(sql.read, params)).rows[0]);
+  const current = toState((await runStatement<StateRow>(tx, sql.read, params)).rows[0]);
   return { applied: false, reason: 'not-newer', version: current?.version ?? 0 };
 }
 
@@ -77,13 +84,17 @@ export async function readProjectionState(
   executor: Executor,
   key: AggregateKey & { schema?: string },
 ): Promise<ProjectionState | null> {
-  const sql = projectionSql(quoteIdentifier(key.schema ?? DEFAULT_SCHEMA, 'schema'));
-  const { rows } = await executor.query<StateRow>(sql.read, [key.projection, key.aggregateType, key.aggregateId]);
+  return readState(executor, schemaRef(key.schema ?? DEFAULT_SCHEMA), key);
+}
+
+/** readProjectionState for converge's own callers, which hold a SchemaRef already. */
+export async function readState(executor: Executor, schema: SchemaRef, key: AggregateKey): Promise<ProjectionState | null> {
+  const { rows } = await runStatement<StateRow>(executor, projectionSql(schema).read, [key.projection, key.aggregateType, key.aggregateId]);
   return toState(rows[0]);
 }
 
 function prepare(target: ProjectionTarget) {
-  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA, 'schema'));
+  const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
   const key: AggregateKey = { projection: target.projection, aggregateType: target.event.aggregateType, aggregateId: target.event.aggregateId };
   return { sql, key, params: [key.projection, key.aggregateType, key.aggregateId] as unknown[] };
 }
@@ -118,14 +129,16 @@ export interface BatchApplyResult<E> {
  * (the common case: nothing else is needed). Whatever did not move is locked and planned in
  * memory; the first event that cannot apply throws VersionGapError / StaleVersionError
  * before `apply` runs. Some aggregates may already have moved by then, so the caller's
- * transaction must roll back whole (the consumer does). `apply` is called once with the events to write.
+ * transaction must roll back whole: the consumer does, even when its batch handler catches
+ * the error (the verdict is reported to it as by applyIncrement). `apply` is called once
+ * with the events to write.
  */
 export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>>(
   tx: Executor,
   target: BatchTarget<E>,
   apply: (events: E[]) => Promise<void>,
 ): Promise<BatchApplyResult<E>> {
-  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA, 'schema'));
+  const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
   if (target.events.length === 0) return { applied: [], covered: [] };
   let moved: E[] = [];
   let rest: readonly E[] = target.events;
@@ -166,7 +179,7 @@ async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggr
   if (plan.blocked) {
     const { event, verdict, currentVersion } = plan.blocked;
     const key: AggregateKey = { projection, aggregateType: event.aggregateType, aggregateId: event.aggregateId };
-    throw verdict === 'stale' ? new StaleVersionError(key, event.aggregateVersion, currentVersion) : new VersionGapError(key, event.aggregateVersion, currentVersion);
+    throw reportBlocked(tx, verdict === 'stale' ? new StaleVersionError(key, event.aggregateVersion, currentVersion) : new VersionGapError(key, event.aggregateVersion, currentVersion));
   }
   const moved = keys.filter((k) => plan.finalVersions.has(aggregateKey(k)));
   const existing = moved.filter((k) => current.has(aggregateKey(k)));
@@ -189,9 +202,7 @@ async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggr
     ]);
     if ((started.rowCount ?? 0) !== fresh.length) {
       // Another transaction started one of these aggregates after our read: re-run from the top.
-      const err = new Error('concurrent first version of an aggregate') as Error & { code: string };
-      err.code = '40001';
-      throw err;
+      throw reportBlocked(tx, new RetryTransactionSignal('concurrent first version of an aggregate'));
     }
   }
   return { apply: plan.apply, covered: plan.covered };

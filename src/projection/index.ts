@@ -2,3 +2,4 @@ export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } f
 export type { ApplyResult, BatchApplyResult, BatchTarget, ProjectionState, ProjectionTarget, SnapshotTarget } from './apply.js';
 export { aggregateKey, judgeIncrement, planIncrements } from './versions.js';
 export type { IncrementPlan, IncrementVerdict, VersionedEvent } from './versions.js';
+export type { BlockedVerdict, VersionWatch } from './guard.js';

@@ -6,3 +6,5 @@ export { classify, compareIds, DIFFERENCES } from './compare.js';
 export type { Difference, ReconcileRow } from './compare.js';
 export { rebuildProjection } from './rebuild.js';
 export type { RebuildOptions } from './rebuild.js';
+export { repairGaps } from './gap-repair.js';
+export type { GapRepairOptions, GapRepairReport, GapRepairTarget, SourceSnapshot } from './gap-repair.js';
