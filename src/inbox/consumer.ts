@@ -6,12 +6,12 @@ import type { ContentConflictError } from '../runtime/errors.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
-import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import { RampGate } from './ramp.js';
-import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, traceFields } from './headers.js';
+import { traceFields } from './headers.js';
+import { publishRetryCopy } from './retry-copy.js';
 import { DeliveryProcessor, ProcessorSetup } from './processor.js';
 import type { AggregateRef, DrainedEvent, RawDelivery, RetrySettlement, Settlement } from './types.js';
 
@@ -273,14 +273,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     const publisher = this.#retryPublisher;
     try {
       if (!publisher) throw new Error('no retry channel');
-      const messageId = typeof message.properties.messageId === 'string' ? message.properties.messageId : `unidentified-${message.fields.deliveryTag}`;
-      await publisher.publish('', this.options.retryQueue, message.content, {
-        ...message.properties,
-        messageId,
-        headers: { ...message.properties.headers, [ATTEMPT_HEADER]: settlement.attempt, ...originHeaders(message) },
-        expiration: String(settlement.delayMs),
-        persistent: true,
-      }, DEFAULT_CONFIRM_TIMEOUT_MS);
+      await publishRetryCopy(publisher, this.options.retryQueue, message, settlement);
       return true;
     } catch (err) {
       this.options.logger.warn({ eventId: settlement.eventId, ...traceFields(message), ...describeError(err) }, 'could not park delivery for retry; requeueing it after the backoff');
@@ -333,18 +326,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#retryPublisher = undefined;
     await connection?.close().catch(() => undefined);
   }
-}
-
-/**
- * Where the delivery first came from. After a trip through the retry queue it arrives via the
- * default exchange under the queue's name, so the first values are carried in headers.
- */
-function originHeaders(message: RawDelivery): Record<string, string> {
-  const headers = message.properties.headers ?? {};
-  return {
-    [ORIGIN_EXCHANGE_HEADER]: String(headers[ORIGIN_EXCHANGE_HEADER] ?? message.fields.exchange),
-    [ORIGIN_ROUTING_KEY_HEADER]: String(headers[ORIGIN_ROUTING_KEY_HEADER] ?? message.fields.routingKey),
-  };
 }
 
 function safeSettle(settle: () => void): void {
