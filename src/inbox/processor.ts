@@ -10,8 +10,9 @@ import { describeError } from '../runtime/logger.js';
 import { applyInTransaction, handlerFor, type DispatchScope } from './dispatch.js';
 import { decideFailure } from './failure-policy.js';
 import { readAttempt, traceFields } from './headers.js';
+import type { ParkResult } from './parking.js';
 import { resolveProcessorOptions, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
-import { ReorderBuffer } from './reorder-buffer.js';
+import { ReorderBuffer, type ParkRequest } from './reorder-buffer.js';
 import { Settler } from './settle.js';
 import type { AggregateRef, Candidate, DrainSink, RawDelivery, Settlement } from './types.js';
 import { upcast } from './upcast.js';
@@ -187,7 +188,8 @@ export class DeliveryProcessor {
       case 'stay-parked':
         return { action: 'ack', outcome: 'parked', eventId: eventId! };
       case 'park':
-        return this.#park({ delivery, envelope: envelope!, print: print!, projection: decision.projection, waitingFor: decision.waitingFor }, attempt);
+        // The policy parks only when told there is a buffer, and only an event it has (with its fingerprint).
+        return this.#park(this.#buffer!, { delivery, envelope: envelope!, print: print!, projection: decision.projection, waitingFor: decision.waitingFor }, attempt);
       case 'check-compaction': {
         const compacted = await this.#settler.ifCompacted(envelope!, attempt, parked);
         if (compacted) return compacted;
@@ -206,13 +208,13 @@ export class DeliveryProcessor {
   }
 
   /** Parks an early incremental event (committed before the delivery is acked). */
-  async #park(request: { delivery: RawDelivery; envelope: EventEnvelope; print: string; projection: string; waitingFor: number }, attempt: number): Promise<Settlement> {
+  async #park(buffer: ReorderBuffer, request: ParkRequest, attempt: number): Promise<Settlement> {
     const { delivery, envelope, print } = request;
     const eventId = envelope.eventId;
     const log = this.options.logger;
-    let result;
+    let result: ParkResult;
     try {
-      result = await this.#buffer!.park(request);
+      result = await buffer.park(request);
     } catch (err) {
       const retry = this.#settler.retryLater(attempt, 'database-unavailable', eventId);
       log.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs: retry.delayMs, ...describeError(err) }, 'could not park early event; it will be retried');
@@ -228,7 +230,7 @@ export class DeliveryProcessor {
       return retry;
     }
     log.debug({ eventId, aggregateId: envelope.aggregateId, version: envelope.aggregateVersion, waitingFor: request.waitingFor }, 'early event parked until its predecessor applies');
-    await this.#buffer!.drainIfCaughtUp(request.projection, envelope);
+    await buffer.drainIfCaughtUp(request.projection, envelope);
     return { action: 'ack', outcome: 'parked', eventId };
   }
 }
