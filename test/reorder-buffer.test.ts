@@ -5,7 +5,17 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DEFAULT_ROUTING_KEY, applyIncrement, encodeMessage, routingKeyFromTemplate, silentLogger, type DrainedEvent, type EventEnvelope, type EventHandler, type RawDelivery } from '../src/index.js';
+import {
+  DEFAULT_ROUTING_KEY,
+  applyIncrement,
+  encodeMessage,
+  routingKeyFromTemplate,
+  silentLogger,
+  type DrainedEvent,
+  type EventEnvelope,
+  type EventHandler,
+  type RawDelivery,
+} from '../src/index.js';
 import { DeliveryProcessor, ProcessorSetup } from '../src/inbox/processor.js';
 import { resolveProcessorOptions } from '../src/inbox/options.js';
 import { createTestSchema, trackCreatedSchemas } from './support/services.js';
@@ -14,11 +24,25 @@ const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 const createdSchemas = trackCreatedSchemas();
 
 function envelope(eventId: string, version: number): EventEnvelope {
-  return { eventId, aggregateType: 'order', aggregateId: 'o1', aggregateVersion: version, eventType: 'AmountAdded', schemaVersion: 1, kind: 'incremental', payload: {}, occurredAt: '2026-01-01T00:00:00.000Z' };
+  return {
+    eventId,
+    aggregateType: 'order',
+    aggregateId: 'o1',
+    aggregateVersion: version,
+    eventType: 'AmountAdded',
+    schemaVersion: 1,
+    kind: 'incremental',
+    payload: {},
+    occurredAt: '2026-01-01T00:00:00.000Z',
+  };
 }
 
 function delivery(e: EventEnvelope): RawDelivery {
-  return { content: encodeMessage(e, routingKey).content, fields: { exchange: 'converge.events', routingKey: 'order.AmountAdded', deliveryTag: 7 }, properties: { messageId: e.eventId, headers: {} } };
+  return {
+    content: encodeMessage(e, routingKey).content,
+    fields: { exchange: 'converge.events', routingKey: 'order.AmountAdded', deliveryTag: 7 },
+    properties: { messageId: e.eventId, headers: {} },
+  };
 }
 
 describe('reorder buffer drain', () => {
@@ -33,30 +57,57 @@ describe('reorder buffer drain', () => {
     };
     const sunk: DrainedEvent[][] = [];
     let handBack = false;
-    const options = resolveProcessorOptions({ consumer: 'c', pool: db.pool, schema: db.schema, handlers: { AmountAdded: handler }, logger: silentLogger });
+    const options = resolveProcessorOptions({
+      consumer: 'c',
+      pool: db.pool,
+      schema: db.schema,
+      handlers: { AmountAdded: handler },
+      logger: silentLogger,
+    });
     const processor = new DeliveryProcessor(
       new ProcessorSetup(options, async (drained) => {
         sunk.push(drained);
-        return handBack ? drained.flatMap((d) => (d.settlement.action === 'retry' && d.settlement.eventId ? [d.settlement.eventId] : [])) : [];
+        return handBack
+          ? drained.flatMap((d) =>
+              d.settlement.action === 'retry' && d.settlement.eventId ? [d.settlement.eventId] : [],
+            )
+          : [];
       }),
     );
-    const parked = async () => (await db.pool.query(`SELECT event_id FROM "${db.schema}".parked ORDER BY event_id`)).rows.map((r) => r.event_id as string);
+    const parked = async () =>
+      (
+        await db.pool.query<{ event_id: string }>(`SELECT event_id FROM "${db.schema}".parked ORDER BY event_id`)
+      ).rows.map((r) => r.event_id);
     try {
       assert.equal((await processor.process(delivery(envelope('E1', 1)))).action, 'ack');
-      assert.deepEqual(await processor.process(delivery(envelope('E3', 3))), { action: 'ack', outcome: 'parked', eventId: 'E3' });
+      assert.deepEqual(await processor.process(delivery(envelope('E3', 3))), {
+        action: 'ack',
+        outcome: 'parked',
+        eventId: 'E3',
+      });
       assert.equal(sunk.length, 0, 'nothing drained yet');
 
       // E2 applies; E3 drains and fails: the sink keeps nothing, so E3 stays parked.
       assert.equal((await processor.process(delivery(envelope('E2', 2)))).action, 'ack');
       assert.equal(sunk.length, 1);
-      assert.deepEqual(sunk[0]!.map((d) => [d.settlement.action, d.settlement.eventId]), [['retry', 'E3']]);
-      assert.equal(sunk[0]![0]!.delivery.fields.deliveryTag, 7, 'the drained delivery is the one that was parked, as a RawDelivery');
+      assert.deepEqual(
+        sunk[0]!.map((d) => [d.settlement.action, d.settlement.eventId]),
+        [['retry', 'E3']],
+      );
+      assert.equal(
+        sunk[0]![0]!.delivery.fields.deliveryTag,
+        7,
+        'the drained delivery is the one that was parked, as a RawDelivery',
+      );
       assert.deepEqual(await parked(), ['E3']);
 
       // Drained again, the sink hands it back this time: it leaves the buffer.
       handBack = true;
       assert.equal(await processor.drainReady(), 0, 'a retry does not count as leaving the buffer');
-      assert.deepEqual(sunk[1]!.map((d) => [d.settlement.action, d.settlement.eventId]), [['retry', 'E3']]);
+      assert.deepEqual(
+        sunk[1]!.map((d) => [d.settlement.action, d.settlement.eventId]),
+        [['retry', 'E3']],
+      );
       assert.deepEqual(await parked(), []);
 
       // A copy of E3 comes back through the broker and applies.

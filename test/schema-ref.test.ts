@@ -20,7 +20,10 @@ describe('schemaRef', () => {
 
   test('rejects a name that is not a plain identifier, naming the option', () => {
     for (const name of ['"converge"', 'Converge', 'a-b', '', 'x; DROP TABLE y']) {
-      assert.throws(() => schemaRef(name, 'consumer.schema'), (err: unknown) => err instanceof InvalidIdentifierError && err.message.includes('consumer.schema'));
+      assert.throws(
+        () => schemaRef(name, 'consumer.schema'),
+        (err: unknown) => err instanceof InvalidIdentifierError && err.message.includes('consumer.schema'),
+      );
     }
   });
 

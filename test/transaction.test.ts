@@ -5,7 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { RetryTransactionSignal, isSerializationFailure, isTransientDatabaseError, withTransaction } from '../src/db/transaction.js';
+import {
+  RetryTransactionSignal,
+  isSerializationFailure,
+  isTransientDatabaseError,
+  withTransaction,
+} from '../src/db/transaction.js';
 import { applyIncrements, StaleVersionError } from '../src/index.js';
 import { createTestSchema, trackCreatedSchemas } from './support/services.js';
 
@@ -39,10 +44,14 @@ describe('RetryTransactionSignal', () => {
 
       let attempts = 0;
       await assert.rejects(
-        withTransaction(db.pool, async () => {
-          attempts++;
-          throw new RetryTransactionSignal('always overtaken');
-        }, 2),
+        withTransaction(
+          db.pool,
+          async () => {
+            attempts++;
+            throw new RetryTransactionSignal('always overtaken');
+          },
+          2,
+        ),
         (err: unknown) => err instanceof RetryTransactionSignal,
       );
       assert.equal(attempts, 3);
@@ -58,14 +67,18 @@ describe('RetryTransactionSignal', () => {
     const other = await db.pool.connect();
     try {
       // z is covered by a baseline so the batch (z 3, z 6, x 1) is not one consecutive run: the planned path, with a fresh start for x.
-      await db.pool.query(`INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version, baseline_version) VALUES ('p', 'order', 'z', 5, 5)`);
+      await db.pool.query(
+        `INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version, baseline_version) VALUES ('p', 'order', 'z', 5, 5)`,
+      );
       const events = [
         { aggregateType: 'order', aggregateId: 'z', aggregateVersion: 3 },
         { aggregateType: 'order', aggregateId: 'z', aggregateVersion: 6 },
         { aggregateType: 'order', aggregateId: 'x', aggregateVersion: 1 },
       ];
       await other.query('BEGIN');
-      await other.query(`INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('p', 'order', 'x', 1)`);
+      await other.query(
+        `INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('p', 'order', 'x', 1)`,
+      );
       const thrown: unknown[] = [];
       const run = withTransaction(db.pool, async (tx) => {
         try {
@@ -77,8 +90,11 @@ describe('RetryTransactionSignal', () => {
       });
       // Our first run plans x as new, then waits on the other transaction's uncommitted row for x: commit it now.
       for (;;) {
-        const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, [`"${schema}".projection_state`]);
-        if (rows[0].n > 0) break;
+        const { rows } = await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`,
+          [`"${schema}".projection_state`],
+        );
+        if (rows[0]!.n > 0) break;
         await new Promise((resolve) => setImmediate(resolve));
       }
       await other.query('COMMIT');

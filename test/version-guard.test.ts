@@ -16,7 +16,10 @@ describe('version watch', () => {
     assert.equal(reportBlocked(tx, gap), gap, 'returns the verdict, to be thrown');
     reportBlocked(tx, new StaleVersionError(key, 1, 2));
     assert.equal(watch.blocked, gap);
-    assert.throws(() => watch.throwIfBlocked(), (err: unknown) => err === gap);
+    assert.throws(
+      () => watch.throwIfBlocked(),
+      (err: unknown) => err === gap,
+    );
     watch.end();
   });
 

@@ -14,7 +14,9 @@ export class RetryTransactionSignal extends Error {
 
 export function isSerializationFailure(err: unknown): boolean {
   if (err instanceof RetryTransactionSignal) return true;
-  return typeof err === 'object' && err !== null && RETRY_WHOLE_TRANSACTION.has(String((err as { code?: unknown }).code));
+  return (
+    typeof err === 'object' && err !== null && RETRY_WHOLE_TRANSACTION.has(String((err as { code?: unknown }).code))
+  );
 }
 
 /**
@@ -23,12 +25,16 @@ export function isSerializationFailure(err: unknown): boolean {
  */
 export function isTransientDatabaseError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
-  const code = String((err as { code?: unknown }).code ?? '');
+  const raw = (err as { code?: unknown }).code;
+  const code = typeof raw === 'string' || typeof raw === 'number' ? String(raw) : '';
   if (isSerializationFailure(err)) return true;
   if (code.startsWith('08') || code.startsWith('53') || code.startsWith('57P')) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
   const message = (err as { message?: unknown }).message;
-  return typeof message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message)
+  );
 }
 
 /**

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { SchemaRef } from '../runtime/identifier.js';
 import type { Logger } from '../runtime/logger.js';
-import { watchVersions, type VersionWatch } from '../projection/guard.js';
+import { watchVersions, type VersionWatch } from '../projection/index.js';
 import type { BatchHandler, EventHandler, HandlerContext } from './handler.js';
 import { readReplayOf, traceFields } from './headers.js';
 import { recordInInbox } from './inbox.js';
@@ -32,10 +32,19 @@ export function handlerFor(scope: Pick<DispatchScope, 'handlers'>, envelope: Eve
  * rolls back) when a handler throws, and also when a handler swallowed a version gap or
  * stale version the projection helpers reported on this transaction.
  */
-export async function applyInTransaction(tx: pg.PoolClient, scope: DispatchScope, ordered: readonly Candidate[]): Promise<Map<string, Settlement>> {
+export async function applyInTransaction(
+  tx: pg.PoolClient,
+  scope: DispatchScope,
+  ordered: readonly Candidate[],
+): Promise<Map<string, Settlement>> {
   const { schema, consumer, logger } = scope;
   const outcome = new Map<string, Settlement>();
-  const statuses = await recordInInbox(tx, schema, consumer, ordered.map((c) => ({ envelope: c.envelope, fingerprint: c.print })));
+  const statuses = await recordInInbox(
+    tx,
+    schema,
+    consumer,
+    ordered.map((c) => ({ envelope: c.envelope, fingerprint: c.print })),
+  );
   const fresh: Candidate[] = [];
   for (const candidate of ordered) {
     const status = statuses.get(candidate.envelope.eventId)!;
@@ -44,17 +53,43 @@ export async function applyInTransaction(tx: pg.PoolClient, scope: DispatchScope
     else if (status.status === 'duplicate') outcome.set(eventId, { action: 'ack', outcome: 'duplicate', eventId });
     else {
       // Recorded on the same transaction: the ack follows only once the quarantine row is durable.
-      const quarantineId = await quarantine(tx, schema, { consumer, eventId, reason: 'content-conflict', detail: status.conflict.message, fingerprint: candidate.print, delivery: candidate.delivery });
-      logger.error({ eventId, ...traceFields(candidate.delivery, candidate.envelope), reason: 'content-conflict', quarantineId }, 'delivery quarantined for a person to inspect');
+      const quarantineId = await quarantine(tx, schema, {
+        consumer,
+        eventId,
+        reason: 'content-conflict',
+        detail: status.conflict.message,
+        fingerprint: candidate.print,
+        delivery: candidate.delivery,
+      });
+      logger.error(
+        { eventId, ...traceFields(candidate.delivery, candidate.envelope), reason: 'content-conflict', quarantineId },
+        'delivery quarantined for a person to inspect',
+      );
       outcome.set(eventId, quarantined('content-conflict', eventId, quarantineId, status.conflict));
     }
   }
   if (fresh.length > 0) await runHandlers(tx, scope, fresh);
-  for (const { envelope } of fresh) outcome.set(envelope.eventId, { action: 'ack', outcome: 'applied', eventId: envelope.eventId, occurredAt: envelope.occurredAt });
-  await unpark(tx, schema, consumer, ordered.filter((c) => c.parked).map((c) => c.envelope.eventId));
+  for (const { envelope } of fresh)
+    outcome.set(envelope.eventId, {
+      action: 'ack',
+      outcome: 'applied',
+      eventId: envelope.eventId,
+      occurredAt: envelope.occurredAt,
+    });
+  await unpark(
+    tx,
+    schema,
+    consumer,
+    ordered.filter((c) => c.parked).map((c) => c.envelope.eventId),
+  );
   // Same transaction as the inbox rows: the recorded outcome commits (or rolls back) with them.
   const replayed = ordered.filter((c) => readReplayOf(c.delivery) !== null);
-  if (replayed.length > 0) await recordReplayOutcomes(tx, schema, replayed.flatMap((c) => replayRecord(c.delivery, outcome.get(c.envelope.eventId)!) ?? []));
+  if (replayed.length > 0)
+    await recordReplayOutcomes(
+      tx,
+      schema,
+      replayed.flatMap((c) => replayRecord(c.delivery, outcome.get(c.envelope.eventId)!) ?? []),
+    );
   return outcome;
 }
 
@@ -68,12 +103,22 @@ async function runHandlers(tx: pg.PoolClient, scope: DispatchScope, fresh: Candi
     if (scope.batchHandler) {
       const attempt = Math.max(...fresh.map((c) => c.attempt));
       const redelivered = fresh.some((c) => c.delivery.fields.redelivered ?? false);
-      await guarded(watch, () => scope.batchHandler!(fresh.map((c) => c.envelope), context(tx, scope, attempt, redelivered)));
+      await guarded(watch, () =>
+        scope.batchHandler!(
+          fresh.map((c) => c.envelope),
+          context(tx, scope, attempt, redelivered),
+        ),
+      );
       return;
     }
     for (const candidate of fresh) {
       const handler = handlerFor(scope, candidate.envelope)!;
-      await guarded(watch, () => handler(candidate.envelope, context(tx, scope, candidate.attempt, candidate.delivery.fields.redelivered ?? false)));
+      await guarded(watch, () =>
+        handler(
+          candidate.envelope,
+          context(tx, scope, candidate.attempt, candidate.delivery.fields.redelivered ?? false),
+        ),
+      );
     }
   } finally {
     watch.end();
@@ -96,4 +141,15 @@ async function guarded(watch: VersionWatch, run: () => Promise<void>): Promise<v
 
 function context(tx: pg.PoolClient, scope: DispatchScope, attempt: number, redelivered: boolean): HandlerContext {
   return { tx, consumer: scope.consumer, schema: scope.schema.name, attempt, redelivered };
+}
+
+/** Version order per aggregate (then arrival), so E1 and E2 arriving in one batch as E2, E1 both apply. */
+export function inVersionOrder(candidates: readonly Candidate[]): Candidate[] {
+  return [...candidates].sort((a, b) => {
+    const x = a.envelope;
+    const y = b.envelope;
+    if (x.aggregateType !== y.aggregateType) return x.aggregateType < y.aggregateType ? -1 : 1;
+    if (x.aggregateId !== y.aggregateId) return x.aggregateId < y.aggregateId ? -1 : 1;
+    return x.aggregateVersion - y.aggregateVersion || a.index - b.index;
+  });
 }

@@ -54,7 +54,9 @@ export function decideFailure(err: unknown, context: FailureContext): FailureDec
   const { envelope } = context;
   if (err instanceof VersionGapError) {
     if (envelope && context.reorderBuffer && envelope.kind === 'incremental') {
-      return context.parked ? { action: 'stay-parked' } : { action: 'park', projection: err.key.projection, waitingFor: err.currentVersion + 1 };
+      return context.parked
+        ? { action: 'stay-parked' }
+        : { action: 'park', projection: err.key.projection, waitingFor: err.currentVersion + 1 };
     }
     return { action: 'retry', reason: 'version-gap' };
   }
@@ -82,13 +84,24 @@ function permanentReason(err: unknown): QuarantineReason | null {
   return null;
 }
 
-function quarantine(reason: QuarantineReason, err: unknown, context: FailureContext): Extract<FailureDecision, { action: 'quarantine' }> {
+function quarantine(
+  reason: QuarantineReason,
+  err: unknown,
+  context: FailureContext,
+): Extract<FailureDecision, { action: 'quarantine' }> {
   // The quarantine row sits next to the raw body, so the handler's full message may go there (never into logs).
-  const detail = err instanceof ConvergeError ? err.message : `handler failed after ${context.attempt} attempts: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`;
+  const detail =
+    err instanceof ConvergeError
+      ? err.message
+      : `handler failed after ${context.attempt} attempts: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`;
   return { action: 'quarantine', reason, detail };
 }
 
 /** The stale version is this event's own (not one a handler hit while writing another aggregate). */
 function isAbout(err: StaleVersionError, envelope: NonNullable<FailureContext['envelope']>): boolean {
-  return err.key.aggregateType === envelope.aggregateType && err.key.aggregateId === envelope.aggregateId && err.eventVersion === envelope.aggregateVersion;
+  return (
+    err.key.aggregateType === envelope.aggregateType &&
+    err.key.aggregateId === envelope.aggregateId &&
+    err.eventVersion === envelope.aggregateVersion
+  );
 }

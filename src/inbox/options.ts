@@ -8,7 +8,7 @@ import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
 import { DEFAULT_REORDER_BUFFER, type ReorderBufferLimits } from './parking.js';
 import type { SchemaEvolution } from './upcast.js';
-import type { Settlement } from './processor.js';
+import type { Settlement } from './types.js';
 import type { BatchHandler, EventHandler } from './handler.js';
 import { DEFAULT_RAMP_UP, type RampUpPolicy } from './ramp.js';
 

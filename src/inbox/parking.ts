@@ -35,15 +35,30 @@ export type ParkResult =
   | { status: 'full'; limit: 'per-aggregate' | 'total' };
 
 /** Parks an early incremental event on the caller's transaction, within the limits. */
-export async function parkEvent(tx: Executor, schema: SchemaRef, entry: ParkEntry, limits: ReorderBufferLimits): Promise<ParkResult> {
+export async function parkEvent(
+  tx: Executor,
+  schema: SchemaRef,
+  entry: ParkEntry,
+  limits: ReorderBufferLimits,
+): Promise<ParkResult> {
   const sql = inboxSql(schema);
   const { envelope } = entry;
-  const existing = await runStatement<{ fingerprint: string }>(tx, sql.parkedFingerprint, [entry.consumer, envelope.eventId]);
+  const existing = await runStatement<{ fingerprint: string }>(tx, sql.parkedFingerprint, [
+    entry.consumer,
+    envelope.eventId,
+  ]);
   const parkedFingerprint = existing.rows[0]?.fingerprint;
   if (parkedFingerprint !== undefined) {
-    return parkedFingerprint === entry.fingerprint ? { status: 'already-parked' } : { status: 'conflict', parkedFingerprint };
+    return parkedFingerprint === entry.fingerprint
+      ? { status: 'already-parked' }
+      : { status: 'conflict', parkedFingerprint };
   }
-  const counts = await runStatement<{ aggregate: string; total: string }>(tx, sql.parkedCounts, [entry.consumer, envelope.aggregateType, envelope.aggregateId, limits.maxTotal]);
+  const counts = await runStatement<{ aggregate: string; total: string }>(tx, sql.parkedCounts, [
+    entry.consumer,
+    envelope.aggregateType,
+    envelope.aggregateId,
+    limits.maxTotal,
+  ]);
   const { aggregate, total } = counts.rows[0]!;
   if (Number(aggregate) >= limits.maxPerAggregate) return { status: 'full', limit: 'per-aggregate' };
   if (Number(total) >= limits.maxTotal) return { status: 'full', limit: 'total' };
@@ -56,7 +71,9 @@ export async function parkEvent(tx: Executor, schema: SchemaRef, entry: ParkEntr
     envelope.aggregateId,
     envelope.aggregateVersion,
     entry.waitingFor,
-    JSON.stringify({ properties: entry.delivery.properties, fields: entry.delivery.fields }, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    JSON.stringify({ properties: entry.delivery.properties, fields: entry.delivery.fields }, (_, value: unknown) =>
+      typeof value === 'bigint' ? value.toString() : value,
+    ),
     entry.delivery.content,
   ]);
   // A concurrent park of the same eventId won the insert; the next delivery judges it.
@@ -66,20 +83,33 @@ export async function parkEvent(tx: Executor, schema: SchemaRef, entry: ParkEntr
 export type { AggregateRef } from './types.js';
 
 /** Which of the aggregates that just reached `version` have parked events that may drain now. */
-export async function aggregatesToDrain(executor: Executor, schema: SchemaRef, consumer: string, reached: (AggregateRef & { version: number })[]): Promise<AggregateRef[]> {
+export async function aggregatesToDrain(
+  executor: Executor,
+  schema: SchemaRef,
+  consumer: string,
+  reached: (AggregateRef & { version: number })[],
+): Promise<AggregateRef[]> {
   if (reached.length === 0) return [];
-  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedSuccessors, [
-    consumer,
-    reached.map((r) => r.aggregateType),
-    reached.map((r) => r.aggregateId),
-    reached.map((r) => r.version),
-  ]);
+  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(
+    executor,
+    inboxSql(schema).parkedSuccessors,
+    [consumer, reached.map((r) => r.aggregateType), reached.map((r) => r.aggregateId), reached.map((r) => r.version)],
+  );
   return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
 }
 
 /** Aggregates of `consumer` whose parked events can apply now, whatever moved their projection. */
-export async function aggregatesReady(executor: Executor, schema: SchemaRef, consumer: string, limit: number): Promise<AggregateRef[]> {
-  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedReady, [consumer, limit]);
+export async function aggregatesReady(
+  executor: Executor,
+  schema: SchemaRef,
+  consumer: string,
+  limit: number,
+): Promise<AggregateRef[]> {
+  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(
+    executor,
+    inboxSql(schema).parkedReady,
+    [consumer, limit],
+  );
   return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
 }
 
@@ -90,12 +120,19 @@ export interface ParkedDelivery {
 }
 
 /** The parked deliveries of one aggregate in version order, rebuilt as they arrived. */
-export async function loadParked(executor: Executor, schema: SchemaRef, consumer: string, aggregate: AggregateRef, limit: number): Promise<ParkedDelivery[]> {
-  const { rows } = await runStatement<{ event_id: string; aggregate_version: string; properties: { properties: RawDelivery['properties']; fields: RawDelivery['fields'] }; body: Buffer }>(
-    executor,
-    inboxSql(schema).parkedOfAggregate,
-    [consumer, aggregate.aggregateType, aggregate.aggregateId, limit],
-  );
+export async function loadParked(
+  executor: Executor,
+  schema: SchemaRef,
+  consumer: string,
+  aggregate: AggregateRef,
+  limit: number,
+): Promise<ParkedDelivery[]> {
+  const { rows } = await runStatement<{
+    event_id: string;
+    aggregate_version: string;
+    properties: { properties: RawDelivery['properties']; fields: RawDelivery['fields'] };
+    body: Buffer;
+  }>(executor, inboxSql(schema).parkedOfAggregate, [consumer, aggregate.aggregateType, aggregate.aggregateId, limit]);
   return rows.map((row) => ({
     eventId: row.event_id,
     version: Number(row.aggregate_version),

@@ -7,7 +7,7 @@ import { parseEnvelope } from '../envelope/validate.js';
 import { ContentConflictError } from '../runtime/errors.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { describeError } from '../runtime/logger.js';
-import { applyInTransaction, handlerFor, type DispatchScope } from './dispatch.js';
+import { applyInTransaction, handlerFor, inVersionOrder, type DispatchScope } from './dispatch.js';
 import { decideFailure } from './failure-policy.js';
 import { readAttempt, traceFields } from './headers.js';
 import type { ParkResult } from './parking.js';
@@ -53,18 +53,30 @@ export class DeliveryProcessor {
 
   /** Validates `options` (a handler is required); a ProcessorSetup comes validated from the consumer. */
   constructor(options: ProcessorOptions | ProcessorSetup) {
-    const setup = options instanceof ProcessorSetup ? options : new ProcessorSetup(resolveProcessorOptions(options), keepParked);
+    const setup =
+      options instanceof ProcessorSetup ? options : new ProcessorSetup(resolveProcessorOptions(options), keepParked);
     const resolved = setup.options;
     this.options = resolved;
     this.#schema = schemaRef(resolved.schema);
-    const lease = leasePool(resolved.pool, { connectionString: resolved.connectionString, max: 4, applicationName: 'converge-consumer', logger: resolved.logger });
+    const lease = leasePool(resolved.pool, {
+      connectionString: resolved.connectionString,
+      max: 4,
+      applicationName: 'converge-consumer',
+      logger: resolved.logger,
+    });
     this.#pool = lease.pool;
-    this.#releasePool = lease.release;
+    this.#releasePool = () => lease.release();
     const scope = { pool: this.#pool, schema: this.#schema, consumer: resolved.consumer, logger: resolved.logger };
     this.#dispatch = { ...scope, handlers: resolved.handlers, batchHandler: resolved.batchHandler };
     this.#settler = new Settler({ ...scope, backoff: resolved.backoff });
     this.#buffer = resolved.reorderBuffer
-      ? new ReorderBuffer({ ...scope, limits: resolved.reorderBuffer, prepare: (d) => this.#prepare(d), apply: (c) => this.#processCandidates(c), sink: setup.sink })
+      ? new ReorderBuffer({
+          ...scope,
+          limits: resolved.reorderBuffer,
+          prepare: (d) => this.#prepare(d),
+          apply: (c) => this.#processCandidates(c),
+          sink: setup.sink,
+        })
       : null;
   }
 
@@ -80,7 +92,7 @@ export class DeliveryProcessor {
 
   /** Settlements in the order of `deliveries`. */
   async processBatch(deliveries: readonly RawDelivery[]): Promise<Settlement[]> {
-    const settlements: Settlement[] = new Array(deliveries.length);
+    const settlements = new Array<Settlement>(deliveries.length);
     const candidates: Candidate[] = [];
     const later: Candidate[] = [];
     const ids = new Set<string>();
@@ -100,8 +112,10 @@ export class DeliveryProcessor {
       (ids.has(envelope.eventId) ? later : candidates).push({ index, delivery, envelope, print, attempt });
       ids.add(envelope.eventId);
     }
-    for (const [index, settlement] of (await this.#processCandidates(candidates)).entries()) settlements[index] = settlement;
-    for (const candidate of later) settlements[candidate.index] = (await this.#processCandidates([candidate])).get(candidate.index)!;
+    for (const [index, settlement] of (await this.#processCandidates(candidates)).entries())
+      settlements[index] = settlement;
+    for (const candidate of later)
+      settlements[candidate.index] = (await this.#processCandidates([candidate])).get(candidate.index)!;
     const applied = [...candidates, ...later].filter((c) => isApplied(settlements[c.index]));
     await this.#buffer?.drainAfter(applied.map((c) => c.envelope));
     return settlements;
@@ -139,7 +153,10 @@ export class DeliveryProcessor {
    * be upcast (a newer schema version) keeps its eventId and fingerprint in the quarantine
    * row, so `dlq list` and a replay can name the event.
    */
-  async #prepareOrSettle(delivery: RawDelivery, attempt: number): Promise<{ envelope: EventEnvelope; print: string } | { settlement: Settlement }> {
+  async #prepareOrSettle(
+    delivery: RawDelivery,
+    attempt: number,
+  ): Promise<{ envelope: EventEnvelope; print: string } | { settlement: Settlement }> {
     let sent: EventEnvelope | null = null;
     let print: string | null = null;
     try {
@@ -155,8 +172,7 @@ export class DeliveryProcessor {
   async #processCandidates(candidates: Candidate[]): Promise<Map<number, Settlement>> {
     const settled = new Map<number, Settlement>();
     if (candidates.length === 0) return settled;
-    // Version order per aggregate, so E1 and E2 arriving in one batch as E2, E1 both apply.
-    const ordered = [...candidates].sort(byAggregateVersion);
+    const ordered = inVersionOrder(candidates);
     try {
       const outcome = await withTransaction(this.#pool, (tx) => applyInTransaction(tx, this.#dispatch, ordered));
       for (const candidate of ordered) settled.set(candidate.index, outcome.get(candidate.envelope.eventId)!);
@@ -167,15 +183,25 @@ export class DeliveryProcessor {
         settled.set(only.index, await this.#settleFailure(err, only));
         return settled;
       }
-      this.options.logger.debug({ size: ordered.length, ...describeError(err) }, 'batch rolled back; processing its deliveries one by one');
-      for (const candidate of ordered) settled.set(candidate.index, (await this.#processCandidates([candidate])).get(candidate.index)!);
+      this.options.logger.debug(
+        { size: ordered.length, ...describeError(err) },
+        'batch rolled back; processing its deliveries one by one',
+      );
+      for (const candidate of ordered)
+        settled.set(candidate.index, (await this.#processCandidates([candidate])).get(candidate.index)!);
       return settled;
     }
   }
 
   async #settleUnknownType(delivery: RawDelivery, envelope: EventEnvelope, print: string): Promise<Settlement> {
     if (this.options.unknownEventType === 'ignore') return this.#settler.ignored(delivery, envelope.eventId);
-    return this.#settler.quarantine({ delivery, eventId: envelope.eventId, print, reason: 'unknown-event-type', detail: `no handler for eventType ${envelope.eventType}` });
+    return this.#settler.quarantine({
+      delivery,
+      eventId: envelope.eventId,
+      print,
+      reason: 'unknown-event-type',
+      detail: `no handler for eventType ${envelope.eventType}`,
+    });
   }
 
   /** Carries out the failure policy's decision for one delivery (or parked event) whose processing failed. */
@@ -183,25 +209,66 @@ export class DeliveryProcessor {
     const { delivery, envelope, print, attempt } = failed;
     const parked = failed.parked ?? false;
     const eventId = envelope?.eventId ?? null;
-    const decision = decideFailure(err, { envelope, attempt, maxAttempts: this.options.maxAttempts, reorderBuffer: this.#buffer !== null, parked });
+    const decision = decideFailure(err, {
+      envelope,
+      attempt,
+      maxAttempts: this.options.maxAttempts,
+      reorderBuffer: this.#buffer !== null,
+      parked,
+    });
     switch (decision.action) {
       case 'stay-parked':
         return { action: 'ack', outcome: 'parked', eventId: eventId! };
       case 'park':
         // The policy parks only when told there is a buffer, and only an event it has (with its fingerprint).
-        return this.#park(this.#buffer!, { delivery, envelope: envelope!, print: print!, projection: decision.projection, waitingFor: decision.waitingFor }, attempt);
+        return this.#park(
+          this.#buffer!,
+          {
+            delivery,
+            envelope: envelope!,
+            print: print!,
+            projection: decision.projection,
+            waitingFor: decision.waitingFor,
+          },
+          attempt,
+        );
       case 'check-compaction': {
         const compacted = await this.#settler.ifCompacted(envelope!, attempt, parked);
         if (compacted) return compacted;
-        return this.#settler.quarantine({ delivery, eventId, print, reason: decision.otherwise.reason, detail: decision.otherwise.detail, parked });
+        return this.#settler.quarantine({
+          delivery,
+          eventId,
+          print,
+          reason: decision.otherwise.reason,
+          detail: decision.otherwise.detail,
+          parked,
+        });
       }
       case 'quarantine': {
         const conflict = err instanceof ContentConflictError ? err : undefined;
-        return this.#settler.quarantine({ delivery, eventId, print, reason: decision.reason, detail: decision.detail, parked, conflict });
+        return this.#settler.quarantine({
+          delivery,
+          eventId,
+          print,
+          reason: decision.reason,
+          detail: decision.detail,
+          parked,
+          conflict,
+        });
       }
       case 'retry': {
         const retry = this.#settler.retryLater(attempt, decision.reason, eventId);
-        this.options.logger.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs: retry.delayMs, reason: decision.reason, ...describeError(err) }, 'delivery rolled back; it will be retried');
+        this.options.logger.warn(
+          {
+            eventId,
+            ...traceFields(delivery, envelope),
+            attempt,
+            delayMs: retry.delayMs,
+            reason: decision.reason,
+            ...describeError(err),
+          },
+          'delivery rolled back; it will be retried',
+        );
         return retry;
       }
     }
@@ -217,19 +284,47 @@ export class DeliveryProcessor {
       result = await buffer.park(request);
     } catch (err) {
       const retry = this.#settler.retryLater(attempt, 'database-unavailable', eventId);
-      log.warn({ eventId, ...traceFields(delivery, envelope), attempt, delayMs: retry.delayMs, ...describeError(err) }, 'could not park early event; it will be retried');
+      log.warn(
+        { eventId, ...traceFields(delivery, envelope), attempt, delayMs: retry.delayMs, ...describeError(err) },
+        'could not park early event; it will be retried',
+      );
       return retry;
     }
     if (result.status === 'conflict') {
       const conflict = new ContentConflictError(this.options.consumer, eventId, result.parkedFingerprint, print);
-      return this.#settler.quarantine({ delivery, eventId, print, reason: 'content-conflict', detail: conflict.message, conflict });
+      return this.#settler.quarantine({
+        delivery,
+        eventId,
+        print,
+        reason: 'content-conflict',
+        detail: conflict.message,
+        conflict,
+      });
     }
     if (result.status === 'full') {
       const retry = this.#settler.retryLater(attempt, 'reorder-buffer-full', eventId);
-      log.warn({ eventId, ...traceFields(delivery, envelope), aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, limit: result.limit, delayMs: retry.delayMs }, 'reorder buffer full; early event waits in the retry queue');
+      log.warn(
+        {
+          eventId,
+          ...traceFields(delivery, envelope),
+          aggregateType: envelope.aggregateType,
+          aggregateId: envelope.aggregateId,
+          limit: result.limit,
+          delayMs: retry.delayMs,
+        },
+        'reorder buffer full; early event waits in the retry queue',
+      );
       return retry;
     }
-    log.debug({ eventId, aggregateId: envelope.aggregateId, version: envelope.aggregateVersion, waitingFor: request.waitingFor }, 'early event parked until its predecessor applies');
+    log.debug(
+      {
+        eventId,
+        aggregateId: envelope.aggregateId,
+        version: envelope.aggregateVersion,
+        waitingFor: request.waitingFor,
+      },
+      'early event parked until its predecessor applies',
+    );
     await buffer.drainIfCaughtUp(request.projection, envelope);
     return { action: 'ack', outcome: 'parked', eventId };
   }
@@ -242,14 +337,6 @@ interface Failed {
   print: string | null;
   attempt: number;
   parked?: boolean;
-}
-
-function byAggregateVersion(a: Candidate, b: Candidate): number {
-  const x = a.envelope;
-  const y = b.envelope;
-  if (x.aggregateType !== y.aggregateType) return x.aggregateType < y.aggregateType ? -1 : 1;
-  if (x.aggregateId !== y.aggregateId) return x.aggregateId < y.aggregateId ? -1 : 1;
-  return x.aggregateVersion - y.aggregateVersion || a.index - b.index;
 }
 
 function isApplied(settlement: Settlement | undefined): boolean {

@@ -1,5 +1,5 @@
 import type { Executor } from '../db/executor.js';
-import { ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, readAttempt } from './headers.js';
+import { originOf, readAttempt } from './headers.js';
 import { inboxSql } from './sql.js';
 import type { QuarantineReason, RawDelivery } from './types.js';
 import type { SchemaRef } from '../runtime/identifier.js';
@@ -20,7 +20,7 @@ export interface QuarantineEntry {
  * database is the right place for the payload; logs only ever see the quarantine id.
  */
 export async function quarantine(executor: Executor, schema: SchemaRef, entry: QuarantineEntry): Promise<string> {
-  const headers = entry.delivery.properties.headers;
+  const origin = originOf(entry.delivery);
   const metadata = bodyMetadata(entry.delivery.content);
   const { rows } = await executor.query<{ id: string }>(inboxSql(schema).quarantine, [
     entry.consumer,
@@ -28,9 +28,11 @@ export async function quarantine(executor: Executor, schema: SchemaRef, entry: Q
     entry.reason,
     entry.detail,
     entry.fingerprint,
-    String(headers?.[ORIGIN_EXCHANGE_HEADER] ?? entry.delivery.fields.exchange),
-    String(headers?.[ORIGIN_ROUTING_KEY_HEADER] ?? entry.delivery.fields.routingKey),
-    JSON.stringify(entry.delivery.properties, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    origin.exchange,
+    origin.routingKey,
+    JSON.stringify(entry.delivery.properties, (_, value: unknown) =>
+      typeof value === 'bigint' ? value.toString() : value,
+    ),
     entry.delivery.content,
     metadata.eventType,
     metadata.schemaVersion,
@@ -54,7 +56,10 @@ export function bodyMetadata(content: Buffer): { eventType: string | null; schem
     if (typeof body !== 'object' || body === null) return none;
     return {
       eventType: typeof body.eventType === 'string' ? body.eventType.slice(0, 200) : null,
-      schemaVersion: Number.isInteger(body.schemaVersion) && Math.abs(body.schemaVersion as number) < 2 ** 31 ? (body.schemaVersion as number) : null,
+      schemaVersion:
+        Number.isInteger(body.schemaVersion) && Math.abs(body.schemaVersion as number) < 2 ** 31
+          ? (body.schemaVersion as number)
+          : null,
     };
   } catch {
     return none;

@@ -2,9 +2,16 @@ import type pg from 'pg';
 import { withTransaction } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { SchemaRef } from '../runtime/identifier.js';
-import { aggregateKey } from '../projection/versions.js';
-import { readState } from '../projection/apply.js';
-import { aggregatesReady, aggregatesToDrain, loadParked, parkEvent, unpark, type ParkResult, type ReorderBufferLimits } from './parking.js';
+import { aggregateKey, readState } from '../projection/index.js';
+import {
+  aggregatesReady,
+  aggregatesToDrain,
+  loadParked,
+  parkEvent,
+  unpark,
+  type ParkResult,
+  type ReorderBufferLimits,
+} from './parking.js';
 import { readAttempt } from './headers.js';
 import { recordReplayOutcomes } from './replay.js';
 import type { AggregateRef, Candidate, DrainSink, DrainedEvent, RawDelivery, Settlement } from './types.js';
@@ -51,9 +58,24 @@ export class ReorderBuffer {
     const { pool, schema, consumer, limits } = this.#scope;
     const { delivery, envelope, print } = request;
     return withTransaction(pool, async (tx) => {
-      const parked = await parkEvent(tx, schema, { consumer, projection: request.projection, envelope, fingerprint: print, waitingFor: request.waitingFor, delivery }, limits);
+      const parked = await parkEvent(
+        tx,
+        schema,
+        {
+          consumer,
+          projection: request.projection,
+          envelope,
+          fingerprint: print,
+          waitingFor: request.waitingFor,
+          delivery,
+        },
+        limits,
+      );
       // An already-parked copy adds nothing, and the parked row (which drains) may lack the replay header.
-      if (parked.status === 'parked' || parked.status === 'already-parked') await recordReplayOutcomes(tx, schema, [{ delivery, outcome: parked.status === 'parked' ? 'parked' : 'duplicate' }]);
+      if (parked.status === 'parked' || parked.status === 'already-parked')
+        await recordReplayOutcomes(tx, schema, [
+          { delivery, outcome: parked.status === 'parked' ? 'parked' : 'duplicate' },
+        ]);
       return parked;
     });
   }
@@ -63,7 +85,11 @@ export class ReorderBuffer {
    * its own drain check may have run before the parked row existed, so this side drains.
    */
   async drainIfCaughtUp(projection: string, envelope: EventEnvelope): Promise<void> {
-    const state = await readState(this.#scope.pool, this.#scope.schema, { projection, aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId });
+    const state = await readState(this.#scope.pool, this.#scope.schema, {
+      projection,
+      aggregateType: envelope.aggregateType,
+      aggregateId: envelope.aggregateId,
+    });
     if ((state?.version ?? 0) + 1 >= envelope.aggregateVersion) await this.drainAggregate(envelope);
   }
 
@@ -80,7 +106,8 @@ export class ReorderBuffer {
       reached.set(key, { aggregateType: envelope.aggregateType, aggregateId: envelope.aggregateId, version });
     }
     const { pool, schema, consumer } = this.#scope;
-    for (const aggregate of await aggregatesToDrain(pool, schema, consumer, [...reached.values()])) await this.drainAggregate(aggregate);
+    for (const aggregate of await aggregatesToDrain(pool, schema, consumer, [...reached.values()]))
+      await this.drainAggregate(aggregate);
   }
 
   /**
@@ -103,11 +130,26 @@ export class ReorderBuffer {
   async drainAggregate(aggregate: AggregateRef): Promise<number> {
     let left = 0;
     for (;;) {
-      const parked = await loadParked(this.#scope.pool, this.#scope.schema, this.#scope.consumer, aggregate, DRAIN_BATCH);
+      const parked = await loadParked(
+        this.#scope.pool,
+        this.#scope.schema,
+        this.#scope.consumer,
+        aggregate,
+        DRAIN_BATCH,
+      );
       if (parked.length === 0) return left;
-      const candidates = parked.map(({ delivery }, index): Candidate => ({ index, delivery, ...this.#scope.prepare(delivery), attempt: readAttempt(delivery), parked: true }));
+      const candidates = parked.map(({ delivery }, index): Candidate => ({
+        index,
+        delivery,
+        ...this.#scope.prepare(delivery),
+        attempt: readAttempt(delivery),
+        parked: true,
+      }));
       const settled = await this.#scope.apply(candidates);
-      const drained: DrainedEvent[] = candidates.map((c) => ({ delivery: c.delivery, settlement: settled.get(c.index)! }));
+      const drained: DrainedEvent[] = candidates.map((c) => ({
+        delivery: c.delivery,
+        settlement: settled.get(c.index)!,
+      }));
       const done = drained.filter((d) => !isStillParked(d.settlement));
       await this.release(await this.#scope.sink(done));
       left += done.filter((d) => d.settlement.action === 'ack').length;

@@ -19,7 +19,11 @@ export interface ReplayRecord {
  * One statement for the replayed deliveries among `records`, none when there are none: normal
  * deliveries cost a header lookup and nothing more.
  */
-export async function recordReplayOutcomes(executor: Executor, schema: SchemaRef, records: readonly ReplayRecord[]): Promise<void> {
+export async function recordReplayOutcomes(
+  executor: Executor,
+  schema: SchemaRef,
+  records: readonly ReplayRecord[],
+): Promise<void> {
   const replays = records.flatMap((record) => {
     const replayOf = readReplayOf(record.delivery);
     return replayOf === null ? [] : [{ replayOf, ...record }];
@@ -36,5 +40,9 @@ export async function recordReplayOutcomes(executor: Executor, schema: SchemaRef
 export function replayRecord(delivery: RawDelivery, settlement: Settlement): ReplayRecord | null {
   if (settlement.action === 'retry') return null;
   if (settlement.outcome !== 'quarantined') return { delivery, outcome: settlement.outcome };
-  return { delivery, outcome: settlement.reason === 'content-conflict' ? 'conflict' : 'quarantined', quarantineId: settlement.quarantineId };
+  return {
+    delivery,
+    outcome: settlement.reason === 'content-conflict' ? 'conflict' : 'quarantined',
+    quarantineId: settlement.quarantineId,
+  };
 }

@@ -59,14 +59,22 @@ export class Settler {
         const id = await quarantine(tx, schema, entryOf(consumer, request));
         if (request.parked && eventId !== null) await unpark(tx, schema, consumer, [eventId]);
         // A replay that fails again links its original row to the new open one.
-        await recordReplayOutcomes(tx, schema, [{ delivery, outcome: reason === 'content-conflict' ? 'conflict' : 'quarantined', quarantineId: id }]);
+        await recordReplayOutcomes(tx, schema, [
+          { delivery, outcome: reason === 'content-conflict' ? 'conflict' : 'quarantined', quarantineId: id },
+        ]);
         return id;
       });
-      logger.error({ eventId, ...traceFields(delivery), reason, quarantineId }, 'delivery quarantined for a person to inspect');
+      logger.error(
+        { eventId, ...traceFields(delivery), reason, quarantineId },
+        'delivery quarantined for a person to inspect',
+      );
       return quarantined(reason, eventId, quarantineId, request.conflict);
     } catch (err) {
       const retry = this.retryLater(readAttempt(delivery), 'quarantine-unavailable', eventId);
-      logger.warn({ eventId, ...traceFields(delivery), reason, ...describeError(err) }, 'could not write quarantine row; retrying delivery');
+      logger.warn(
+        { eventId, ...traceFields(delivery), reason, ...describeError(err) },
+        'could not write quarantine row; retrying delivery',
+      );
       return retry;
     }
   }
@@ -89,7 +97,10 @@ export class Settler {
       if (parked) await unpark(pool, schema, consumer, [eventId]);
     } catch (err) {
       const retry = this.retryLater(attempt, 'database-unavailable', eventId);
-      logger.warn({ eventId, attempt, delayMs: retry.delayMs, ...describeError(err) }, 'could not read the compaction watermark; it will be retried');
+      logger.warn(
+        { eventId, attempt, delayMs: retry.delayMs, ...describeError(err) },
+        'could not read the compaction watermark; it will be retried',
+      );
       return retry;
     }
     logger.debug({ eventId }, 'compacted event seen again; acknowledged without effect');
@@ -105,17 +116,34 @@ export class Settler {
       try {
         await recordReplayOutcomes(this.#scope.pool, this.#scope.schema, [{ delivery, outcome: 'ignored' }]);
       } catch (err) {
-        this.#scope.logger.warn({ eventId, ...traceFields(delivery), replayOf: readReplayOf(delivery), ...describeError(err) }, 'could not record the outcome of a replayed message');
+        this.#scope.logger.warn(
+          { eventId, ...traceFields(delivery), replayOf: readReplayOf(delivery), ...describeError(err) },
+          'could not record the outcome of a replayed message',
+        );
       }
     }
     return { action: 'ack', outcome: 'ignored', eventId };
   }
 }
 
-export function quarantined(reason: QuarantineReason, eventId: string | null, quarantineId: string, conflict?: ContentConflictError): Settlement {
-  return conflict ? { action: 'ack', outcome: 'quarantined', reason, eventId, quarantineId, conflict } : { action: 'ack', outcome: 'quarantined', reason, eventId, quarantineId };
+export function quarantined(
+  reason: QuarantineReason,
+  eventId: string | null,
+  quarantineId: string,
+  conflict?: ContentConflictError,
+): Settlement {
+  return conflict
+    ? { action: 'ack', outcome: 'quarantined', reason, eventId, quarantineId, conflict }
+    : { action: 'ack', outcome: 'quarantined', reason, eventId, quarantineId };
 }
 
 function entryOf(consumer: string, request: QuarantineRequest): QuarantineEntry {
-  return { consumer, eventId: request.eventId, reason: request.reason, detail: request.detail, fingerprint: request.print, delivery: request.delivery };
+  return {
+    consumer,
+    eventId: request.eventId,
+    reason: request.reason,
+    detail: request.detail,
+    fingerprint: request.print,
+    delivery: request.delivery,
+  };
 }

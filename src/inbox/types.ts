@@ -26,9 +26,22 @@ export type QuarantineReason =
   | 'handler-permanent'
   | 'unsupported-schema-version';
 
-export type QuarantinedSettlement = { action: 'ack'; outcome: 'quarantined'; reason: QuarantineReason; eventId: string | null; quarantineId: string; conflict?: ContentConflictError };
+export type QuarantinedSettlement = {
+  action: 'ack';
+  outcome: 'quarantined';
+  reason: QuarantineReason;
+  eventId: string | null;
+  quarantineId: string;
+  conflict?: ContentConflictError;
+};
 
-export type RetrySettlement = { action: 'retry'; delayMs: number; attempt: number; reason: string; eventId: string | null };
+export type RetrySettlement = {
+  action: 'retry';
+  delayMs: number;
+  attempt: number;
+  reason: string;
+  eventId: string | null;
+};
 
 /**
  * What the transport must do with a delivery once processing returned. `ack` comes only
@@ -72,4 +85,26 @@ export type DrainSink = (drained: DrainedEvent[]) => Promise<string[]>;
 export interface AggregateRef {
   aggregateType: string;
   aggregateId: string;
+}
+
+export interface ConsumerEvents {
+  settled: [settlement: Settlement];
+  /** A parked event left the reorder buffer (applied, duplicate, quarantined, or handed back for a retry). */
+  drained: [settlement: Settlement];
+  conflict: [err: ContentConflictError];
+  /** The recovery rate limit changed: events per second, or null once it is lifted. */
+  recovering: [limitPerSecond: number | null];
+  error: [err: Error];
+}
+
+export interface ConsumerStats {
+  applied: number;
+  duplicate: number;
+  ignored: number;
+  quarantined: number;
+  retried: number;
+  /** Early events put into the reorder buffer. */
+  parked: number;
+  /** Parked events applied from the reorder buffer (also counted in `applied`). */
+  drained: number;
 }

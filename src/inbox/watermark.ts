@@ -9,7 +9,16 @@ import { inboxSql } from './sql.js';
  * if none of its inbox rows was ever compacted. Read only when an event failed its version
  * check, never on the consumer's hot path.
  */
-export async function readInboxWatermark(executor: Executor, schema: SchemaRef, consumer: string, aggregate: AggregateRef): Promise<number | null> {
-  const { rows } = await runStatement<{ version: string }>(executor, inboxSql(schema).watermark, [consumer, aggregate.aggregateType, aggregate.aggregateId]);
+export async function readInboxWatermark(
+  executor: Executor,
+  schema: SchemaRef,
+  consumer: string,
+  aggregate: AggregateRef,
+): Promise<number | null> {
+  const { rows } = await runStatement<{ version: string }>(executor, inboxSql(schema).watermark, [
+    consumer,
+    aggregate.aggregateType,
+    aggregate.aggregateId,
+  ]);
   return rows[0] === undefined ? null : Number(rows[0].version);
 }

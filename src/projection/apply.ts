@@ -19,8 +19,7 @@ export interface ProjectionTarget {
 }
 
 export type ApplyResult =
-  | { applied: true; version: number }
-  | { applied: false; reason: 'covered-by-baseline' | 'not-newer'; version: number };
+  { applied: true; version: number } | { applied: false; reason: 'covered-by-baseline' | 'not-newer'; version: number };
 
 export interface ProjectionState {
   version: number;
@@ -41,18 +40,26 @@ export interface ProjectionState {
  * consumer, which rolls back and parks (or retries) the event even if the handler catches
  * the error. Catching it cannot make a gap count as applied. See docs/consumer.md.
  */
-export async function applyIncrement(tx: Executor, target: ProjectionTarget, apply: () => Promise<void>): Promise<ApplyResult> {
+export async function applyIncrement(
+  tx: Executor,
+  target: ProjectionTarget,
+  apply: () => Promise<void>,
+): Promise<ApplyResult> {
   const { sql, params, key } = prepare(target);
   const version = target.event.aggregateVersion;
   // One statement on the happy path: the first version starts the row, any later one advances it.
-  const moved = version === 1 ? await runStatement(tx, sql.start, params) : await runStatement(tx, sql.advance, [...params, version]);
+  const moved =
+    version === 1
+      ? await runStatement(tx, sql.start, params)
+      : await runStatement(tx, sql.advance, [...params, version]);
   if (moved.rowCount === 1) {
     await apply();
     return { applied: true, version };
   }
   const current = toState((await runStatement<StateRow>(tx, sql.lock, params)).rows[0]);
   const verdict = judgeIncrement(version, current);
-  if (verdict === 'covered-by-baseline') return { applied: false, reason: 'covered-by-baseline', version: current!.version };
+  if (verdict === 'covered-by-baseline')
+    return { applied: false, reason: 'covered-by-baseline', version: current!.version };
   if (verdict === 'stale') throw reportBlocked(tx, new StaleVersionError(key, version, current!.version));
   throw reportBlocked(tx, new VersionGapError(key, version, current?.version ?? 0));
 }
@@ -67,7 +74,11 @@ export interface SnapshotTarget extends ProjectionTarget {
  * version becomes the baseline watermark, so late incremental events it already contains
  * are acknowledged without effect. Not newer → `not-newer`, `apply` is not called.
  */
-export async function applySnapshot(tx: Executor, target: SnapshotTarget, apply: () => Promise<void>): Promise<ApplyResult> {
+export async function applySnapshot(
+  tx: Executor,
+  target: SnapshotTarget,
+  apply: () => Promise<void>,
+): Promise<ApplyResult> {
   const { sql, params } = prepare(target);
   const version = target.event.aggregateVersion;
   const result = await runStatement(tx, sql.snapshot, [...params, version, target.deleted ?? false]);
@@ -88,14 +99,26 @@ export async function readProjectionState(
 }
 
 /** readProjectionState for converge's own callers, which hold a SchemaRef already. */
-export async function readState(executor: Executor, schema: SchemaRef, key: AggregateKey): Promise<ProjectionState | null> {
-  const { rows } = await runStatement<StateRow>(executor, projectionSql(schema).read, [key.projection, key.aggregateType, key.aggregateId]);
+export async function readState(
+  executor: Executor,
+  schema: SchemaRef,
+  key: AggregateKey,
+): Promise<ProjectionState | null> {
+  const { rows } = await runStatement<StateRow>(executor, projectionSql(schema).read, [
+    key.projection,
+    key.aggregateType,
+    key.aggregateId,
+  ]);
   return toState(rows[0]);
 }
 
 function prepare(target: ProjectionTarget) {
   const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
-  const key: AggregateKey = { projection: target.projection, aggregateType: target.event.aggregateType, aggregateId: target.event.aggregateId };
+  const key: AggregateKey = {
+    projection: target.projection,
+    aggregateType: target.event.aggregateType,
+    aggregateId: target.event.aggregateId,
+  };
   return { sql, key, params: [key.projection, key.aggregateType, key.aggregateId] as unknown[] };
 }
 
@@ -133,11 +156,9 @@ export interface BatchApplyResult<E> {
  * the error (the verdict is reported to it as by applyIncrement). `apply` is called once
  * with the events to write.
  */
-export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>>(
-  tx: Executor,
-  target: BatchTarget<E>,
-  apply: (events: E[]) => Promise<void>,
-): Promise<BatchApplyResult<E>> {
+export async function applyIncrements<
+  E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>,
+>(tx: Executor, target: BatchTarget<E>, apply: (events: E[]) => Promise<void>): Promise<BatchApplyResult<E>> {
   const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
   if (target.events.length === 0) return { applied: [], covered: [] };
   let moved: E[] = [];
@@ -151,7 +172,9 @@ export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateTy
       runs.map((r) => r.first),
       runs.map((r) => r.last),
     ]);
-    const movedKeys = new Set(result.rows.map((row) => aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id })));
+    const movedKeys = new Set(
+      result.rows.map((row) => aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id })),
+    );
     moved = runs.filter((r) => movedKeys.has(aggregateKey(r))).flatMap((r) => r.events);
     rest = runs.filter((r) => !movedKeys.has(aggregateKey(r))).flatMap((r) => r.events);
   }
@@ -174,12 +197,22 @@ async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggr
     keys.map((k) => k.aggregateType),
     keys.map((k) => k.aggregateId),
   ]);
-  const current = new Map(locked.rows.map((row) => [aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }), toState(row)!]));
+  const current = new Map(
+    locked.rows.map((row) => [
+      aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }),
+      toState(row)!,
+    ]),
+  );
   const plan = planIncrements(events, current);
   if (plan.blocked) {
     const { event, verdict, currentVersion } = plan.blocked;
     const key: AggregateKey = { projection, aggregateType: event.aggregateType, aggregateId: event.aggregateId };
-    throw reportBlocked(tx, verdict === 'stale' ? new StaleVersionError(key, event.aggregateVersion, currentVersion) : new VersionGapError(key, event.aggregateVersion, currentVersion));
+    throw reportBlocked(
+      tx,
+      verdict === 'stale'
+        ? new StaleVersionError(key, event.aggregateVersion, currentVersion)
+        : new VersionGapError(key, event.aggregateVersion, currentVersion),
+    );
   }
   const moved = keys.filter((k) => plan.finalVersions.has(aggregateKey(k)));
   const existing = moved.filter((k) => current.has(aggregateKey(k)));
@@ -208,8 +241,11 @@ async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggr
   return { apply: plan.apply, covered: plan.covered };
 }
 
-function uniqueAggregates(events: readonly Pick<EventEnvelope, 'aggregateType' | 'aggregateId'>[]): { aggregateType: string; aggregateId: string }[] {
+function uniqueAggregates(
+  events: readonly Pick<EventEnvelope, 'aggregateType' | 'aggregateId'>[],
+): { aggregateType: string; aggregateId: string }[] {
   const seen = new Map<string, { aggregateType: string; aggregateId: string }>();
-  for (const event of events) seen.set(aggregateKey(event), { aggregateType: event.aggregateType, aggregateId: event.aggregateId });
+  for (const event of events)
+    seen.set(aggregateKey(event), { aggregateType: event.aggregateType, aggregateId: event.aggregateId });
   return [...seen.values()];
 }

@@ -57,10 +57,18 @@ export interface GapRepairTarget {
  * without effect; the ones above apply in order. Late copies of covered events are acked
  * as done when they arrive.
  */
-export async function repairGaps<S extends SourceSnapshot>(consumer: GapRepairTarget, options: GapRepairOptions<S>): Promise<GapRepairReport> {
+export async function repairGaps<S extends SourceSnapshot>(
+  consumer: GapRepairTarget,
+  options: GapRepairOptions<S>,
+): Promise<GapRepairReport> {
   const { pool } = consumer;
   const { schema, logger } = consumer.options;
-  const gaps = await readGaps(pool, { schema, consumer: consumer.options.consumer, olderThanMs: options.olderThanMs ?? 0, limit: options.limit ?? 100 });
+  const gaps = await readGaps(pool, {
+    schema,
+    consumer: consumer.options.consumer,
+    olderThanMs: options.olderThanMs ?? 0,
+    limit: options.limit ?? 100,
+  });
   const report: GapRepairReport = { gaps: gaps.length, repaired: 0, notNewer: 0, unknownAtSource: 0, drained: 0 };
   for (const gap of gaps) {
     const snapshot = await options.loadSnapshot(gap);
@@ -70,18 +78,42 @@ export async function repairGaps<S extends SourceSnapshot>(consumer: GapRepairTa
     }
     const outcome = await repairOne(pool, schema, gap, snapshot, options.apply);
     report[outcome]++;
-    logger.info({ aggregateType: gap.aggregateType, aggregateId: gap.aggregateId, projection: gap.projection, sourceVersion: snapshot.version, outcome }, 'gap repair');
+    logger.info(
+      {
+        aggregateType: gap.aggregateType,
+        aggregateId: gap.aggregateId,
+        projection: gap.projection,
+        sourceVersion: snapshot.version,
+        outcome,
+      },
+      'gap repair',
+    );
     report.drained += await consumer.drainAggregate(gap);
   }
   return report;
 }
 
-async function repairOne<S extends SourceSnapshot>(pool: pg.Pool, schema: string, gap: Gap, snapshot: S, apply: GapRepairOptions<S>['apply']): Promise<'repaired' | 'notNewer'> {
+async function repairOne<S extends SourceSnapshot>(
+  pool: pg.Pool,
+  schema: string,
+  gap: Gap,
+  snapshot: S,
+  apply: GapRepairOptions<S>['apply'],
+): Promise<'repaired' | 'notNewer'> {
   const key = { projection: gap.projection, aggregateType: gap.aggregateType, aggregateId: gap.aggregateId, schema };
   for (;;) {
     const result = await withTransaction(pool, async (tx) => {
       const state = await readProjectionState(tx, key);
-      return repairFromSnapshot(tx, { ...key, sourceVersion: snapshot.version, deleted: snapshot.deleted ?? false, observedVersion: state?.version ?? null }, () => apply(tx, snapshot, gap));
+      return repairFromSnapshot(
+        tx,
+        {
+          ...key,
+          sourceVersion: snapshot.version,
+          deleted: snapshot.deleted ?? false,
+          observedVersion: state?.version ?? null,
+        },
+        () => apply(tx, snapshot, gap),
+      );
     });
     if (result.repaired) return 'repaired';
     if (result.reason === 'not-newer') return 'notNewer';

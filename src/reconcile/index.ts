@@ -1,7 +1,13 @@
 export { repairFromSnapshot } from './repair.js';
 export type { TrustedSnapshot, RepairResult } from './repair.js';
 export { reconcile } from './reconcile.js';
-export type { PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport, ReconcileRepair } from './reconcile.js';
+export type {
+  PagedReader,
+  ReconcileOptions,
+  ReconcileProgress,
+  ReconcileReport,
+  ReconcileRepair,
+} from './reconcile.js';
 export { classify, compareIds, DIFFERENCES } from './compare.js';
 export type { Difference, ReconcileRow } from './compare.js';
 export { rebuildProjection } from './rebuild.js';
