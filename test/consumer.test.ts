@@ -21,7 +21,8 @@ import {
   appendToOutbox,
   applyIncrement,
   applyIncrements,
-  createDeliveryProcessor,
+  DeliveryProcessor,
+  repairGaps,
   encodeMessage,
   fingerprint,
   readGaps,
@@ -1150,7 +1151,7 @@ describe('batches', () => {
         await ch.bindQueue(env.queue, env.exchange, '#');
       });
       const calls: string[] = [];
-      const processor = createDeliveryProcessor({
+      const processor = new DeliveryProcessor({
         consumer: 'batch-test',
         pool: env.pool,
         schema: env.schema,
@@ -1369,8 +1370,8 @@ describe('reorder buffer', () => {
         }
       };
       const options = { consumer: 'race', pool: env.pool, schema: env.schema, logger: silentLogger, handlers: { AmountAdded: handler } };
-      const first = createDeliveryProcessor(options);
-      const second = createDeliveryProcessor(options);
+      const first = new DeliveryProcessor(options);
+      const second = new DeliveryProcessor(options);
       const delivery = (e: EventEnvelope) => ({ content: encodeMessage(e, routingKey).content, fields: { exchange: env.exchange, routingKey: 'order.AmountAdded' }, properties: { messageId: e.eventId, headers: {} } });
       try {
         const e2 = first.process(delivery(envelope('E2', 'o1', 2)));
@@ -1400,12 +1401,12 @@ describe('reorder buffer', () => {
         await waitFor(async () => (await parkedRows(env)).rows.length === 2, 'E3 and E4 parked');
         assert.equal(consumer.stats.applied, 1);
 
-        const unknown = await consumer.repairGaps({ loadSnapshot: async () => null, apply: async () => assert.fail('nothing to write') });
+        const unknown = await repairGaps(consumer, { loadSnapshot: async () => null, apply: async () => assert.fail('nothing to write') });
         assert.deepEqual(unknown, { gaps: 1, repaired: 0, notNewer: 0, unknownAtSource: 1, drained: 0 });
         assert.equal((await parkedRows(env)).rows.length, 2, 'absence at the source changes nothing');
 
         // The source is at version 3 with a total of 60 (E1 + E2 + E3).
-        const report = await consumer.repairGaps({
+        const report = await repairGaps(consumer, {
           loadSnapshot: async (gap) => (gap.aggregateId === 'o1' ? { version: 3, amount: 60 } : null),
           apply: async (tx, snapshot, gap) => {
             await tx.query(`DELETE FROM "${env.schema}".applied WHERE aggregate_id = $1`, [gap.aggregateId]);
@@ -1423,7 +1424,7 @@ describe('reorder buffer', () => {
         await env.publish(envelope('E2', 'o1', 2, { delta: 20 }));
         await waitFor(async () => (await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E2'`)) === 1, 'the late E2 recorded');
         assert.equal(await env.count(`SELECT sum(amount) AS n FROM $schema.applied`), 100, 'the late E2 had no effect');
-        assert.deepEqual(await consumer.repairGaps({ loadSnapshot: async () => assert.fail('no gap left'), apply: async () => undefined }), { gaps: 0, repaired: 0, notNewer: 0, unknownAtSource: 0, drained: 0 });
+        assert.deepEqual(await repairGaps(consumer, { loadSnapshot: async () => assert.fail('no gap left'), apply: async () => undefined }), { gaps: 0, repaired: 0, notNewer: 0, unknownAtSource: 0, drained: 0 });
       } finally {
         await env.stop(consumer);
       }
@@ -1456,7 +1457,7 @@ describe('reorder buffer', () => {
 
   test('rejects invalid limits with ConfigError naming the field', () => {
     assert.throws(
-      () => createDeliveryProcessor({ consumer: 'c', handlers: { X: async () => undefined }, reorderBuffer: { maxPerAggregate: 0 } }),
+      () => new DeliveryProcessor({ consumer: 'c', handlers: { X: async () => undefined }, reorderBuffer: { maxPerAggregate: 0 } }),
       (err: unknown) => err instanceof ConfigError && err.field === 'reorderBuffer.maxPerAggregate',
     );
   });
