@@ -19,14 +19,36 @@ export interface ReorderBufferCount {
 
 /** Outbox rows by status (statuses without rows are absent): the relay's backlog, read from the database. */
 export async function readOutboxByStatus(executor: Executor, schema: SchemaRef): Promise<OutboxStatusCount[]> {
-  const { rows } = await executor.query<{ status: OutboxStatusCount['status']; n: string; oldest_age_seconds: string | null }>(opsSql(schema).outboxStatus);
-  return rows.map((row) => ({ status: row.status, rows: Number(row.n), oldestAgeSeconds: ageOrNull(row.oldest_age_seconds) }));
+  const { rows } = await executor.query<{
+    status: OutboxStatusCount['status'];
+    n: string;
+    oldest_age_seconds: string | null;
+  }>(opsSql(schema).outboxStatus);
+  return rows.map((row) => ({
+    status: row.status,
+    rows: Number(row.n),
+    oldestAgeSeconds: ageOrNull(row.oldest_age_seconds),
+  }));
 }
 
 /** Per consumer with parked events; an aggregate is a gap once its oldest parked event waited `gapAfterMs`. */
-export async function readReorderBuffer(executor: Executor, schema: SchemaRef, gapAfterMs: number): Promise<ReorderBufferCount[]> {
-  const { rows } = await executor.query<{ consumer: string; parked: string; gaps: string; oldest_age_seconds: string | null }>(opsSql(schema).reorderBuffer, [gapAfterMs]);
-  return rows.map((row) => ({ consumer: row.consumer, parked: Number(row.parked), gaps: Number(row.gaps), oldestAgeSeconds: ageOrNull(row.oldest_age_seconds) }));
+export async function readReorderBuffer(
+  executor: Executor,
+  schema: SchemaRef,
+  gapAfterMs: number,
+): Promise<ReorderBufferCount[]> {
+  const { rows } = await executor.query<{
+    consumer: string;
+    parked: string;
+    gaps: string;
+    oldest_age_seconds: string | null;
+  }>(opsSql(schema).reorderBuffer, [gapAfterMs]);
+  return rows.map((row) => ({
+    consumer: row.consumer,
+    parked: Number(row.parked),
+    gaps: Number(row.gaps),
+    oldestAgeSeconds: ageOrNull(row.oldest_age_seconds),
+  }));
 }
 
 function ageOrNull(seconds: string | null): number | null {
