@@ -3,28 +3,16 @@ import { z } from 'zod';
 import { schemaRef } from '../runtime/identifier.js';
 import { ConfigError } from '../runtime/errors.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { functionOption, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
+import {
+  defineOptions,
+  functionOption,
+  identifierOption,
+  parseOptions,
+  poolOption,
+  type OptionsInput,
+  type OptionsOutput,
+} from '../runtime/options.js';
 import { opsSql } from './sql.js';
-
-export interface CleanupOptions {
-  schema?: string;
-  /** Published outbox rows older than this are deleted. Failed and pending rows never are. */
-  outboxRetentionMs: number;
-  /**
-   * Inbox rows received longer ago than this are deleted; omit to keep the inbox. A deleted
-   * inbox row no longer recognises a redelivery as a duplicate, so this window must exceed
-   * both `retryHorizonMs` and `quarantineReplayWindowMs`.
-   */
-  inboxRetentionMs?: number;
-  /** The longest a delivery can still come back from the broker (retry queue backoff, redelivery). */
-  retryHorizonMs?: number;
-  /** How long a quarantined message may still be replayed. */
-  quarantineReplayWindowMs?: number;
-  /** Rows per DELETE (one short transaction each). Default 1,000. */
-  batchSize?: number;
-  /** Stop after this many batches per table in one call. Default unlimited. */
-  maxBatches?: number;
-}
 
 export interface CleanupResult {
   outboxDeleted: number;
@@ -32,15 +20,71 @@ export interface CleanupResult {
   batches: number;
 }
 
-const schema = z.strictObject({
-  schema: identifierOption.optional(),
-  outboxRetentionMs: z.number().int().min(0),
-  inboxRetentionMs: z.number().int().min(1).optional(),
-  retryHorizonMs: z.number().int().min(0).optional(),
-  quarantineReplayWindowMs: z.number().int().min(0).optional(),
-  batchSize: z.number().int().min(1).max(100_000).optional(),
-  maxBatches: z.number().int().min(1).optional(),
-});
+const cleanupShape = {
+  schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  outboxRetentionMs: z
+    .number()
+    .int()
+    .min(0)
+    .describe('Published outbox rows older than this are deleted, in ms; failed and pending rows never are.'),
+  inboxRetentionMs: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe(
+      'Inbox rows received longer ago than this are deleted, in ms; omit to keep the inbox. A deleted row no longer ' +
+        'marks a redelivery as a duplicate, so this must exceed retryHorizonMs and quarantineReplayWindowMs.',
+    ),
+  retryHorizonMs: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      'Longest time a delivery can still come back from the broker (retry backoff, redelivery), in ms; required with inboxRetentionMs.',
+    ),
+  quarantineReplayWindowMs: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe('How long a quarantined message may still be replayed, in ms; required with inboxRetentionMs.'),
+  batchSize: z
+    .number()
+    .int()
+    .min(1)
+    .max(100_000)
+    .default(1_000)
+    .describe('Rows deleted per statement, each its own short transaction.'),
+  maxBatches: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe('Stop after this many batches per table in one call; unlimited when omitted.'),
+};
+
+export const cleanupOptions = defineOptions('cleanup', z.strictObject(cleanupShape));
+
+export type CleanupOptions = OptionsInput<typeof cleanupOptions>;
+type ResolvedCleanup = OptionsOutput<typeof cleanupOptions>;
+
+export const scheduleCleanupOptions = defineOptions(
+  'scheduleCleanup',
+  z.strictObject({
+    ...cleanupShape,
+    intervalMs: z.number().int().min(1).describe('Time between two cleanup runs, in ms.'),
+    onError: functionOption<(err: unknown) => void>('(err: unknown) => void')
+      .optional()
+      .describe('Called with the error of a failed run; the schedule keeps going.'),
+    onResult: functionOption<(result: CleanupResult) => void>('(result: CleanupResult) => void')
+      .optional()
+      .describe('Called with the row counts of each finished run.'),
+  }),
+);
+
+export type ScheduledCleanupOptions = OptionsInput<typeof scheduleCleanupOptions>;
 
 /**
  * Checks the windows before anything is deleted; the error names the field and both values.
@@ -73,10 +117,15 @@ export function validateRetention(
  */
 export async function cleanup(pool: pg.Pool, input: CleanupOptions): Promise<CleanupResult> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(schema, input);
+  const options = cleanupOptions.parse(input);
   validateRetention(options);
-  const sql = opsSql(schemaRef(options.schema ?? DEFAULT_SCHEMA));
-  const batchSize = options.batchSize ?? 1_000;
+  return runCleanup(pool, options);
+}
+
+/** One cleanup pass with options already validated (scheduleCleanup validates once, up front). */
+async function runCleanup(pool: pg.Pool, options: ResolvedCleanup): Promise<CleanupResult> {
+  const sql = opsSql(schemaRef(options.schema));
+  const { batchSize } = options;
   const result: CleanupResult = { outboxDeleted: 0, inboxDeleted: 0, batches: 0 };
   const drain = async (text: string, retentionMs: number): Promise<number> => {
     let deleted = 0;
@@ -95,26 +144,14 @@ export async function cleanup(pool: pg.Pool, input: CleanupOptions): Promise<Cle
 }
 
 /** Runs `cleanup` every `intervalMs` until the returned function is called; errors go to `onError`. */
-export interface ScheduledCleanupOptions extends CleanupOptions {
-  intervalMs: number;
-  onError?: (err: unknown) => void;
-  onResult?: (result: CleanupResult) => void;
-}
-
-const scheduleSchema = schema.extend({
-  intervalMs: z.number().int().min(1),
-  onError: functionOption<(err: unknown) => void>().optional(),
-  onResult: functionOption<(result: CleanupResult) => void>().optional(),
-});
-
 export function scheduleCleanup(pool: pg.Pool, input: ScheduledCleanupOptions): () => Promise<void> {
   parseOptions(poolOption, pool, 'pool');
-  const { intervalMs, onError, onResult, ...options } = parseOptions(scheduleSchema, input);
+  const { intervalMs, onError, onResult, ...options } = scheduleCleanupOptions.parse(input);
   validateRetention(options);
   let running: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
     running = running.then(() =>
-      cleanup(pool, options).then(
+      runCleanup(pool, options).then(
         (result) => onResult?.(result),
         (err: unknown) => onError?.(err),
       ),

@@ -3,33 +3,8 @@ import { z } from 'zod';
 import { schemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { validateRetention } from './cleanup.js';
-import { identifierOption, parseOptions, poolOption } from '../runtime/options.js';
+import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
 import { opsSql } from './sql.js';
-
-export interface CompactionOptions {
-  schema?: string;
-  /** The inbox scope whose rows are compacted. */
-  consumer: string;
-  /**
-   * The projection whose applied version bounds the watermark. Only its contiguous applied
-   * version is safe: the highest version seen in the inbox may sit above a gap (parked events).
-   */
-  projection: string;
-  /**
-   * Inbox rows received longer ago than this may be compacted. After compaction a copy of an
-   * event with the same eventId but different content can no longer be told from a duplicate
-   * (its fingerprint is gone), so this must exceed both windows below.
-   */
-  olderThanMs: number;
-  /** The longest a delivery can still come back from the broker (retry queue backoff, redelivery). */
-  retryHorizonMs: number;
-  /** How long a quarantined message may still be replayed. */
-  quarantineReplayWindowMs: number;
-  /** Inbox rows per statement (one short transaction each). Default 1,000. */
-  batchSize?: number;
-  /** Stop after this many batches in one call. Default unlimited. */
-  maxBatches?: number;
-}
 
 export interface CompactionResult {
   /** Inbox rows deleted. */
@@ -39,16 +14,52 @@ export interface CompactionResult {
   batches: number;
 }
 
-const schema = z.strictObject({
-  schema: identifierOption.optional(),
-  consumer: z.string().min(1),
-  projection: z.string().min(1),
-  olderThanMs: z.number().int().min(1),
-  retryHorizonMs: z.number().int().min(0),
-  quarantineReplayWindowMs: z.number().int().min(0),
-  batchSize: z.number().int().min(1).max(100_000).optional(),
-  maxBatches: z.number().int().min(1).optional(),
-});
+export const compactionOptions = defineOptions(
+  'compactInbox',
+  z.strictObject({
+    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    consumer: z.string().min(1).describe('Inbox scope (consumer name) whose rows are compacted.'),
+    projection: z
+      .string()
+      .min(1)
+      .describe(
+        "Projection whose contiguous applied version bounds each watermark (not the highest version seen, which may sit above a gap).",
+      ),
+    olderThanMs: z
+      .number()
+      .int()
+      .min(1)
+      .describe(
+        'Inbox rows received longer ago than this may be compacted, in ms. Afterwards a same-id copy with other content ' +
+          'looks like a duplicate, so this must exceed retryHorizonMs and quarantineReplayWindowMs.',
+      ),
+    retryHorizonMs: z
+      .number()
+      .int()
+      .min(0)
+      .describe('Longest time a delivery can still come back from the broker (retry backoff, redelivery), in ms.'),
+    quarantineReplayWindowMs: z
+      .number()
+      .int()
+      .min(0)
+      .describe('How long a quarantined message may still be replayed, in ms.'),
+    batchSize: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(1_000)
+      .describe('Inbox rows per statement, each its own short transaction.'),
+    maxBatches: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe('Stop after this many batches in one call; unlimited when omitted.'),
+  }),
+);
+
+export type CompactionOptions = OptionsInput<typeof compactionOptions>;
 
 /**
  * Replaces old inbox rows by a per-aggregate watermark, for long retention without an inbox
@@ -60,7 +71,7 @@ const schema = z.strictObject({
  */
 export async function compactInbox(pool: pg.Pool, input: CompactionOptions): Promise<CompactionResult> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(schema, input);
+  const options = compactionOptions.parse(input);
   validateRetention(
     {
       inboxRetentionMs: options.olderThanMs,
@@ -69,8 +80,8 @@ export async function compactInbox(pool: pg.Pool, input: CompactionOptions): Pro
     },
     'olderThanMs',
   );
-  const sql = opsSql(schemaRef(options.schema ?? DEFAULT_SCHEMA));
-  const batchSize = options.batchSize ?? 1_000;
+  const sql = opsSql(schemaRef(options.schema));
+  const { batchSize } = options;
   const result: CompactionResult = { compacted: 0, watermarks: 0, batches: 0 };
   for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {
     const { rows } = await pool.query<{ compacted: number; watermarks: number }>(sql.compactInbox, [

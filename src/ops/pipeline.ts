@@ -4,52 +4,17 @@ import { z } from 'zod';
 import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { readGaps } from '../inbox/index.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { amqpUrlRequired, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
+import {
+  amqpUrlRequired,
+  defineOptions,
+  identifierOption,
+  parseOptions,
+  poolOption,
+  type OptionsInput,
+} from '../runtime/options.js';
 import { diagnose, queueThroughput, relayThroughput, type Finding, type GapFacts, type OutboxFacts, type PipelineFacts, type QueueFacts, type SourceFacts, type Throughput } from './diagnose.js';
 import { readReorderBuffer } from './gauges.js';
 import { opsSql, sourceAheadSql } from './sql.js';
-
-/** A business table whose rows carry the aggregate version their outbox events must match. */
-export interface SourceTable {
-  /** `table` or `schema.table`, plain lower-case identifiers. */
-  table: string;
-  aggregateType: string;
-  /** Default `id`. */
-  idColumn?: string;
-  /** Default `version`. */
-  versionColumn?: string;
-  /**
-   * A timestamp column set on every change. With it only rows changed in the last
-   * `sourceLookbackMs` are checked, which keeps the check cheap and valid once published
-   * outbox rows are cleaned up (keep the lookback below the outbox retention).
-   */
-  changedAtColumn?: string;
-}
-
-/** A queue and the inbox scope (and optionally the projection) of the consumer that reads it. */
-export interface WatchedQueue {
-  queue: string;
-  /** Inbox scope; default the queue name. */
-  consumer?: string;
-  /** A projection name in projection_state that this consumer writes. */
-  projection?: string;
-}
-
-export interface PipelineStatusOptions {
-  schema?: string;
-  sources?: SourceTable[];
-  queues?: WatchedQueue[];
-  /** Needed to read queue depths when `queues` are given. */
-  amqpUrl?: string;
-  /** Lag percentiles and projection activity over this window. Default 60,000 ms. */
-  windowMs?: number;
-  /** Rates come from two samples this far apart. Default 5,000 ms. */
-  sampleMs?: number;
-  /** A pending event or a missing version older than this is a stall. Default 30,000 ms. */
-  stallAfterMs?: number;
-  /** With `changedAtColumn`: how far back source rows are checked. Default 3,600,000 ms. */
-  sourceLookbackMs?: number;
-}
 
 export interface ConsumerLag {
   consumer: string;
@@ -75,24 +40,82 @@ export interface PipelineStatus {
   stalled: boolean;
 }
 
-const optionsSchema = z.strictObject({
-  schema: identifierOption.optional(),
-  sources: z
-    .array(z.object({
-      table: z.string().refine((t) => t.split('.').length <= 2 && t.split('.').every((part) => identifierOption.safeParse(part).success), 'table or schema.table, plain lower-case identifiers'),
-      aggregateType: z.string().min(1),
-      idColumn: identifierOption.optional(),
-      versionColumn: identifierOption.optional(),
-      changedAtColumn: identifierOption.optional(),
-    }).strict())
-    .optional(),
-  queues: z.array(z.object({ queue: z.string().min(1).max(255), consumer: z.string().min(1).optional(), projection: z.string().min(1).optional() }).strict()).optional(),
-  amqpUrl: z.string().min(1).optional(),
-  windowMs: z.number().int().min(1).optional(),
-  sampleMs: z.number().int().min(0).optional(),
-  stallAfterMs: z.number().int().min(0).optional(),
-  sourceLookbackMs: z.number().int().min(1).optional(),
-}).refine((o) => !o.queues?.length || o.amqpUrl !== undefined, amqpUrlRequired('amqpUrl is required to read queue depths'));
+const sourceTable = z.strictObject({
+  table: z
+    .string()
+    .refine(
+      (t) => t.split('.').length <= 2 && t.split('.').every((part) => identifierOption.safeParse(part).success),
+      'table or schema.table, plain lower-case identifiers',
+    )
+    .describe('`table` or `schema.table`, plain lower-case identifiers.'),
+  aggregateType: z.string().min(1).describe('Aggregate type of the outbox events whose version each row must match.'),
+  idColumn: identifierOption.default('id').describe('Column holding the aggregate id.'),
+  versionColumn: identifierOption.default('version').describe('Column holding the aggregate version.'),
+  changedAtColumn: identifierOption
+    .optional()
+    .describe(
+      'Timestamp column set on every change; with it only rows changed within sourceLookbackMs are checked (cheap, and valid after outbox cleanup).',
+    ),
+});
+
+const watchedQueue = z.strictObject({
+  queue: z.string().min(1).max(255).describe('Queue name.'),
+  consumer: z.string().min(1).optional().describe('Inbox scope of the consumer reading it; the queue name by default.'),
+  projection: z.string().min(1).optional().describe('A projection (in projection_state) that this consumer writes.'),
+});
+
+/** A business table whose rows carry the aggregate version their outbox events must match. */
+export type SourceTable = z.input<typeof sourceTable>;
+/** A queue and the inbox scope (and optionally the projection) of the consumer that reads it. */
+export type WatchedQueue = z.input<typeof watchedQueue>;
+
+export const pipelineStatusOptions = defineOptions(
+  'readPipelineStatus',
+  z
+    .strictObject({
+      schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+      sources: z
+        .array(sourceTable)
+        .default([])
+        .describe('Business tables whose row versions are compared with the outbox (a source ahead of its events is a finding).'),
+      queues: z
+        .array(watchedQueue)
+        .default([])
+        .describe('Queues whose depth, rates and consumer lag are reported; needs amqpUrl.'),
+      amqpUrl: z.string().min(1).optional().describe('RabbitMQ URL, needed to read queue depths when queues are given.'),
+      windowMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(60_000)
+        .describe('Window for lag percentiles and projection activity, in ms.'),
+      sampleMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(5_000)
+        .describe('Gap between the two samples rates are computed from, in ms.'),
+      stallAfterMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(30_000)
+        .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
+      sourceLookbackMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(3_600_000)
+        .describe('With changedAtColumn: how far back source rows are checked, in ms (keep it below the outbox retention).'),
+    })
+    .refine(
+      // Runs even when other fields failed, so `queues` may not be an array here.
+      (o) => !Array.isArray(o.queues) || o.queues.length === 0 || o.amqpUrl !== undefined,
+      amqpUrlRequired('amqpUrl is required to read queue depths'),
+    ),
+);
+
+export type PipelineStatusOptions = OptionsInput<typeof pipelineStatusOptions>;
 
 const SOURCE_LIMIT = 1_000;
 const SAMPLE_IDS = 5;
@@ -104,13 +127,11 @@ const SAMPLE_IDS = 5;
  */
 export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOptions): Promise<PipelineStatus> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(optionsSchema, input);
-  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
+  const options = pipelineStatusOptions.parse(input);
+  const schema = schemaRef(options.schema);
   const sql = opsSql(schema);
-  const windowMs = options.windowMs ?? 60_000;
-  const sampleMs = options.sampleMs ?? 5_000;
-  const stallAfterMs = options.stallAfterMs ?? 30_000;
-  const queues = (options.queues ?? []).map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
+  const { windowMs, sampleMs, stallAfterMs } = options;
+  const queues = options.queues.map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
   const broker = queues.length > 0 ? await amqp.connect(options.amqpUrl!, { clientProperties: { connection_name: 'converge-status' } }) : undefined;
   try {
     const before = await sampleOutbox(pool, sql);
@@ -147,7 +168,7 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       windowSeconds: windowMs / 1000,
       sampleSeconds: Math.round(seconds * 10) / 10,
       stallAfterSeconds: stallAfterMs / 1000,
-      sources: await checkSources(pool, schema, options.sources ?? [], options.sourceLookbackMs ?? 3_600_000),
+      sources: await checkSources(pool, schema, options.sources, options.sourceLookbackMs),
       outbox,
       queues: queueFacts,
       gaps: await gapFacts(pool, schema, stallAfterMs),
@@ -210,13 +231,13 @@ async function countRows<R>(pool: pg.Pool, text: string, params: unknown[], key:
 }
 
 /** The business tables and columns are the caller's own identifiers (not converge's schema), quoted per check. */
-async function checkSources(pool: pg.Pool, schema: SchemaRef, sources: SourceTable[], lookbackMs: number): Promise<SourceFacts[]> {
+async function checkSources(pool: pg.Pool, schema: SchemaRef, sources: z.output<typeof sourceTable>[], lookbackMs: number): Promise<SourceFacts[]> {
   const facts: SourceFacts[] = [];
   for (const source of sources) {
     const text = sourceAheadSql(schema, {
       table: source.table.split('.').map((part) => quoteIdentifier(part)).join('.'),
-      id: quoteIdentifier(source.idColumn ?? 'id'),
-      version: quoteIdentifier(source.versionColumn ?? 'version'),
+      id: quoteIdentifier(source.idColumn),
+      version: quoteIdentifier(source.versionColumn),
       ...(source.changedAtColumn ? { changedAt: quoteIdentifier(source.changedAtColumn) } : {}),
     });
     const { rows } = await pool.query<{ id: string }>(text, [source.aggregateType, lookbackMs, SOURCE_LIMIT]);
