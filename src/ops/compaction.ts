@@ -23,7 +23,7 @@ export const compactionOptions = defineOptions(
       .string()
       .min(1)
       .describe(
-        "Projection whose contiguous applied version bounds each watermark (not the highest version seen, which may sit above a gap).",
+        'Projection whose contiguous applied version bounds each watermark (not the highest version seen, which may sit above a gap).',
       ),
     olderThanMs: z
       .number()

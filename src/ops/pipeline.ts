@@ -1,18 +1,21 @@
 import amqp from 'amqplib';
 import type pg from 'pg';
-import { z } from 'zod';
 import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { readGaps } from '../inbox/index.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { parseOptions, poolOption } from '../runtime/options.js';
+import { pipelineStatusOptions, type PipelineStatusOptions, type ResolvedSourceTable } from './pipeline-options.js';
 import {
-  amqpUrlRequired,
-  defineOptions,
-  identifierOption,
-  parseOptions,
-  poolOption,
-  type OptionsInput,
-} from '../runtime/options.js';
-import { diagnose, queueThroughput, relayThroughput, type Finding, type GapFacts, type OutboxFacts, type PipelineFacts, type QueueFacts, type SourceFacts, type Throughput } from './diagnose.js';
+  diagnose,
+  queueThroughput,
+  relayThroughput,
+  type Finding,
+  type GapFacts,
+  type OutboxFacts,
+  type PipelineFacts,
+  type QueueFacts,
+  type SourceFacts,
+  type Throughput,
+} from './diagnose.js';
 import { readReorderBuffer } from './gauges.js';
 import { opsSql, sourceAheadSql } from './sql.js';
 
@@ -40,82 +43,12 @@ export interface PipelineStatus {
   stalled: boolean;
 }
 
-const sourceTable = z.strictObject({
-  table: z
-    .string()
-    .refine(
-      (t) => t.split('.').length <= 2 && t.split('.').every((part) => identifierOption.safeParse(part).success),
-      'table or schema.table, plain lower-case identifiers',
-    )
-    .describe('`table` or `schema.table`, plain lower-case identifiers.'),
-  aggregateType: z.string().min(1).describe('Aggregate type of the outbox events whose version each row must match.'),
-  idColumn: identifierOption.default('id').describe('Column holding the aggregate id.'),
-  versionColumn: identifierOption.default('version').describe('Column holding the aggregate version.'),
-  changedAtColumn: identifierOption
-    .optional()
-    .describe(
-      'Timestamp column set on every change; with it only rows changed within sourceLookbackMs are checked (cheap, and valid after outbox cleanup).',
-    ),
-});
-
-const watchedQueue = z.strictObject({
-  queue: z.string().min(1).max(255).describe('Queue name.'),
-  consumer: z.string().min(1).optional().describe('Inbox scope of the consumer reading it; the queue name by default.'),
-  projection: z.string().min(1).optional().describe('A projection (in projection_state) that this consumer writes.'),
-});
-
-/** A business table whose rows carry the aggregate version their outbox events must match. */
-export type SourceTable = z.input<typeof sourceTable>;
-/** A queue and the inbox scope (and optionally the projection) of the consumer that reads it. */
-export type WatchedQueue = z.input<typeof watchedQueue>;
-
-export const pipelineStatusOptions = defineOptions(
-  'readPipelineStatus',
-  z
-    .strictObject({
-      schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
-      sources: z
-        .array(sourceTable)
-        .default([])
-        .describe('Business tables whose row versions are compared with the outbox (a source ahead of its events is a finding).'),
-      queues: z
-        .array(watchedQueue)
-        .default([])
-        .describe('Queues whose depth, rates and consumer lag are reported; needs amqpUrl.'),
-      amqpUrl: z.string().min(1).optional().describe('RabbitMQ URL, needed to read queue depths when queues are given.'),
-      windowMs: z
-        .number()
-        .int()
-        .min(1)
-        .default(60_000)
-        .describe('Window for lag percentiles and projection activity, in ms.'),
-      sampleMs: z
-        .number()
-        .int()
-        .min(0)
-        .default(5_000)
-        .describe('Gap between the two samples rates are computed from, in ms.'),
-      stallAfterMs: z
-        .number()
-        .int()
-        .min(0)
-        .default(30_000)
-        .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
-      sourceLookbackMs: z
-        .number()
-        .int()
-        .min(1)
-        .default(3_600_000)
-        .describe('With changedAtColumn: how far back source rows are checked, in ms (keep it below the outbox retention).'),
-    })
-    .refine(
-      // Runs even when other fields failed, so `queues` may not be an array here.
-      (o) => !Array.isArray(o.queues) || o.queues.length === 0 || o.amqpUrl !== undefined,
-      amqpUrlRequired('amqpUrl is required to read queue depths'),
-    ),
-);
-
-export type PipelineStatusOptions = OptionsInput<typeof pipelineStatusOptions>;
+export {
+  pipelineStatusOptions,
+  type PipelineStatusOptions,
+  type SourceTable,
+  type WatchedQueue,
+} from './pipeline-options.js';
 
 const SOURCE_LIMIT = 1_000;
 const SAMPLE_IDS = 5;
@@ -132,13 +65,22 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
   const sql = opsSql(schema);
   const { windowMs, sampleMs, stallAfterMs } = options;
   const queues = options.queues.map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
-  const broker = queues.length > 0 ? await amqp.connect(options.amqpUrl!, { clientProperties: { connection_name: 'converge-status' } }) : undefined;
+  const broker =
+    queues.length > 0
+      ? await amqp.connect(options.amqpUrl!, { clientProperties: { connection_name: 'converge-status' } })
+      : undefined;
   try {
     const before = await sampleOutbox(pool, sql);
-    const depthsBefore = await queueDepths(broker, queues.map((q) => q.queue));
+    const depthsBefore = await queueDepths(
+      broker,
+      queues.map((q) => q.queue),
+    );
     if (sampleMs > 0) await new Promise((resolve) => setTimeout(resolve, sampleMs));
     const after = await sampleOutbox(pool, sql);
-    const depthsAfter = await queueDepths(broker, queues.map((q) => q.queue));
+    const depthsAfter = await queueDepths(
+      broker,
+      queues.map((q) => q.queue),
+    );
     const seconds = Math.max(0.001, (after.sampledAt.getTime() - before.sampledAt.getTime()) / 1000);
 
     const appended = Math.max(0, after.maxPosition - before.maxPosition);
@@ -150,10 +92,25 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       arrivalPerSecond: appended / seconds,
       publishedPerSecond: Math.max(0, appended - (after.pending - before.pending)) / seconds,
     };
-    const recorded = await countRows<{ consumer: string }>(pool, sql.inboxSince, [before.sampledAt, queues.map((q) => q.consumer)], (r) => r.consumer);
-    const inWindow = await countRows<{ consumer: string }>(pool, sql.inboxSince, [new Date(after.sampledAt.getTime() - windowMs), queues.map((q) => q.consumer)], (r) => r.consumer);
+    const recorded = await countRows<{ consumer: string }>(
+      pool,
+      sql.inboxSince,
+      [before.sampledAt, queues.map((q) => q.consumer)],
+      (r) => r.consumer,
+    );
+    const inWindow = await countRows<{ consumer: string }>(
+      pool,
+      sql.inboxSince,
+      [new Date(after.sampledAt.getTime() - windowMs), queues.map((q) => q.consumer)],
+      (r) => r.consumer,
+    );
     const projections = queues.flatMap((q) => (q.projection ? [q.projection] : []));
-    const updates = await countRows<{ projection: string }>(pool, sql.projectionUpdates, [projections, windowMs], (r) => r.projection);
+    const updates = await countRows<{ projection: string }>(
+      pool,
+      sql.projectionUpdates,
+      [projections, windowMs],
+      (r) => r.projection,
+    );
     const queueFacts: QueueFacts[] = queues.map((q, i) => ({
       ...q,
       depth: depthsAfter[i]?.depth ?? null,
@@ -172,7 +129,12 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       outbox,
       queues: queueFacts,
       gaps: await gapFacts(pool, schema, stallAfterMs),
-      failures: { outboxFailed: outbox.failed, quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then((counts) => Object.fromEntries(counts)) },
+      failures: {
+        outboxFailed: outbox.failed,
+        quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then((counts) =>
+          Object.fromEntries(counts),
+        ),
+      },
     };
     const findings = diagnose(facts);
     return {
@@ -195,7 +157,13 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
 }
 
 async function sampleOutbox(pool: pg.Pool, sql: ReturnType<typeof opsSql>) {
-  const { rows } = await pool.query<{ pending: string; failed: string; max_position: string; oldest_age_seconds: string | null; sampled_at: Date }>(sql.outboxSample);
+  const { rows } = await pool.query<{
+    pending: string;
+    failed: string;
+    max_position: string;
+    oldest_age_seconds: string | null;
+    sampled_at: Date;
+  }>(sql.outboxSample);
   const row = rows[0]!;
   return {
     pending: Number(row.pending),
@@ -207,7 +175,10 @@ async function sampleOutbox(pool: pg.Pool, sql: ReturnType<typeof opsSql>) {
 }
 
 /** Ready messages and subscribers per queue; null for a queue the broker does not have. */
-async function queueDepths(broker: amqp.ChannelModel | undefined, queues: string[]): Promise<({ depth: number; consumers: number } | null)[]> {
+async function queueDepths(
+  broker: amqp.ChannelModel | undefined,
+  queues: string[],
+): Promise<({ depth: number; consumers: number } | null)[]> {
   if (!broker) return [];
   const depths: ({ depth: number; consumers: number } | null)[] = [];
   for (const queue of queues) {
@@ -225,23 +196,41 @@ async function queueDepths(broker: amqp.ChannelModel | undefined, queues: string
   return depths;
 }
 
-async function countRows<R>(pool: pg.Pool, text: string, params: unknown[], key: (row: R) => string): Promise<Map<string, number>> {
+async function countRows<R>(
+  pool: pg.Pool,
+  text: string,
+  params: unknown[],
+  key: (row: R) => string,
+): Promise<Map<string, number>> {
   const { rows } = await pool.query<R & { n: string }>(text, params);
   return new Map(rows.map((row) => [key(row), Number(row.n)]));
 }
 
 /** The business tables and columns are the caller's own identifiers (not converge's schema), quoted per check. */
-async function checkSources(pool: pg.Pool, schema: SchemaRef, sources: z.output<typeof sourceTable>[], lookbackMs: number): Promise<SourceFacts[]> {
+async function checkSources(
+  pool: pg.Pool,
+  schema: SchemaRef,
+  sources: ResolvedSourceTable[],
+  lookbackMs: number,
+): Promise<SourceFacts[]> {
   const facts: SourceFacts[] = [];
   for (const source of sources) {
     const text = sourceAheadSql(schema, {
-      table: source.table.split('.').map((part) => quoteIdentifier(part)).join('.'),
+      table: source.table
+        .split('.')
+        .map((part) => quoteIdentifier(part))
+        .join('.'),
       id: quoteIdentifier(source.idColumn),
       version: quoteIdentifier(source.versionColumn),
       ...(source.changedAtColumn ? { changedAt: quoteIdentifier(source.changedAtColumn) } : {}),
     });
     const { rows } = await pool.query<{ id: string }>(text, [source.aggregateType, lookbackMs, SOURCE_LIMIT]);
-    facts.push({ source: source.table, aggregateType: source.aggregateType, ahead: rows.length, sampleIds: rows.slice(0, SAMPLE_IDS).map((r) => r.id) });
+    facts.push({
+      source: source.table,
+      aggregateType: source.aggregateType,
+      ahead: rows.length,
+      sampleIds: rows.slice(0, SAMPLE_IDS).map((r) => r.id),
+    });
   }
   return facts;
 }
@@ -254,11 +243,26 @@ async function gapFacts(pool: pg.Pool, schema: SchemaRef, stallAfterMs: number):
     stuckAggregates: rows.reduce((sum, r) => sum + r.gaps, 0),
     parked: rows.reduce((sum, r) => sum + r.parked, 0),
     oldestAgeSeconds: oldest.length > 0 ? Math.max(...oldest) : null,
-    sample: sample.map((g) => ({ consumer: g.consumer, aggregateType: g.aggregateType, aggregateId: g.aggregateId, currentVersion: g.currentVersion, parkedVersions: g.parkedVersions })),
+    sample: sample.map((g) => ({
+      consumer: g.consumer,
+      aggregateType: g.aggregateType,
+      aggregateId: g.aggregateId,
+      currentVersion: g.currentVersion,
+      parkedVersions: g.parkedVersions,
+    })),
   };
 }
 
 async function readLag(pool: pg.Pool, sql: ReturnType<typeof opsSql>, windowMs: number): Promise<ConsumerLag[]> {
-  const { rows } = await pool.query<{ consumer: string; p50: number; p99: number; max: string; events: string }>(sql.lag, [windowMs]);
-  return rows.map((r) => ({ consumer: r.consumer, p50Seconds: Number(r.p50), p99Seconds: Number(r.p99), maxSeconds: Number(r.max), events: Number(r.events) }));
+  const { rows } = await pool.query<{ consumer: string; p50: number; p99: number; max: string; events: string }>(
+    sql.lag,
+    [windowMs],
+  );
+  return rows.map((r) => ({
+    consumer: r.consumer,
+    p50Seconds: Number(r.p50),
+    p99Seconds: Number(r.p99),
+    maxSeconds: Number(r.max),
+    events: Number(r.events),
+  }));
 }

@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { amqpUrlRequired, defineOptions, identifierOption, type OptionsInput } from '../runtime/options.js';
+
+const sourceTable = z.strictObject({
+  table: z
+    .string()
+    .refine(
+      (t) => t.split('.').length <= 2 && t.split('.').every((part) => identifierOption.safeParse(part).success),
+      'table or schema.table, plain lower-case identifiers',
+    )
+    .describe('`table` or `schema.table`, plain lower-case identifiers.'),
+  aggregateType: z.string().min(1).describe('Aggregate type of the outbox events whose version each row must match.'),
+  idColumn: identifierOption.default('id').describe('Column holding the aggregate id.'),
+  versionColumn: identifierOption.default('version').describe('Column holding the aggregate version.'),
+  changedAtColumn: identifierOption
+    .optional()
+    .describe(
+      'Timestamp column set on every change; with it only rows changed within sourceLookbackMs are checked (cheap, and valid after outbox cleanup).',
+    ),
+});
+
+const watchedQueue = z.strictObject({
+  queue: z.string().min(1).max(255).describe('Queue name.'),
+  consumer: z.string().min(1).optional().describe('Inbox scope of the consumer reading it; the queue name by default.'),
+  projection: z.string().min(1).optional().describe('A projection (in projection_state) that this consumer writes.'),
+});
+
+/** A business table whose rows carry the aggregate version their outbox events must match. */
+export type SourceTable = z.input<typeof sourceTable>;
+/** A queue and the inbox scope (and optionally the projection) of the consumer that reads it. */
+export type WatchedQueue = z.input<typeof watchedQueue>;
+export type ResolvedSourceTable = z.output<typeof sourceTable>;
+
+export const pipelineStatusOptions = defineOptions(
+  'readPipelineStatus',
+  z
+    .strictObject({
+      schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+      sources: z
+        .array(sourceTable)
+        .default([])
+        .describe(
+          'Business tables whose row versions are compared with the outbox (a source ahead of its events is a finding).',
+        ),
+      queues: z
+        .array(watchedQueue)
+        .default([])
+        .describe('Queues whose depth, rates and consumer lag are reported; needs amqpUrl.'),
+      amqpUrl: z
+        .string()
+        .min(1)
+        .optional()
+        .describe('RabbitMQ URL, needed to read queue depths when queues are given.'),
+      windowMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(60_000)
+        .describe('Window for lag percentiles and projection activity, in ms.'),
+      sampleMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(5_000)
+        .describe('Gap between the two samples rates are computed from, in ms.'),
+      stallAfterMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(30_000)
+        .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
+      sourceLookbackMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(3_600_000)
+        .describe(
+          'With changedAtColumn: how far back source rows are checked, in ms (keep it below the outbox retention).',
+        ),
+    })
+    .refine(
+      // Runs even when other fields failed, so `queues` may not be an array here.
+      (o) => !Array.isArray(o.queues) || o.queues.length === 0 || o.amqpUrl !== undefined,
+      amqpUrlRequired('amqpUrl is required to read queue depths'),
+    ),
+);
+
+export type PipelineStatusOptions = OptionsInput<typeof pipelineStatusOptions>;
