@@ -1,39 +1,29 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { functionOption, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
+import { defineOptions, functionOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
 import { schemaRef } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import type { ReconcileRow } from './compare.js';
-import { reconcile, type PagedReader, type ReconcileProgress, type ReconcileReport } from './reconcile.js';
+import { reconcileShape, runReconcile, SAMPLE_SIZE, type ReconcileReport } from './reconcile.js';
 import { reconcileSql } from './sql.js';
 
-const optionsSchema = z.strictObject({
-  schema: identifierOption.optional(),
-  projection: z.string().min(1),
-  aggregateType: z.string().min(1),
-  source: functionOption<PagedReader>(),
-  reset: functionOption<RebuildOptions['reset']>(),
-  apply: functionOption<RebuildOptions['apply']>(),
-  pageSize: z.number().int().min(1).max(100_000).optional(),
-  maxRowsPerSecond: z.number().positive().optional(),
-  onProgress: functionOption<(progress: ReconcileProgress) => void>().optional(),
-});
+export const rebuildOptions = defineOptions(
+  'rebuildProjection',
+  z.strictObject({
+    ...reconcileShape,
+    source: reconcileShape.source.describe(
+      'The source of truth, read from the primary: every aggregate at its current version.',
+    ),
+    reset: functionOption<(tx: pg.PoolClient) => Promise<void>>('(tx: pg.PoolClient) => Promise<void>').describe(
+      'Empties the read model on the same transaction that forgets the versions (e.g. TRUNCATE).',
+    ),
+    apply: functionOption<(tx: pg.PoolClient, row: ReconcileRow) => Promise<void>>(
+      '(tx: pg.PoolClient, row: ReconcileRow) => Promise<void>',
+    ).describe('Writes one aggregate of the read model from its source row (removes it when `deleted`).'),
+  }),
+);
 
-export interface RebuildOptions {
-  schema?: string;
-  projection: string;
-  aggregateType: string;
-  /** The source of truth, read from the primary: every aggregate at its current version. */
-  source: PagedReader;
-  /** Empties the read model on the same transaction that forgets the versions (e.g. TRUNCATE). */
-  reset: (tx: pg.PoolClient) => Promise<void>;
-  /** Writes one aggregate of the read model from its source row (and removes it when `deleted`). */
-  apply: (tx: pg.PoolClient, row: ReconcileRow) => Promise<void>;
-  pageSize?: number;
-  maxRowsPerSecond?: number;
-  onProgress?: (progress: ReconcileProgress) => void;
-}
+export type RebuildOptions = OptionsInput<typeof rebuildOptions>;
 
 /**
  * Rebuilds a lost or corrupted projection from a versioned source snapshot. It forgets the
@@ -44,22 +34,12 @@ export interface RebuildOptions {
  * Stop the projection's consumers first; they drain what they parked when they resubscribe.
  */
 export async function rebuildProjection(pool: pg.Pool, input: RebuildOptions): Promise<ReconcileReport> {
-  const options = parseOptions(optionsSchema, input);
+  const { reset, apply, ...options } = rebuildOptions.parse(input);
   parseOptions(poolOption, pool, 'pool');
-  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
-  const sql = reconcileSql(schema);
+  const sql = reconcileSql(schemaRef(options.schema));
   await withTransaction(pool, async (tx) => {
     await tx.query(sql.forget, [options.projection, options.aggregateType]);
-    await options.reset(tx);
+    await reset(tx);
   });
-  return reconcile(pool, {
-    schema: schema.name,
-    projection: options.projection,
-    aggregateType: options.aggregateType,
-    source: options.source,
-    repair: { apply: options.apply },
-    ...(options.pageSize ? { pageSize: options.pageSize } : {}),
-    ...(options.maxRowsPerSecond ? { maxRowsPerSecond: options.maxRowsPerSecond } : {}),
-    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-  });
+  return runReconcile(pool, { ...options, sampleSize: SAMPLE_SIZE, repair: { apply } });
 }

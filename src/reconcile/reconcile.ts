@@ -2,7 +2,16 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
-import { functionOption, identifierOption, parseOptions, poolOption, signalOption } from '../runtime/options.js';
+import {
+  defineOptions,
+  functionOption,
+  identifierOption,
+  parseOptions,
+  poolOption,
+  signalOption,
+  type OptionsInput,
+  type OptionsOutput,
+} from '../runtime/options.js';
 import { readState } from '../projection/index.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { classify, DIFFERENCES, mergePages, type Difference, type ReconcileRow } from './compare.js';
@@ -23,43 +32,6 @@ export interface ReconcileProgress {
   cursor: string | null;
 }
 
-export interface ReconcileOptions {
-  schema?: string;
-  projection: string;
-  aggregateType: string;
-  /** The source of truth: id, version, deleted flag and the key fields, as one consistent read per page. */
-  source: PagedReader;
-  /** The projection's view; default: versions and tombstones from `projection_state` (no fields). */
-  target?: PagedReader;
-  /** Rows per page on each side. Default 500. */
-  pageSize?: number;
-  /** Resume after this id (a previous report's `cursor`). */
-  after?: string | null;
-  /** Most source rows compared per second, so live consumers are not starved. Default unlimited. */
-  maxRowsPerSecond?: number;
-  /** Ids kept per difference class in the report. Default 10. */
-  sampleSize?: number;
-  /**
-   * Repairs what can be repaired while consumers run: `missing` and `stale` get the source
-   * row through a conditional snapshot update (baseline watermark), `mismatch` is rewritten
-   * at the same version under the row lock. `ahead` is only reported. `extra` is removed only
-   * if `lookup` and `remove` are given and a point read of the source confirms the id is gone
-   * (never because a page did not contain it).
-   */
-  repair?: ReconcileRepair;
-  onProgress?: (progress: ReconcileProgress) => void;
-  signal?: AbortSignal;
-}
-
-export interface ReconcileRepair {
-  /** Writes one aggregate of the read model from its source row (removes it when `deleted`). */
-  apply: (tx: pg.PoolClient, row: ReconcileRow) => Promise<void>;
-  /** Reads one id from the source; null when the source has no such aggregate. */
-  lookup?: (id: string) => Promise<ReconcileRow | null>;
-  /** Removes one aggregate from the read model, on the transaction that drops its version. */
-  remove?: (tx: pg.PoolClient, id: string) => Promise<void>;
-}
-
 export interface ReconcileReport {
   scanned: number;
   differences: Record<Difference, number>;
@@ -74,27 +46,70 @@ export interface ReconcileReport {
   durationMs: number;
 }
 
-/** Checks ReconcileOptions (declared above for its doc comments); strict, every problem listed. */
-const optionsSchema = z.strictObject({
-  schema: identifierOption.optional(),
-  projection: z.string().min(1),
-  aggregateType: z.string().min(1),
-  source: functionOption<PagedReader>(),
-  target: functionOption<PagedReader>().optional(),
-  pageSize: z.number().int().min(1).max(100_000).optional(),
-  after: z.string().nullable().optional(),
-  maxRowsPerSecond: z.number().positive().optional(),
-  sampleSize: z.number().int().min(0).optional(),
-  repair: z
-    .strictObject({
-      apply: functionOption<ReconcileRepair['apply']>(),
-      lookup: functionOption<NonNullable<ReconcileRepair['lookup']>>().optional(),
-      remove: functionOption<NonNullable<ReconcileRepair['remove']>>().optional(),
-    })
-    .optional(),
-  onProgress: functionOption<(progress: ReconcileProgress) => void>().optional(),
-  signal: signalOption.optional(),
+const repairSchema = z.strictObject({
+  apply: functionOption<(tx: pg.PoolClient, row: ReconcileRow) => Promise<void>>(
+    '(tx: pg.PoolClient, row: ReconcileRow) => Promise<void>',
+  ).describe('Writes one aggregate of the read model from its source row (removes it when `deleted`).'),
+  lookup: functionOption<(id: string) => Promise<ReconcileRow | null>>('(id: string) => Promise<ReconcileRow | null>')
+    .optional()
+    .describe('Reads one id from the source; null when the source has no such aggregate.'),
+  remove: functionOption<(tx: pg.PoolClient, id: string) => Promise<void>>(
+    '(tx: pg.PoolClient, id: string) => Promise<void>',
+  )
+    .optional()
+    .describe('Removes one aggregate from the read model, on the transaction that drops its version.'),
 });
+
+/** How reconcile writes what it repairs. */
+export type ReconcileRepair = z.input<typeof repairSchema>;
+
+/** Ids kept per difference class by default (rebuildProjection's report uses it too). */
+export const SAMPLE_SIZE = 10;
+
+/** Fields reconcile and rebuildProjection share. */
+export const reconcileShape = {
+  schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  projection: z.string().min(1).describe('Projection name, as in projection_state.'),
+  aggregateType: z.string().min(1).describe('Aggregate type the projection holds.'),
+  source: functionOption<PagedReader>('PagedReader').describe(
+    'The source of truth: id, version, deleted flag (and key fields), one consistent read per page.',
+  ),
+  pageSize: z.number().int().min(1).max(100_000).default(500).describe('Rows per page on each side.'),
+  maxRowsPerSecond: z
+    .number()
+    .positive()
+    .optional()
+    .describe('Most source rows compared per second, so live consumers are not starved; unlimited when omitted.'),
+  onProgress: functionOption<(progress: ReconcileProgress) => void>('(progress: ReconcileProgress) => void')
+    .optional()
+    .describe('Called after each page with rows scanned, differences, rate and cursor.'),
+};
+
+export const reconcileOptions = defineOptions(
+  'reconcile',
+  z.strictObject({
+    ...reconcileShape,
+    target: functionOption<PagedReader>('PagedReader')
+      .optional()
+      .describe("The projection's view; by default versions and tombstones from projection_state (no fields)."),
+    after: z
+      .string()
+      .nullable()
+      .optional()
+      .describe("Resume after this id (a previous report's cursor); from the start when omitted or null."),
+    sampleSize: z.number().int().min(0).default(SAMPLE_SIZE).describe('Ids kept per difference class in the report.'),
+    repair: repairSchema
+      .optional()
+      .describe(
+        'Repair while consumers run: missing and stale get the source row as a baseline snapshot, mismatch is rewritten ' +
+          'at the same version; ahead is only reported; extra is removed only with lookup and remove, after a point read confirms it is gone.',
+      ),
+    signal: signalOption.optional().describe('Stops after the current page; the report then has complete: false.'),
+  }),
+);
+
+export type ReconcileOptions = OptionsInput<typeof reconcileOptions>;
+export type ResolvedReconcileOptions = OptionsOutput<typeof reconcileOptions>;
 
 const emptyCounts = <T>(value: () => T) =>
   Object.fromEntries(DIFFERENCES.map((d) => [d, value()])) as Record<Difference, T>;
@@ -106,11 +121,14 @@ const emptyCounts = <T>(value: () => T) =>
  */
 export async function reconcile(pool: pg.Pool, input: ReconcileOptions): Promise<ReconcileReport> {
   parseOptions(poolOption, pool, 'pool');
-  const options = parseOptions(optionsSchema, input);
-  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
+  return runReconcile(pool, reconcileOptions.parse(input));
+}
+
+/** reconcile with options already validated (rebuildProjection validates its own, once). */
+export async function runReconcile(pool: pg.Pool, options: ResolvedReconcileOptions): Promise<ReconcileReport> {
+  const schema = schemaRef(options.schema);
   const sql = reconcileSql(schema);
-  const pageSize = options.pageSize ?? 500;
-  const sampleSize = options.sampleSize ?? 10;
+  const { pageSize, sampleSize } = options;
   const target: PagedReader =
     options.target ??
     (async (after, limit) => {
