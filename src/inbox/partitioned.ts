@@ -1,12 +1,26 @@
-import { ConfigError } from '../runtime/errors.js';
+import { z } from 'zod';
+import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
 
-export interface PartitionedConsumerOptions extends Omit<ConsumerOptions, 'queue' | 'declare' | 'bindings'> {
-  /** Same prefix as given to declarePartitionedTopology. */
-  queuePrefix: string;
-  partitions: number;
-}
+/**
+ * The options startPartitionedConsumers adds; every other key is a Consumer option (except
+ * queue, declare and bindings, which the topology fixes) and is validated by each consumer.
+ */
+export const partitionedConsumerOptions = defineOptions(
+  'startPartitionedConsumers',
+  z.strictObject({
+    queuePrefix: z.string().min(1).describe('Same prefix as given to declarePartitionedTopology.'),
+    partitions: z
+      .number()
+      .int('must be a positive integer')
+      .min(1, 'must be a positive integer')
+      .describe('Number of partition queues; one consumer is started per partition.'),
+  }),
+);
+
+export type PartitionedConsumerOptions = OptionsInput<typeof partitionedConsumerOptions> &
+  Omit<ConsumerOptions, 'queue' | 'declare' | 'bindings'>;
 
 /**
  * Starts one consumer per partition queue of a topology made by declarePartitionedTopology.
@@ -16,9 +30,8 @@ export interface PartitionedConsumerOptions extends Omit<ConsumerOptions, 'queue
  * and fails over to another when it stops.
  */
 export function startPartitionedConsumers(options: PartitionedConsumerOptions): Consumer[] {
-  const { queuePrefix, partitions, ...rest } = options;
-  if (!Number.isInteger(partitions) || partitions < 1)
-    throw new ConfigError('partitions', 'must be a positive integer');
+  const { queuePrefix: prefix, partitions: count, ...rest } = options;
+  const { queuePrefix, partitions } = partitionedConsumerOptions.parse({ queuePrefix: prefix, partitions: count });
   return Array.from({ length: partitions }, (_, partition) =>
     startConsumer({
       ...rest,

@@ -1,37 +1,40 @@
 import { z } from 'zod';
 import { quoteIdentifier, schemaRef } from '../runtime/identifier.js';
-import { identifierOption, parseOptions } from '../runtime/options.js';
+import { defineOptions, identifierOption, type OptionsInput } from '../runtime/options.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 
-export interface GrantsOptions {
-  /** Schema holding converge's tables. Default `converge`. */
-  schema?: string;
-  /** Role the relay connects as: claims and marks outbox rows, nothing else. */
-  relayRole?: string;
-  /** Role(s) consumers connect as: inbox, reorder buffer, watermark, quarantine, projection state and `projectionTables`. */
-  consumerRole?: string;
-  consumerRoles?: string[];
-  /** Role the application's business transactions run as, appending to the outbox. */
-  producerRole?: string;
-  /** `schema.table` read models the consumer roles write (SELECT, INSERT, UPDATE, DELETE). */
-  projectionTables?: string[];
-}
+const qualifiedTable = z.string().refine((name) => {
+  const parts = name.split('.');
+  return parts.length === 2 && parts.every((part) => identifierOption.safeParse(part).success);
+}, 'must be schema.table, each part matching /^[a-z_][a-z0-9_]{0,62}$/');
 
-const qualifiedTable = z
-  .string()
-  .refine((name) => {
-    const parts = name.split('.');
-    return parts.length === 2 && parts.every((part) => identifierOption.safeParse(part).success);
-  }, 'must be schema.table, each part matching /^[a-z_][a-z0-9_]{0,62}$/');
+export const grantsOptions = defineOptions(
+  'grantsSql',
+  z.strictObject({
+    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    relayRole: identifierOption
+      .optional()
+      .describe('Role the relay connects as: claims and marks outbox rows, nothing else.'),
+    consumerRole: identifierOption
+      .optional()
+      .describe(
+        'Role a consumer connects as: inbox, reorder buffer, watermarks, quarantine, projection state and projectionTables.',
+      ),
+    consumerRoles: z
+      .array(identifierOption)
+      .default([])
+      .describe('More consumer roles, granted the same as consumerRole.'),
+    producerRole: identifierOption
+      .optional()
+      .describe("Role the application's business transactions run as, appending to the outbox."),
+    projectionTables: z
+      .array(qualifiedTable)
+      .default([])
+      .describe('`schema.table` read models the consumer roles write (SELECT, INSERT, UPDATE, DELETE).'),
+  }),
+);
 
-const optionsSchema = z.strictObject({
-  schema: identifierOption.optional(),
-  relayRole: identifierOption.optional(),
-  consumerRole: identifierOption.optional(),
-  consumerRoles: z.array(identifierOption).optional(),
-  producerRole: identifierOption.optional(),
-  projectionTables: z.array(qualifiedTable).optional(),
-}).strict();
+export type GrantsOptions = OptionsInput<typeof grantsOptions>;
 
 /**
  * The least privileges each runtime role needs, as GRANT statements to run as the role that
@@ -50,13 +53,15 @@ const optionsSchema = z.strictObject({
  * compaction, DLQ and reconciliation tools run as the owning (migration) role.
  * Tables added by later migrations need the statements run again after upgrading.
  */
-export function grantsSql(input: GrantsOptions): string {
-  const options: GrantsOptions = parseOptions(optionsSchema, input);
-  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
+export function grantsSql(input: GrantsOptions = {}): string {
+  const options = grantsOptions.parse(input);
+  const schema = schemaRef(options.schema);
   // Roles and the read-model tables are not converge's schema: quoteIdentifier, per call, since
   // the text depends on them (a one-off script, not a hot path).
-  const consumers = [...(options.consumerRole ? [options.consumerRole] : []), ...(options.consumerRoles ?? [])];
-  const lines: string[] = [`-- converge grants for schema ${schema.quoted}; run as the role that owns it (the migration role).`];
+  const consumers = [...(options.consumerRole ? [options.consumerRole] : []), ...options.consumerRoles];
+  const lines: string[] = [
+    `-- converge grants for schema ${schema.quoted}; run as the role that owns it (the migration role).`,
+  ];
 
   if (options.relayRole) {
     const r = quoteIdentifier(options.relayRole);
@@ -90,7 +95,7 @@ export function grantsSql(input: GrantsOptions): string {
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.quarantine_id_seq TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.projection_state TO ${c};`,
     );
-    for (const table of options.projectionTables ?? []) {
+    for (const table of options.projectionTables) {
       const [tableSchema, tableName] = table.split('.') as [string, string];
       const t = `${quoteIdentifier(tableSchema)}.${quoteIdentifier(tableName)}`;
       lines.push(

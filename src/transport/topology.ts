@@ -1,25 +1,8 @@
 import type amqp from 'amqplib';
 import { z } from 'zod';
-import { parseOptions } from '../runtime/options.js';
+import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import { DEFAULT_EXCHANGE } from '../runtime/defaults.js';
 import { HEADER } from './wire.js';
-
-export interface PartitionedTopologyOptions {
-  /** Topic exchange the relay publishes to. Default `converge.events`. */
-  exchange?: string;
-  /** Partition queues are `<queuePrefix>.p0` … `<queuePrefix>.p<N-1>`. */
-  queuePrefix: string;
-  /** Number of partition queues. */
-  partitions: number;
-  /** Topic patterns this consumer group receives. Default `['#']`. */
-  bindings?: string[];
-  /**
-   * Partition queue type. Default `quorum`: replicated on a cluster, and the only safe choice
-   * for single-active-consumer on RabbitMQ 3.10/3.11, whose classic SAC queues can crash
-   * when the active consumer goes away (rabbitmq-server#5460).
-   */
-  queueType?: 'quorum' | 'classic';
-}
 
 export interface PartitionedTopology {
   /** The consistent-hash exchange between the topic exchange and the partition queues. */
@@ -27,13 +10,33 @@ export interface PartitionedTopology {
   queues: string[];
 }
 
-const topologySchema = z.strictObject({
-  exchange: z.string().min(1).max(255).optional(),
-  queuePrefix: z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only'),
-  partitions: z.number().int().min(1).max(1024),
-  bindings: z.array(z.string().min(1).max(255)).min(1).optional(),
-  queueType: z.enum(['quorum', 'classic']).optional(),
-});
+export const partitionedTopologyOptions = defineOptions(
+  'declarePartitionedTopology',
+  z.strictObject({
+    exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Topic exchange the relay publishes to.'),
+    queuePrefix: z
+      .string()
+      .min(1)
+      .max(200)
+      .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only')
+      .describe('Partition queues are named `<queuePrefix>.p0` … `<queuePrefix>.p<N-1>`.'),
+    partitions: z.number().int().min(1).max(1024).describe('Number of partition queues.'),
+    bindings: z
+      .array(z.string().min(1).max(255))
+      .min(1)
+      .default(['#'])
+      .describe('Topic patterns this consumer group receives.'),
+    queueType: z
+      .enum(['quorum', 'classic'])
+      .default('quorum')
+      .describe(
+        'Partition queue type. quorum is replicated on a cluster and the only safe single-active-consumer choice on ' +
+          'RabbitMQ 3.10/3.11, whose classic SAC queues can crash when the active consumer leaves (rabbitmq-server#5460).',
+      ),
+  }),
+);
+
+export type PartitionedTopologyOptions = OptionsInput<typeof partitionedTopologyOptions>;
 
 /**
  * Declares a partitioned consumer group that keeps per-aggregate order while consumers
@@ -45,14 +48,20 @@ const topologySchema = z.strictObject({
  * plugin. Run it once per deployment (or at every start: it is idempotent); start consumers
  * on the returned queues with `declare: false`.
  */
-export async function declarePartitionedTopology(channel: amqp.Channel, input: PartitionedTopologyOptions): Promise<PartitionedTopology> {
-  const options = parseOptions(topologySchema, input);
-  const exchange = options.exchange ?? DEFAULT_EXCHANGE;
+export async function declarePartitionedTopology(
+  channel: amqp.Channel,
+  input: PartitionedTopologyOptions,
+): Promise<PartitionedTopology> {
+  const options = partitionedTopologyOptions.parse(input);
+  const { exchange } = options;
   const hashExchange = `${options.queuePrefix}.partitions`;
   await channel.assertExchange(exchange, 'topic', { durable: true });
-  await channel.assertExchange(hashExchange, 'x-consistent-hash', { durable: true, arguments: { 'hash-header': HEADER.aggregateId } });
-  for (const pattern of options.bindings ?? ['#']) await channel.bindExchange(hashExchange, exchange, pattern);
-  const queueType = { 'x-queue-type': options.queueType ?? 'quorum' };
+  await channel.assertExchange(hashExchange, 'x-consistent-hash', {
+    durable: true,
+    arguments: { 'hash-header': HEADER.aggregateId },
+  });
+  for (const pattern of options.bindings) await channel.bindExchange(hashExchange, exchange, pattern);
+  const queueType = { 'x-queue-type': options.queueType };
   const queues: string[] = [];
   for (let partition = 0; partition < options.partitions; partition++) {
     const queue = `${options.queuePrefix}.p${partition}`;
@@ -60,7 +69,10 @@ export async function declarePartitionedTopology(channel: amqp.Channel, input: P
     // The binding key of a consistent-hash exchange is the partition's weight.
     await channel.bindQueue(queue, hashExchange, '1');
     // Retry copies wait with a per-message expiry, which classic queues honour at the head.
-    await channel.assertQueue(`${queue}.retry`, { durable: true, arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue } });
+    await channel.assertQueue(`${queue}.retry`, {
+      durable: true,
+      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
+    });
     queues.push(queue);
   }
   return { hashExchange, queues };
