@@ -3,7 +3,7 @@ import pg from 'pg';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
-import { ConfigError, ConvergeError } from '../runtime/errors.js';
+import { ConvergeError } from '../runtime/errors.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { ATTEMPT_HEADER, REPLAY_OF_HEADER } from '../inbox/headers.js';
@@ -26,6 +26,31 @@ export const quarantineFilterOptions = defineOptions(
 );
 
 export const showQuarantinedOptions = defineOptions('showQuarantined', z.strictObject({ schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.") }));
+
+export const replayQuarantinedOptions = defineOptions(
+  'replayQuarantined',
+  z.strictObject({
+    id: z.string().min(1).describe('Id of the open quarantined message to replay.'),
+    queue: z.string().min(1).max(255).describe('Queue the message is published to (directly, through the default exchange).'),
+    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    note: z.string().optional().describe('Recorded with the resolution, after the target queue.'),
+  }),
+);
+
+export const discardQuarantinedOptions = defineOptions(
+  'discardQuarantined',
+  z.strictObject({
+    id: z.string().min(1).describe('Id of the open quarantined message to close.'),
+    reason: z
+      .string()
+      .refine((reason) => reason.trim() !== '', 'a discard needs a reason, which is recorded')
+      .describe('Why it is discarded; required, recorded as the resolution note.'),
+    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  }),
+);
+
+export type ReplayQuarantinedOptions = z.input<typeof replayQuarantinedOptions.schema>;
+export type DiscardQuarantinedOptions = z.input<typeof discardQuarantinedOptions.schema>;
 
 
 
@@ -99,8 +124,9 @@ async function readQuarantined(executor: Executor, schema: SchemaRef, id: string
  * which the inbox recognises. Any other executor runs the same statements on the caller's
  * connection, inside the caller's transaction if there is one.
  */
-export async function replayQuarantined(executor: Executor, channel: amqp.ConfirmChannel, options: { id: string; queue: string; schema?: string; note?: string }): Promise<void> {
-  const schema = quarantineSchema(options.schema);
+export async function replayQuarantined(executor: Executor, channel: amqp.ConfirmChannel, input: ReplayQuarantinedOptions): Promise<void> {
+  const options = replayQuarantinedOptions.parse(input);
+  const schema = schemaRef(options.schema);
   const replay = async (tx: Executor) => {
     const message = await openRow(tx, options.id, schema);
     // Closing first takes the row lock: a second operator replaying the same row waits, then finds it closed.
@@ -121,16 +147,11 @@ async function publishReplay(channel: amqp.ConfirmChannel, queue: string, id: st
 }
 
 /** Closes an open quarantined message without processing it; the reason is required and kept. */
-export async function discardQuarantined(executor: Executor, options: { id: string; reason: string; schema?: string }): Promise<void> {
-  if (!options.reason.trim()) throw new ConfigError('reason', 'a discard needs a reason, which is recorded');
-  const schema = quarantineSchema(options.schema);
+export async function discardQuarantined(executor: Executor, input: DiscardQuarantinedOptions): Promise<void> {
+  const options = discardQuarantinedOptions.parse(input);
+  const schema = schemaRef(options.schema);
   await openRow(executor, options.id, schema);
   await resolve(executor, options.id, 'discarded', options.reason, schema);
-}
-
-/** Validated like showQuarantined's option, so a bad name fails the same way (ConfigError) before anything runs. */
-function quarantineSchema(name: string | undefined): SchemaRef {
-  return schemaRef(showQuarantinedOptions.parse(name === undefined ? {} : { schema: name }).schema);
 }
 
 async function openRow(executor: Executor, id: string, schema: SchemaRef): Promise<QuarantinedMessage> {
