@@ -13,7 +13,7 @@ describe('convergence metrics', () => {
 
   before(async () => {
     db = await createTestSchema('cvm');
-    server = await serveMetrics(registerConvergenceMetrics({ pool: db.pool, schema: db.schema, gapAfterMs: 30_000 }), { port: 0 });
+    server = await serveMetrics(registerConvergenceMetrics(db.pool, { schema: db.schema, gapAfterMs: 30_000 }), { port: 0 });
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
 

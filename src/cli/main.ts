@@ -231,7 +231,7 @@ program
     const { databaseUrl, schema } = globalOptions();
     const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-metrics' });
     pool.on('error', () => undefined);
-    const server = await serveMetrics(registerConvergenceMetrics({ pool, schema, gapAfterMs: options.gapAfterMs }), { port: options.port, host: options.host });
+    const server = await serveMetrics(registerConvergenceMetrics(pool, { schema, gapAfterMs: options.gapAfterMs }), { port: options.port, host: options.host });
     console.log(`serving /metrics on ${options.host}:${options.port}`);
     await new Promise<void>((resolve) => {
       process.once('SIGTERM', resolve);

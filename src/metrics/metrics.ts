@@ -3,32 +3,45 @@ import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
 import { z } from 'zod';
-import { defineOptions } from '../runtime/options.js';
+import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { readOutboxByStatus, readReorderBuffer } from '../ops/gauges.js';
 import type { Relay } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
 
-export interface ConvergenceMetricsOptions {
-  pool: pg.Pool;
-  schema?: string;
-  /** An aggregate counts as a gap once its oldest parked event waited this long. Default 60,000 ms. */
-  gapAfterMs?: number;
-  /** Where to register; a new registry by default. */
-  registry?: client.Registry;
-}
+const registryOption = z
+  .custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry')
+  .meta({ typeName: 'prom-client Registry' });
+
+export const convergenceMetricsOptions = defineOptions(
+  'registerConvergenceMetrics',
+  z.strictObject({
+    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    gapAfterMs: z
+      .number()
+      .int()
+      .min(1)
+      .default(60_000)
+      .describe('An aggregate counts as a gap once its oldest parked event waited this long, in ms.'),
+    registry: registryOption.optional().describe('Registry to register the gauges in; a new one otherwise.'),
+  }),
+);
+
+export type ConvergenceMetricsOptions = OptionsInput<typeof convergenceMetricsOptions>;
 
 /**
  * Gauges read from the database at scrape time, so every process (and the CLI) reports the
  * same durable truth: events in the reorder buffer, aggregates stuck on a missing version,
  * and how long the oldest has waited, per consumer.
  */
-export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): client.Registry {
+export function registerConvergenceMetrics(pool: pg.Pool, input: ConvergenceMetricsOptions = {}): client.Registry {
+  parseOptions(poolOption, pool, 'pool');
+  const options = convergenceMetricsOptions.parse(input);
   const registry = options.registry ?? new client.Registry();
-  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
-  registerReorderGauges(registry, options.pool, schema, options.gapAfterMs ?? 60_000);
-  registerOutboxGauges(registry, options.pool, schema);
+  const schema = schemaRef(options.schema);
+  registerReorderGauges(registry, pool, schema, options.gapAfterMs);
+  registerOutboxGauges(registry, pool, schema);
   return registry;
 }
 
@@ -46,9 +59,21 @@ function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema:
         for (const row of await read()) this.set({ consumer: row.consumer }, value(row));
       },
     });
-  gauge('converge_parked_events', 'Incremental events waiting in the reorder buffer for their predecessor.', (row) => row.parked);
-  gauge('converge_gap_aggregates', `Aggregates whose next version has been missing for longer than ${gapAfterMs} ms.`, (row) => row.gaps);
-  gauge('converge_oldest_parked_seconds', 'Age of the oldest event in the reorder buffer.', (row) => row.oldestAgeSeconds ?? 0);
+  gauge(
+    'converge_parked_events',
+    'Incremental events waiting in the reorder buffer for their predecessor.',
+    (row) => row.parked,
+  );
+  gauge(
+    'converge_gap_aggregates',
+    `Aggregates whose next version has been missing for longer than ${gapAfterMs} ms.`,
+    (row) => row.gaps,
+  );
+  gauge(
+    'converge_oldest_parked_seconds',
+    'Age of the oldest event in the reorder buffer.',
+    (row) => row.oldestAgeSeconds ?? 0,
+  );
 }
 
 /** Outbox rows by status and the age of the oldest pending one: the relay's backlog, from the database. */
@@ -91,13 +116,31 @@ const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30
 
 /** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on. */
 export function instrumentRelay(relay: Relay, registry: client.Registry): void {
-  const published = new client.Counter({ name: 'converge_relay_published_total', help: 'Events confirmed by the broker and marked published.', registers: [registry] });
-  const confirmLatency = new client.Histogram({ name: 'converge_relay_confirm_seconds', help: 'Time from writing a publish to the broker confirm.', buckets: CONFIRM_BUCKETS, registers: [registry] });
+  const published = new client.Counter({
+    name: 'converge_relay_published_total',
+    help: 'Events confirmed by the broker and marked published.',
+    registers: [registry],
+  });
+  const confirmLatency = new client.Histogram({
+    name: 'converge_relay_confirm_seconds',
+    help: 'Time from writing a publish to the broker confirm.',
+    buckets: CONFIRM_BUCKETS,
+    registers: [registry],
+  });
   relay.on('confirmed', (latenciesMs) => {
     for (const ms of latenciesMs) confirmLatency.observe(ms / 1000);
   });
-  const failures = new client.Counter({ name: 'converge_relay_publish_failures_total', help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).', labelNames: ['reason'], registers: [registry] });
-  const failed = new client.Counter({ name: 'converge_relay_failed_total', help: 'Events that reached maxAttempts and are kept as failed.', registers: [registry] });
+  const failures = new client.Counter({
+    name: 'converge_relay_publish_failures_total',
+    help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const failed = new client.Counter({
+    name: 'converge_relay_failed_total',
+    help: 'Events that reached maxAttempts and are kept as failed.',
+    registers: [registry],
+  });
   relay.on('published', (eventIds) => published.inc(eventIds.length));
   relay.on('retry', (info) => failures.inc({ reason: info.reason }));
   relay.on('failed', (info) => {
@@ -108,10 +151,29 @@ export function instrumentRelay(relay: Relay, registry: client.Registry): void {
 
 /** Counts a consumer's settlements by outcome, quarantines by reason, and events drained from the reorder buffer. */
 export function instrumentConsumer(consumer: Consumer, registry: client.Registry): void {
-  const deliveries = new client.Counter({ name: 'converge_consumer_deliveries_total', help: 'Deliveries settled, by outcome (applied, duplicate, ignored, parked, quarantined, retry).', labelNames: ['outcome'], registers: [registry] });
-  const quarantined = new client.Counter({ name: 'converge_consumer_quarantined_total', help: 'Deliveries quarantined, by reason.', labelNames: ['reason'], registers: [registry] });
-  const drained = new client.Counter({ name: 'converge_consumer_drained_total', help: 'Parked events that left the reorder buffer, by outcome.', labelNames: ['outcome'], registers: [registry] });
-  const conflicts = new client.Counter({ name: 'converge_consumer_conflicts_total', help: 'Same eventId with other content: quarantined for a person, never applied.', registers: [registry] });
+  const deliveries = new client.Counter({
+    name: 'converge_consumer_deliveries_total',
+    help: 'Deliveries settled, by outcome (applied, duplicate, ignored, parked, quarantined, retry).',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  const quarantined = new client.Counter({
+    name: 'converge_consumer_quarantined_total',
+    help: 'Deliveries quarantined, by reason.',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  const drained = new client.Counter({
+    name: 'converge_consumer_drained_total',
+    help: 'Parked events that left the reorder buffer, by outcome.',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  const conflicts = new client.Counter({
+    name: 'converge_consumer_conflicts_total',
+    help: 'Same eventId with other content: quarantined for a person, never applied.',
+    registers: [registry],
+  });
   const lag = new client.Histogram({
     name: 'converge_consumer_lag_seconds',
     help: "From the event's occurredAt (the producer's clock) to the consumer's commit, for applied events.",
@@ -119,11 +181,13 @@ export function instrumentConsumer(consumer: Consumer, registry: client.Registry
     registers: [registry],
   });
   const observeLag = (settlement: Settlement) => {
-    if (settlement.action === 'ack' && settlement.outcome === 'applied') lag.observe(Math.max(0, Date.now() - Date.parse(settlement.occurredAt)) / 1000);
+    if (settlement.action === 'ack' && settlement.outcome === 'applied')
+      lag.observe(Math.max(0, Date.now() - Date.parse(settlement.occurredAt)) / 1000);
   };
   consumer.on('settled', (settlement) => {
     deliveries.inc({ outcome: settlement.action === 'retry' ? 'retry' : settlement.outcome });
-    if (settlement.action === 'ack' && settlement.outcome === 'quarantined') quarantined.inc({ reason: settlement.reason });
+    if (settlement.action === 'ack' && settlement.outcome === 'quarantined')
+      quarantined.inc({ reason: settlement.reason });
     observeLag(settlement);
   });
   consumer.on('drained', (settlement) => {
@@ -137,10 +201,20 @@ export function instrumentConsumer(consumer: Consumer, registry: client.Registry
 export const metricsEndpointOptions = defineOptions(
   'metrics endpoint',
   z.strictObject({
-    port: z.number().int().min(0).max(65_535).describe('Port to serve /metrics, /healthz and /readyz on (0 picks a free one).'),
+    port: z
+      .number()
+      .int()
+      .min(0)
+      .max(65_535)
+      .describe('Port to serve /metrics, /healthz and /readyz on (0 picks a free one).'),
     host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
-    registry: z.custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry').meta({ typeName: 'prom-client Registry' }).optional().describe('Registry to add the instruments to; a new one otherwise.'),
-    gapAfterMs: z.number().int().min(1).default(60_000).describe("For the consumer's gap gauge: an aggregate counts as a gap after waiting this long, in ms."),
+    registry: registryOption.optional().describe('Registry to add the instruments to; a new one otherwise.'),
+    gapAfterMs: z
+      .number()
+      .int()
+      .min(1)
+      .default(60_000)
+      .describe("For the consumer's gap gauge: an aggregate counts as a gap after waiting this long, in ms."),
   }),
 );
 
@@ -175,7 +249,11 @@ export function serveConsumerMetrics(consumer: Consumer, input: MetricsEndpoint)
   return serveUntilClosed(registry, endpoint, () => consumer.subscribed);
 }
 
-function serveUntilClosed(registry: client.Registry, endpoint: { port: number; host: string }, ready: () => boolean): ServedMetrics {
+function serveUntilClosed(
+  registry: client.Registry,
+  endpoint: { port: number; host: string },
+  ready: () => boolean,
+): ServedMetrics {
   const host = endpoint.host;
   const listening = serveMetrics(registry, { port: endpoint.port, host, ready });
   // A port already taken must not become an unhandled rejection; url and close() report it.
@@ -183,7 +261,11 @@ function serveUntilClosed(registry: client.Registry, endpoint: { port: number; h
   return {
     registry,
     url: listening.then((server) => `http://${host}:${(server.address() as AddressInfo).port}`),
-    close: () => listening.then((server) => new Promise<void>((resolve) => server.close(() => resolve())), () => undefined),
+    close: () =>
+      listening.then(
+        (server) => new Promise<void>((resolve) => server.close(() => resolve())),
+        () => undefined,
+      ),
   };
 }
 
@@ -191,7 +273,10 @@ function serveUntilClosed(registry: client.Registry, endpoint: { port: number; h
  * Serves `registry` on `/metrics` (Prometheus text format), `/healthz` (the process answers)
  * and `/readyz` (200 once `ready()` says so, 503 before). Resolves once listening.
  */
-export async function serveMetrics(registry: client.Registry, options: { port: number; host?: string; ready?: () => boolean | Promise<boolean> }): Promise<http.Server> {
+export async function serveMetrics(
+  registry: client.Registry,
+  options: { port: number; host?: string; ready?: () => boolean | Promise<boolean> },
+): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
@@ -199,7 +284,8 @@ export async function serveMetrics(registry: client.Registry, options: { port: n
     }
     if (req.url === '/readyz') {
       Promise.resolve(options.ready ? options.ready() : true).then(
-        (ready) => res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : 'not ready\n'),
+        (ready) =>
+          res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : 'not ready\n'),
         () => res.writeHead(503, { 'content-type': 'text/plain' }).end('not ready\n'),
       );
       return;
