@@ -9,25 +9,58 @@ import { z } from 'zod';
 import type { OptionsSpec } from '../../src/runtime/options.js';
 import { relayOptions } from '../../src/relay/options.js';
 import { consumerOptions, processorOptions } from '../../src/inbox/options.js';
+import { partitionedConsumerOptions } from '../../src/inbox/partitioned.js';
+import { partitionedTopologyOptions } from '../../src/transport/topology.js';
 import { migrateOptions } from '../../src/schema/migrate.js';
+import { grantsOptions } from '../../src/schema/grants.js';
 import { listOutboxOptions, retryFailedOptions, statusOptions } from '../../src/ops/status.js';
-import { quarantineFilterOptions } from '../../src/ops/dlq.js';
-import { metricsEndpointOptions } from '../../src/metrics/metrics.js';
+import { pipelineStatusOptions } from '../../src/ops/pipeline-options.js';
+import {
+  discardQuarantinedOptions,
+  quarantineFilterOptions,
+  replayQuarantinedOptions,
+  showQuarantinedOptions,
+} from '../../src/ops/dlq.js';
+import { cleanupOptions, scheduleCleanupOptions } from '../../src/ops/cleanup.js';
+import { compactionOptions } from '../../src/ops/compaction.js';
 import { gapQueryOptions } from '../../src/inbox/parking.js';
+import { reconcileOptions } from '../../src/reconcile/reconcile.js';
+import { rebuildOptions } from '../../src/reconcile/rebuild.js';
+import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
 
 export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
 
-/** Components documented, in order; each entry is the spec and the call it configures. */
-const COMPONENTS: [OptionsSpec<z.ZodType>, string][] = [
+/**
+ * Components documented, in order: runtime components, then schema setup, then operator
+ * tools (inspect, DLQ, retention, repair), then metrics. Each entry is the spec, the call it configures and an optional note.
+ */
+export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: string][] = [
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
-  [processorOptions, 'createDeliveryProcessor(options)'],
+  [processorOptions, 'new DeliveryProcessor(options)'],
+  [partitionedTopologyOptions, 'declarePartitionedTopology(channel, options)'],
+  [
+    partitionedConsumerOptions,
+    'startPartitionedConsumers(options)',
+    'Takes these plus every Consumer option except `queue`, `declare` and `bindings`, which the topology fixes.',
+  ],
   [migrateOptions, 'migrate(poolOrConnectionString, options)'],
+  [grantsOptions, 'grantsSql(options)'],
   [statusOptions, 'readStatus(executor, options)'],
+  [pipelineStatusOptions, 'readPipelineStatus(pool, options)'],
   [retryFailedOptions, 'retryFailedEvents(executor, options)'],
   [listOutboxOptions, 'listOutbox(executor, options)'],
   [quarantineFilterOptions, 'listQuarantine(executor, options)'],
+  [showQuarantinedOptions, 'showQuarantined(executor, id, options)'],
+  [replayQuarantinedOptions, 'replayQuarantined(executor, channel, options)'],
+  [discardQuarantinedOptions, 'discardQuarantined(executor, options)'],
   [gapQueryOptions, 'readGaps(executor, options)'],
+  [cleanupOptions, 'cleanup(pool, options)'],
+  [scheduleCleanupOptions, 'scheduleCleanup(pool, options)'],
+  [compactionOptions, 'compactInbox(pool, options)'],
+  [reconcileOptions, 'reconcile(pool, options)'],
+  [rebuildOptions, 'rebuildProjection(pool, options)'],
+  [convergenceMetricsOptions, 'registerConvergenceMetrics(pool, options)'],
   [metricsEndpointOptions, 'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint)'],
 ];
 
@@ -65,7 +98,7 @@ export function typeName(schema: z.ZodType): string {
       return `Record<string, ${typeName(def.valueType as z.ZodType)}>`;
     case 'object':
       return `{ ${Object.entries((schema as unknown as z.ZodObject).shape)
-        .map(([k, v]) => `${k}${isOptional(v as z.ZodType) ? '?' : ''}: ${typeName(v as z.ZodType)}`)
+        .map(([k, v]) => `${k}${mayOmit(v as z.ZodType) ? '?' : ''}: ${typeName(v as z.ZodType)}`)
         .join('; ')} }`;
     case 'custom':
       return customName(schema);
@@ -78,6 +111,12 @@ function customName(schema: z.ZodType): string {
   const name = metaOf(schema).typeName;
   if (typeof name !== 'string') throw new Error('a z.custom option needs .meta({ typeName }) for the docs');
   return name;
+}
+
+/** A caller may leave the key out: optional, or filled in by a default. */
+function mayOmit(schema: z.ZodType): boolean {
+  const optin = (schema as unknown as { _zod: { optin?: string } })._zod.optin;
+  return optin === 'optional' || optin === 'defaulted';
 }
 
 function isOptional(schema: z.ZodType): boolean {
@@ -116,7 +155,7 @@ function formatValue(value: unknown, inner: z.ZodType): string {
 
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
-function table(spec: OptionsSpec<z.ZodType>, call: string): string {
+function table(spec: OptionsSpec<z.ZodType>, call: string, note?: string): string {
   const shape = objectShape(spec.schema);
   const rows = Object.entries(shape).map(([key, field]) => {
     const meta = metaOf(field);
@@ -128,6 +167,7 @@ function table(spec: OptionsSpec<z.ZodType>, call: string): string {
     '',
     `\`${call}\``,
     '',
+    ...(note ? [note, ''] : []),
     '| option | type | default | description |',
     '|---|---|---|---|',
     ...rows,
@@ -154,7 +194,7 @@ export function renderOptionsReference(): string {
     'variables: pass `pool` or `connectionString` (and `amqpUrl` where a broker is used).',
     '',
   ];
-  return [...header, ...COMPONENTS.map(([spec, call]) => table(spec, call))].join('\n');
+  return [...header, ...COMPONENTS.map(([spec, call, note]) => table(spec, call, note))].join('\n');
 }
 
 /** True when the committed file matches what the schemas render. */
