@@ -154,6 +154,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (this.options.declare) await this.#declare(channel);
     await channel.prefetch(this.options.prefetch);
     this.#buffer = [];
+    // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
+    // Begun before subscribing, so no delivery of the backlog slips in ahead of the ramp.
+    if (++this.#sessions > 1) this.#beginRamp();
     const { consumerTag } = await channel.consume(this.options.queue, (message) => {
       // null is the broker cancelling us (queue deleted, or moved on a cluster): subscribe again.
       if (!message) {
@@ -165,8 +168,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.#pump(channel);
     }, { noAck: false });
     this.#consumerTag = consumerTag;
-    // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
-    if (++this.#sessions > 1) this.#beginRamp();
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();
     onConnected();
