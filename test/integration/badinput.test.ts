@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { pino } from 'pino';
 import { applyIncrement, fingerprint, parseEnvelope, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../../src/index.js';
-import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from '../support/rig.js';
+import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker } from '../support/rig.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';
 const PROJECTION = 'order_total';
@@ -63,8 +63,7 @@ async function withRig(fn: (rig: Rig) => Promise<void>): Promise<void> {
   try {
     await fn(rig);
   } finally {
-    for (const name of [queue, `${queue}.retry`]) await withChannel((ch) => ch.deleteQueue(name)).catch(() => undefined);
-    await withChannel((ch) => ch.deleteExchange(exchange)).catch(() => undefined);
+    await dropTestBroker(connection, [queue, exchange]);
     await connection.close().catch(() => undefined);
     await db.close();
   }

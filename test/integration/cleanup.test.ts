@@ -1,7 +1,7 @@
 /** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
 import assert from 'node:assert/strict';
 import { appendToOutbox, cleanup, ConfigError, Relay, scheduleCleanup, silentLogger, withTransaction } from '../../src/index.js';
-import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from '../support/rig.js';
+import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker } from '../support/rig.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -114,8 +114,7 @@ describe('cleanup', () => {
       } finally {
         await Promise.all(cleaners.map((stop) => stop()));
         await relay.stop();
-        await channel.deleteQueue(queue);
-        await channel.deleteExchange(exchange);
+        await dropTestBroker(connection, [queue, exchange]);
         await connection.close();
       }
       assert.equal(appended.length, 300);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { appendToOutbox, withTransaction } from '../../src/index.js';
-import { after, before, test, DATABASE_URL, connectPostgres, connectRabbit, uniqueName, waitFor } from '../support/rig.js';
+import { after, before, test, DATABASE_URL, connectPostgres, connectRabbit, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
 import type pg from 'pg';
 import { LATEST_MIGRATION, migrations } from '../../src/schema/migrations.js';
 
@@ -101,8 +101,7 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
     const { messageCount } = await channel.checkQueue(queue);
     assert.equal(messageCount, 4);
   } finally {
-    await channel.deleteQueue(queue).catch(() => undefined);
-    await channel.deleteExchange(exchange).catch(() => undefined);
+    await dropTestBroker(connection, [queue, exchange]);
     await connection.close();
   }
 });

@@ -18,7 +18,7 @@ import {
   type EventEnvelope,
   type QuarantineSummary,
 } from '../../src/index.js';
-import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor } from '../support/rig.js';
+import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
 
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
@@ -101,10 +101,7 @@ describe('dlq', () => {
       assert.deepEqual(inbox.rows.map((r) => r.event_id), ['P1', 'R1'], 'the discarded refund was never applied');
     } finally {
       await consumer.stop();
-      const ch = await connection.createChannel();
-      await ch.deleteQueue(queue).catch(() => undefined);
-      await ch.deleteQueue(`${queue}.retry`).catch(() => undefined);
-      await ch.deleteExchange(exchange).catch(() => undefined);
+      await dropTestBroker(connection, [queue, exchange]);
       await connection.close();
       await db.close();
     }
@@ -180,10 +177,7 @@ describe('dlq', () => {
       assert.equal(touched.rows[0].n, 4);
     } finally {
       await consumer.stop();
-      const ch = await connection.createChannel();
-      await ch.deleteQueue(queue).catch(() => undefined);
-      await ch.deleteQueue(`${queue}.retry`).catch(() => undefined);
-      await ch.deleteExchange(exchange).catch(() => undefined);
+      await dropTestBroker(connection, [queue, exchange]);
       await connection.close();
       await db.close();
     }

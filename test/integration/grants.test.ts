@@ -5,7 +5,7 @@ import type amqp from 'amqplib';
 import { ConfigError, Consumer, Relay, appendToOutbox, applyIncrement, grantsSql, migrate, silentLogger, withTransaction } from '../../src/index.js';
 import { encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
-import { after, before, describe, test, connectPostgres, connectRabbit, uniqueName, waitFor } from '../support/rig.js';
+import { after, before, describe, test, connectPostgres, connectRabbit, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
 
 describe('grantsSql', () => {
   test('quotes every name and grants only what each component runs', () => {
@@ -92,9 +92,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
 
   after(async () => {
     for (const pool of pools) await pool.end().catch(() => undefined);
-    await channel.deleteQueue(queue).catch(() => undefined);
-    await channel.deleteQueue(`${queue}.retry`).catch(() => undefined);
-    await channel.deleteExchange(exchange).catch(() => undefined);
+    await dropTestBroker(rabbit, [queue, exchange]);
     await rabbit.close().catch(() => undefined);
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await admin.query(`DROP SCHEMA IF EXISTS "${biz}" CASCADE`);

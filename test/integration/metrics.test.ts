@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import prom from 'prom-client';
 import { Consumer, ContentConflictError, appendToOutbox, withTransaction, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, serveRelayMetrics, serveConsumerMetrics, silentLogger } from '../../src/index.js';
-import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from '../support/rig.js';
+import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker } from '../support/rig.js';
 
 describe('convergence metrics', () => {
   let db: TestDatabase;
@@ -168,10 +168,7 @@ describe('metrics served beside a running relay and consumer', () => {
       await relayMetrics.close();
       await consumerMetrics.close();
       const connection = await connectRabbit();
-      const channel = await connection.createChannel();
-      await channel.deleteQueue(queue);
-      await channel.deleteQueue(`${queue}.retry`);
-      await channel.deleteExchange(exchange);
+      await dropTestBroker(connection, [queue, exchange]);
       await connection.close();
       await db.close();
     }

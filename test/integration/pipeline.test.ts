@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { appendToOutbox, readPipelineStatus, withTransaction, type PipelineStatus, type PipelineStatusOptions } from '../../src/index.js';
-import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, type TestDatabase } from '../support/rig.js';
+import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, type TestDatabase, dropTestBroker } from '../support/rig.js';
 
 describe('pipeline status', () => {
   let db: TestDatabase;
@@ -24,7 +24,7 @@ describe('pipeline status', () => {
   });
 
   after(async () => {
-    await channel.deleteQueue(queue);
+    await dropTestBroker(connection, [queue]);
     await connection.close();
     await db.close();
   });

@@ -14,7 +14,7 @@ import {
   type Consumer,
   type EventHandler,
 } from '../../src/index.js';
-import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor } from '../support/rig.js';
+import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, dropBrokerNames } from '../support/rig.js';
 
 const PLUGIN_HINT = 'enable it with: rabbitmq-plugins enable rabbitmq_consistent_hash_exchange';
 
@@ -27,14 +27,8 @@ async function declare(channel: amqp.Channel, exchange: string, queuePrefix: str
 }
 
 async function removeTopology(connection: amqp.ChannelModel, exchange: string, hashExchange: string, queues: string[]): Promise<void> {
-  const channel = await connection.createChannel();
-  for (const queue of queues) {
-    await channel.deleteQueue(queue).catch(() => undefined);
-    await channel.deleteQueue(`${queue}.retry`).catch(() => undefined);
-  }
-  await channel.deleteExchange(hashExchange).catch(() => undefined);
-  await channel.deleteExchange(exchange).catch(() => undefined);
-  await channel.close().catch(() => undefined);
+  // Partition queues are named from a prefix, not by the rig, so they go now even under CONVERGE_KEEP_FAILED.
+  await dropBrokerNames(connection, [...queues, hashExchange, exchange]);
 }
 
 describe('partitioned topology', () => {

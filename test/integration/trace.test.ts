@@ -14,7 +14,7 @@ import {
   type EventEnvelope,
   type Logger,
 } from '../../src/index.js';
-import { describe, it, AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor } from '../support/rig.js';
+import { describe, it, AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const TRACEPARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;
@@ -81,10 +81,7 @@ describe('trace context', () => {
     } finally {
       await relay.stop();
       await consumer.stop();
-      await channel.deleteQueue(tap).catch(() => undefined);
-      await channel.deleteQueue(queue).catch(() => undefined);
-      await channel.deleteQueue(`${queue}.retry`).catch(() => undefined);
-      await channel.deleteExchange(exchange).catch(() => undefined);
+      await dropTestBroker(connection, [tap, queue, exchange]);
       await connection.close();
       await db.close();
     }

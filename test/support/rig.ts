@@ -247,3 +247,11 @@ export async function isBlockedOnLock(pool: pg.Pool, pid: number): Promise<boole
   const locks = await pool.query(`SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted`, [pid]);
   return (locks.rowCount ?? 0) > 0;
 }
+
+/**
+ * A test's own broker teardown: deletes the queues (with `.retry`) and exchanges named `names`
+ * now, or, under CONVERGE_KEEP_FAILED, leaves them to the rig, which drops them only if the test passed.
+ */
+export async function dropTestBroker(connection: amqp.ChannelModel, names: Iterable<string>): Promise<void> {
+  if (!KEEP_FAILED) await dropBrokerNames(connection, names);
+}
