@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { pino } from 'pino';
 import { applyIncrement, fingerprint, parseEnvelope, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../../src/index.js';
-import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker } from '../support/rig.js';
+import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, orderEvent } from '../support/rig.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';
 const PROJECTION = 'order_total';
@@ -89,18 +89,9 @@ function applyTotal(schema: string): EventHandler {
   };
 }
 
+/** An order event whose payload always carries the secret, to prove it never reaches logs. */
 function envelope(eventId: string, aggregateId: string, version: number, payload: Record<string, unknown>): EventEnvelope {
-  return {
-    eventId,
-    aggregateType: 'order',
-    aggregateId,
-    aggregateVersion: version,
-    eventType: 'AmountAdded',
-    schemaVersion: 1,
-    kind: 'incremental',
-    payload: { note: SECRET, ...payload },
-    occurredAt: new Date().toISOString(),
-  };
+  return orderEvent(eventId, aggregateId, version, { payload: { note: SECRET, ...payload } });
 }
 
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));

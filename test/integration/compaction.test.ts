@@ -23,7 +23,7 @@ import {
   type ProcessorOptions,
   type RawDelivery,
 } from '../../src/index.js';
-import { describe, it, createTestSchema, type TestDatabase } from '../support/rig.js';
+import { describe, it, createTestSchema, type TestDatabase, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';
 const CONSUMER = 'totals';
@@ -102,11 +102,11 @@ function timeless(settlement: Settlement): Omit<Settlement, 'occurredAt'> {
 }
 
 function envelope(eventId: string, aggregateId: string, version: number, delta = 10): EventEnvelope {
-  return { eventId, aggregateType: 'order', aggregateId, aggregateVersion: version, eventType: 'AmountAdded', schemaVersion: 1, kind: 'incremental', payload: { delta }, occurredAt: new Date().toISOString() };
+  return orderEvent(eventId, aggregateId, version, { payload: { delta } });
 }
 
 function delivery(e: EventEnvelope): RawDelivery {
-  return { content: encodeMessage(e, routingKey).content, fields: { exchange: 'converge.events', routingKey: 'order.AmountAdded' }, properties: { messageId: e.eventId, headers: {} } };
+  return deliveryOf(e, { exchange: 'converge.events' });
 }
 
 /** The read model: a running total and a count of applied events per order, versioned. */

@@ -16,7 +16,7 @@ import {
   type Settlement,
 } from '../../src/index.js';
 import { withEnv, type Env, envelope, applyOrder, collect, quarantineRows, routingKey, PROJECTION } from '../support/consumer-env.js';
-import { describe, test, waitFor } from '../support/rig.js';
+import { describe, test, waitFor, deliveryOf } from '../support/rig.js';
 
 describe('reorder buffer', () => {
   const parkedRows = (env: Env) =>
@@ -155,7 +155,7 @@ describe('reorder buffer', () => {
       const options = { consumer: 'race', pool: env.pool, schema: env.schema, logger: silentLogger, handlers: { AmountAdded: handler } };
       const first = createDeliveryProcessor(options);
       const second = createDeliveryProcessor(options);
-      const delivery = (e: EventEnvelope) => ({ content: encodeMessage(e, routingKey).content, fields: { exchange: env.exchange, routingKey: 'order.AmountAdded' }, properties: { messageId: e.eventId, headers: {} } });
+      const delivery = (e: EventEnvelope) => deliveryOf(e, { exchange: env.exchange });
       try {
         const e2 = first.process(delivery(envelope('E2', 'o1', 2)));
         await gap;

@@ -20,7 +20,7 @@ import {
   type EventEnvelope,
   type EventHandler,
 } from '../../src/index.js';
-import { after, before, describe, it, createTestSchema, type TestDatabase } from '../support/rig.js';
+import { after, before, describe, it, createTestSchema, type TestDatabase, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'totals';
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
@@ -62,9 +62,7 @@ function envelopeOf(history: SourceEvent[], item: { kind: 'incremental' | 'snaps
     : { ...base, eventId: `${event.aggregateId}-${event.version}-snap`, eventType: 'Totals', kind: 'snapshot', payload: { total: totalUpTo(history, event.aggregateId, event.version) } };
 }
 
-function deliveryOf(envelope: EventEnvelope) {
-  return { content: encodeMessage(envelope, key).content, fields: { exchange: 'x', routingKey: 'order.any', redelivered: false }, properties: { messageId: envelope.eventId, headers: {} } };
-}
+const delivery = (envelope: EventEnvelope) => deliveryOf(envelope, { routingKey: 'order.any', redelivered: false });
 
 describe('convergence over random histories', () => {
   let db: TestDatabase;
@@ -127,7 +125,7 @@ describe('convergence over random histories', () => {
           const worker = async (consumer: DeliveryProcessor) => {
             for (let next = queue.shift(); next; next = queue.shift()) {
               if (plan.repairAt !== undefined && taken++ === plan.repairAt) repairing = repair();
-              const settlement = await consumer.process(deliveryOf(envelopeOf(history, next)));
+              const settlement = await consumer.process(delivery(envelopeOf(history, next)));
               assert.notEqual(settlement.action === 'ack' && settlement.outcome, 'quarantined', `nothing in a valid history is quarantined (${JSON.stringify(settlement)})`);
               if (settlement.action === 'retry') queue.push(next);
             }

@@ -18,15 +18,12 @@ import {
   type EventEnvelope,
   type QuarantineSummary,
 } from '../../src/index.js';
-import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
+import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker, orderEvent } from '../support/rig.js';
 
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 function envelope(eventId: string, eventType: string, aggregate: { id?: string; version?: number } = {}): EventEnvelope {
-  return {
-    eventId, aggregateType: 'order', aggregateId: aggregate.id ?? eventId, aggregateVersion: aggregate.version ?? 1,
-    eventType, schemaVersion: 1, kind: 'incremental', payload: { delta: 1 }, occurredAt: new Date().toISOString(),
-  };
+  return orderEvent(eventId, aggregate.id ?? eventId, aggregate.version ?? 1, { eventType });
 }
 
 async function publishAll(channel: amqp.ConfirmChannel, exchange: string, events: EventEnvelope[]): Promise<void> {

@@ -14,14 +14,13 @@ import {
   silentLogger,
   type EventEnvelope,
 } from '../../src/index.js';
-import { describe, it, createTestSchema } from '../support/rig.js';
+import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_view';
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 function delivery(eventId: string, version: number, delta: number) {
-  const envelope: EventEnvelope = { eventId, aggregateType: 'order', aggregateId: 'o1', aggregateVersion: version, eventType: 'AmountAdded', schemaVersion: 1, kind: 'incremental', payload: { delta }, occurredAt: new Date().toISOString() };
-  return { content: encodeMessage(envelope, key).content, fields: { exchange: 'x', routingKey: 'order.AmountAdded' }, properties: { messageId: eventId, headers: {} } };
+  return deliveryOf(orderEvent(eventId, 'o1', version, { payload: { delta } }));
 }
 
 describe('rebuildProjection', () => {

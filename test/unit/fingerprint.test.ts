@@ -2,21 +2,16 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { canonicalJson, fingerprint } from '../../src/envelope/fingerprint.js';
+import { orderEvent } from '../support/builders.js';
 
 function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
-  return {
-    eventId: '6f1c2f8e-93a4-4c4e-9a55-0d6d1b7f0a11',
-    aggregateType: 'order',
-    aggregateId: 'o-1',
-    aggregateVersion: 3,
+  return orderEvent('6f1c2f8e-93a4-4c4e-9a55-0d6d1b7f0a11', 'o-1', 3, {
     eventType: 'OrderPaid',
-    schemaVersion: 1,
-    kind: 'incremental',
     payload: { amount: 1250, currency: 'EUR', lines: [{ sku: 'a', qty: 1 }, { sku: 'b', qty: 2 }], meta: { by: 'u1', at: { h: 1, m: 2 } } },
     occurredAt: '2024-05-01T10:00:00.000Z',
     tenantId: 't-1',
     ...overrides,
-  };
+  });
 }
 
 describe('canonicalJson', () => {

@@ -4,20 +4,16 @@ import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { parseEnvelope } from '../../src/envelope/validate.js';
 import { ConfigError } from '../../src/runtime/errors.js';
 import { CONTENT_TYPE, DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
+import { orderEvent } from '../support/builders.js';
 
 function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
-  return {
-    eventId: 'c2d4a1e0-5b7f-4f1a-8d2e-3a9b0c1d2e3f',
-    aggregateType: 'order',
-    aggregateId: 'o-7',
-    aggregateVersion: 12,
+  return orderEvent('c2d4a1e0-5b7f-4f1a-8d2e-3a9b0c1d2e3f', 'o-7', 12, {
     eventType: 'OrderPaid',
     schemaVersion: 2,
-    kind: 'incremental',
     payload: { amount: 10, nested: { list: [1, 'two', null, { three: 3 }] } },
     occurredAt: '2024-05-01T10:00:00.750Z',
     ...overrides,
-  };
+  });
 }
 
 const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
