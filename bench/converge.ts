@@ -158,8 +158,9 @@ export async function relayDrain(
       },
     });
     const results = await group.stopAll();
-    const failed = await ctx.pool.query(`SELECT count(*) AS n FROM ${outbox} WHERE status = 'failed'`);
-    if (Number(failed.rows[0].n) > 0) throw new Error(`${options.label}: ${failed.rows[0].n} events ended as failed instead of published`);
+    const failed = await ctx.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${outbox} WHERE status = 'failed'`);
+    const failedCount = Number(failed.rows[0]?.n ?? 0);
+    if (failedCount > 0) throw new Error(`${options.label}: ${failedCount} events ended as failed instead of published`);
     return {
       rate: rate(options.rows, done - started),
       peakRssMb: Math.max(...results.map((r) => r.maxRssMb)),

@@ -303,7 +303,10 @@ async function measureAll(ctx: BenchContext): Promise<void> {
 function results(): Results {
   const r: Results = {};
   for (const key of Object.keys(samples)) r[key] = resultOf(key);
-  const ratio = (a: string, b: string) => (r[a] != null && r[b] != null && r[b]! > 0 ? r[a]! / r[b]! : null);
+  const ratio = (a: string, b: string) => {
+    const [x, y] = [r[a], r[b]];
+    return x != null && y != null && y > 0 ? x / y : null;
+  };
   r.relay_vs_raw_publish = ratio('relay_drain', 'raw_publish');
   r.consumer_vs_raw_consume = ratio('consumer_apply', 'raw_consume');
   r.e2e_vs_naive = ratio('e2e_sustained', 'naive_pipeline');

@@ -9,6 +9,5 @@ export interface QueryResultLike<R> {
  * a connection or a transaction through it.
  */
 export interface Executor {
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
+  query<R = unknown>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
 }

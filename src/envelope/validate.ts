@@ -48,7 +48,7 @@ export function validateEnvelope(value: unknown): EventEnvelope {
   }
   // 1e400 parses to Infinity, which JSON.stringify writes back as null: the event would change on the way through.
   if (!isFiniteThroughout(result.data.payload)) throw new EnvelopeValidationError('payload', 'holds a number outside the range of a double');
-  return result.data as EventEnvelope;
+  return result.data;
 }
 
 /**

@@ -38,7 +38,6 @@ export class ConfirmPublisher {
     if (this.#closed) throw new PublishError('channel-closed');
     const messageId = options.messageId;
     const result = new Promise<void>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
       const pending: Pending = {
         settle: (err) => {
           if (!this.#pending.delete(pending)) return;
@@ -48,7 +47,8 @@ export class ConfirmPublisher {
         },
       };
       this.#pending.add(pending);
-      timer = setTimeout(() => pending.settle(new PublishError('confirm-timeout', `${timeoutMs} ms`)), timeoutMs);
+      // Declared after `pending` but read only when it settles, which is always later than this line.
+      const timer = setTimeout(() => pending.settle(new PublishError('confirm-timeout', `${timeoutMs} ms`)), timeoutMs);
       // amqplib buffers when the socket is busy; callers bound the in-flight window by batch size.
       this.#channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err: unknown) => {
         const returns = this.#returned.get(messageId) ?? 0;

@@ -46,7 +46,7 @@ const topologySchema = z.object({
  * on the returned queues with `declare: false`.
  */
 export async function declarePartitionedTopology(channel: amqp.Channel, input: PartitionedTopologyOptions): Promise<PartitionedTopology> {
-  const options = parseOptions(topologySchema, input) as PartitionedTopologyOptions;
+  const options = parseOptions(topologySchema, input);
   const exchange = options.exchange ?? DEFAULT_EXCHANGE;
   const hashExchange = `${options.queuePrefix}.partitions`;
   await channel.assertExchange(exchange, 'topic', { durable: true });

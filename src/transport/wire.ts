@@ -17,7 +17,9 @@ export const HEADER = {
 /** Default routing key: `{aggregateType}.{eventType}`, e.g. `order.OrderPaid`. */
 export const DEFAULT_ROUTING_KEY = '{aggregateType}.{eventType}';
 
-const PLACEHOLDERS = new Set(['aggregateType', 'eventType', 'kind', 'tenantId', 'schemaVersion']);
+/** Envelope fields a routing key may name: scalars only, so none stringifies as `[object Object]`. */
+type Placeholder = 'aggregateType' | 'eventType' | 'kind' | 'tenantId' | 'schemaVersion';
+const PLACEHOLDERS = new Set<string>(['aggregateType', 'eventType', 'kind', 'tenantId', 'schemaVersion'] satisfies Placeholder[]);
 
 export type RoutingKeyFn = (envelope: EventEnvelope) => string;
 
@@ -32,7 +34,7 @@ export function routingKeyFromTemplate(template: string, field = 'routingKey'): 
   if (Buffer.byteLength(template) > 255) throw new ConfigError(field, 'longer than 255 bytes');
   return (envelope) =>
     template.replace(/\{(\w+)\}/g, (_, key: string) => {
-      const value = envelope[key as keyof EventEnvelope];
+      const value = envelope[key as Placeholder];
       return value === undefined ? '_' : String(value);
     });
 }

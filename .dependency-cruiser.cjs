@@ -1,0 +1,122 @@
+/**
+ * Import rules for src/, checked by `npm run lint:deps` (part of `npm run lint`).
+ * They mirror the layer diagram in docs/architecture.md: a folder may import folders in lower
+ * layers only — never one above it, never a sibling in its own layer — and there are no cycles.
+ * Change LAYERS and the diagram together.
+ */
+
+/** Bottom -> top. Folders in one inner array are siblings: neither may import the other. */
+const LAYERS = [
+  ['runtime'],
+  ['db', 'envelope'],
+  ['transport'],
+  ['schema'],
+  ['outbox', 'projection'],
+  ['relay', 'inbox'],
+  ['reconcile'],
+  ['ops'],
+  ['metrics'],
+  ['cli'],
+  ['index'],
+];
+
+/** Folders whose index.ts is their public face: other folders import that file, not the ones behind it. */
+const FACADES = ['inbox', 'projection', 'reconcile', 'relay'];
+
+const pathOf = (name) => (name === 'index' ? '^src/index\\.ts$' : `^src/${name}/`);
+
+/** One rule per "may not import" relation, so a violation names both ends. */
+function layerRules() {
+  const rules = [];
+  LAYERS.forEach((layer, level) => {
+    for (const from of layer) {
+      LAYERS.forEach((other, otherLevel) => {
+        if (otherLevel < level) return;
+        for (const to of other) {
+          if (to === from) continue;
+          const sideways = otherLevel === level;
+          rules.push({
+            name: `${sideways ? 'no-sideways' : 'no-upward'}:${from}->${to}`,
+            comment: sideways
+              ? `${from} and ${to} share a layer and stay independent of each other (docs/architecture.md).`
+              : `${from} sits below ${to} in docs/architecture.md, so it may not import it.`,
+            severity: 'error',
+            from: { path: pathOf(from) },
+            to: { path: pathOf(to) },
+          });
+        }
+      });
+    }
+  });
+  return rules;
+}
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    ...layerRules(),
+    {
+      name: 'runtime-is-the-floor',
+      comment: 'src/runtime is the bottom layer: it imports nothing else from src.',
+      severity: 'error',
+      from: { path: '^src/runtime/' },
+      to: { path: '^src/', pathNot: '^src/runtime/' },
+    },
+    {
+      name: 'no-circular',
+      comment: 'Import cycles (also inside one folder, also through type-only imports) are not allowed.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    ...FACADES.map((name) => ({
+      name: `through-the-facade:${name}`,
+      comment: `Outside src/${name}/, import src/${name}/index.ts, not the files behind it.`,
+      severity: 'error',
+      from: { path: '^src/', pathNot: `^src/${name}/` },
+      to: { path: `^src/${name}/`, pathNot: `^src/${name}/index\\.ts$` },
+    })),
+    {
+      name: 'sql-stays-home',
+      comment: "A folder's sql.ts is its private SQL; other folders call the functions that run it.",
+      severity: 'error',
+      from: { path: '^src/([^/]+)/' },
+      to: { path: '^src/([^/]+)/sql\\.ts$', pathNot: '^src/$1/' },
+    },
+    {
+      name: 'not-to-unresolvable',
+      comment: 'Every import resolves to a file or an installed package.',
+      severity: 'error',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+    {
+      name: 'not-to-dev-dep',
+      comment: 'The published library may not depend on devDependencies (type-only imports of @types are fine).',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'], pathNot: '/@types/' },
+    },
+    {
+      name: 'no-non-package-json',
+      comment: 'Packages used by src must be declared in package.json.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { dependencyTypes: ['npm-no-pkg', 'npm-unknown'] },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    // Type-only imports are dependencies too: a type imported upward couples the layers just the same.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      extensions: ['.ts', '.js', '.d.ts'],
+    },
+    reporterOptions: {
+      text: { highlightFocused: true },
+    },
+  },
+};
