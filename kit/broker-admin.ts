@@ -16,7 +16,10 @@ export async function rabbitmqctl(args: string[], timeoutMs = 30_000): Promise<s
     return stdout;
   } catch (err) {
     const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-    if (missing) throw new Error(`rabbitmqctl is not available (${command}); install RabbitMQ locally or set RABBITMQCTL to a command that runs it`);
+    if (missing)
+      throw new Error(
+        `rabbitmqctl is not available (${command}); install RabbitMQ locally or set RABBITMQCTL to a command that runs it`,
+      );
     throw err;
   }
 }

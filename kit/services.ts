@@ -14,7 +14,8 @@ import pg from 'pg';
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
-export const PG_HINT = 'start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)';
+export const PG_HINT =
+  'start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)';
 export const AMQP_HINT = 'start it with: rabbitmq-server -detached (or set AMQP_URL)';
 
 /** What one scope (a test, or a whole file) created, so it can be dropped or kept together. */
@@ -75,13 +76,17 @@ export async function connectPostgres(max = 5, options: pg.PoolConfig = {}): Pro
     await pool.query('SELECT 1');
   } catch (err) {
     await pool.end().catch(() => undefined);
-    throw new Error(`PostgreSQL is not reachable at ${redactUrl(DATABASE_URL)} (${(err as Error).message}); ${PG_HINT}`);
+    throw new Error(
+      `PostgreSQL is not reachable at ${redactUrl(DATABASE_URL)} (${(err as Error).message}); ${PG_HINT}`,
+    );
   }
   registry.pool(pool);
   return pool;
 }
 
-export async function connectRabbit(options: amqp.Options.Connect | Record<string, unknown> = {}): Promise<amqp.ChannelModel> {
+export async function connectRabbit(
+  options: amqp.Options.Connect | Record<string, unknown> = {},
+): Promise<amqp.ChannelModel> {
   let connection: amqp.ChannelModel;
   try {
     connection = await amqp.connect(AMQP_URL, options);
@@ -93,7 +98,10 @@ export async function connectRabbit(options: amqp.Options.Connect | Record<strin
 }
 
 /** Runs `work` on a throwaway channel: a failed broker operation closes only that channel. */
-export async function withChannel<T>(connection: amqp.ChannelModel, work: (channel: amqp.Channel) => Promise<T>): Promise<T> {
+export async function withChannel<T>(
+  connection: amqp.ChannelModel,
+  work: (channel: amqp.Channel) => Promise<T>,
+): Promise<T> {
   const channel = await connection.createChannel();
   channel.on('error', () => undefined);
   try {
@@ -113,7 +121,8 @@ export async function dropBrokerNames(connection: amqp.ChannelModel, names: Iter
   for (const name of names) {
     const { queues, exchanges } = brokerObjects(name);
     for (const queue of queues) await withChannel(connection, (ch) => ch.deleteQueue(queue)).catch(() => undefined);
-    for (const exchange of exchanges) await withChannel(connection, (ch) => ch.deleteExchange(exchange)).catch(() => undefined);
+    for (const exchange of exchanges)
+      await withChannel(connection, (ch) => ch.deleteExchange(exchange)).catch(() => undefined);
   }
 }
 
@@ -123,10 +132,22 @@ export async function existingBrokerObjects(connection: amqp.ChannelModel, names
   for (const name of names) {
     const { queues, exchanges } = brokerObjects(name);
     for (const queue of queues) {
-      if (await withChannel(connection, (ch) => ch.checkQueue(queue)).then(() => true, () => false)) left.push(`queue ${queue}`);
+      if (
+        await withChannel(connection, (ch) => ch.checkQueue(queue)).then(
+          () => true,
+          () => false,
+        )
+      )
+        left.push(`queue ${queue}`);
     }
     for (const exchange of exchanges) {
-      if (await withChannel(connection, (ch) => ch.checkExchange(exchange)).then(() => true, () => false)) left.push(`exchange ${exchange}`);
+      if (
+        await withChannel(connection, (ch) => ch.checkExchange(exchange)).then(
+          () => true,
+          () => false,
+        )
+      )
+        left.push(`exchange ${exchange}`);
     }
   }
   return left;
@@ -134,7 +155,10 @@ export async function existingBrokerObjects(connection: amqp.ChannelModel, names
 
 /** Which of `names` exist as PostgreSQL schemas. */
 export async function existingSchemas(pool: pg.Pool, names: Iterable<string>): Promise<string[]> {
-  const { rows } = await pool.query<{ nspname: string }>(`SELECT nspname FROM pg_namespace WHERE nspname = ANY($1::text[])`, [[...names]]);
+  const { rows } = await pool.query<{ nspname: string }>(
+    `SELECT nspname FROM pg_namespace WHERE nspname = ANY($1::text[])`,
+    [[...names]],
+  );
   return rows.map((row) => row.nspname);
 }
 

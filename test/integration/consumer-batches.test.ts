@@ -4,11 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
-import {
-  applyIncrements,
-  createDeliveryProcessor,
-  silentLogger,
-} from '../../src/index.js';
+import { applyIncrements, createDeliveryProcessor, silentLogger } from '../../src/index.js';
 import { withEnv, envelope, applyOrder, PROJECTION } from '../support/consumer-env.js';
 import { describe, test, waitFor } from '../support/rig.js';
 
@@ -53,7 +49,13 @@ describe('batches', () => {
         }, 'all eight deliveries');
         const settlements = await processor.processBatch(messages);
         for (const message of messages) env.channel.ack(message);
-        const summary = settlements.map((s) => (s.action === 'retry' ? `retry:${s.reason}` : s.outcome === 'quarantined' ? `quarantined:${s.reason}` : s.outcome));
+        const summary = settlements.map((s) =>
+          s.action === 'retry'
+            ? `retry:${s.reason}`
+            : s.outcome === 'quarantined'
+              ? `quarantined:${s.reason}`
+              : s.outcome,
+        );
         assert.deepEqual(summary, [
           'applied',
           'applied',
@@ -64,11 +66,25 @@ describe('batches', () => {
           'quarantined:content-conflict',
           'quarantined:malformed-body',
         ]);
-        const applied = await env.db.pool.query<{ event_id: string }>(`SELECT event_id FROM "${env.schema}".applied ORDER BY seq`);
-        assert.deepEqual(applied.rows.map((r) => r.event_id).filter((id) => id.startsWith('A')), ['A1', 'A2', 'A3'], 'A1, A2, A3 applied in version order');
-        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'P1'`), 0, 'the failing event left no inbox row');
+        const applied = await env.db.pool.query<{ event_id: string }>(
+          `SELECT event_id FROM "${env.schema}".applied ORDER BY seq`,
+        );
+        assert.deepEqual(
+          applied.rows.map((r) => r.event_id).filter((id) => id.startsWith('A')),
+          ['A1', 'A2', 'A3'],
+          'A1, A2, A3 applied in version order',
+        );
+        assert.equal(
+          await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'P1'`),
+          0,
+          'the failing event left no inbox row',
+        );
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 4);
-        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.applied`), 4, 'each applied exactly once despite the batch being re-run one by one');
+        assert.equal(
+          await env.count(`SELECT count(*) AS n FROM $schema.applied`),
+          4,
+          'each applied exactly once despite the batch being re-run one by one',
+        );
       } finally {
         await processor.close();
       }
@@ -83,7 +99,10 @@ describe('batches', () => {
           batches.push(events.length);
           await applyIncrements(tx, { projection: PROJECTION, events, schema: env.schema }, async (applicable) => {
             for (const event of applicable) {
-              await tx.query(`INSERT INTO "${env.schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, $3)`, [event.eventId, event.aggregateId, event.aggregateVersion]);
+              await tx.query(
+                `INSERT INTO "${env.schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, $3)`,
+                [event.eventId, event.aggregateId, event.aggregateVersion],
+              );
             }
           });
         },
@@ -93,12 +112,23 @@ describe('batches', () => {
       for (let version = 1; version <= 20; version++) {
         for (const id of ['x', 'y', 'z']) await env.publish(envelope(`${id}${version}`, id, version));
       }
-      await waitFor(async () => (await env.count(`SELECT count(*) AS n FROM $schema.applied`)) === 60, 'all 60 events applied');
-      const rows = await env.db.pool.query<{ aggregate_id: string; amount: number }>(`SELECT aggregate_id, amount FROM "${env.schema}".applied ORDER BY seq`);
+      await waitFor(
+        async () => (await env.count(`SELECT count(*) AS n FROM $schema.applied`)) === 60,
+        'all 60 events applied',
+      );
+      const rows = await env.db.pool.query<{ aggregate_id: string; amount: number }>(
+        `SELECT aggregate_id, amount FROM "${env.schema}".applied ORDER BY seq`,
+      );
       for (const id of ['x', 'y', 'z']) {
-        assert.deepEqual(rows.rows.filter((r) => r.aggregate_id === id).map((r) => r.amount), Array.from({ length: 20 }, (_, i) => i + 1));
+        assert.deepEqual(
+          rows.rows.filter((r) => r.aggregate_id === id).map((r) => r.amount),
+          Array.from({ length: 20 }, (_, i) => i + 1),
+        );
       }
-      assert.equal(batches.reduce((a, b) => a + b, 0), 60);
+      assert.equal(
+        batches.reduce((a, b) => a + b, 0),
+        60,
+      );
       assert.ok(batches.every((size) => size <= 50));
     });
   });

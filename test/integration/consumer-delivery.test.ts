@@ -5,16 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import {
-  Relay,
-  appendToOutbox,
-  fingerprint,
-  silentLogger,
-  withTransaction,
-  type EventEnvelope,
-} from '../../src/index.js';
+import { Relay, appendToOutbox, silentLogger, withTransaction, type EventEnvelope } from '../../src/index.js';
 import { withEnv, envelope, applyOrder, gate, collect } from '../support/consumer-env.js';
-import { describe, test, DATABASE_URL, uniqueName, waitFor, rabbitmqctl, settle } from '../support/rig.js';
+import { describe, test, DATABASE_URL, uniqueName, waitFor, rabbitmqctl } from '../support/rig.js';
 
 describe('consumer delivery and ack-after-commit', () => {
   test('declares a durable queue bound to the exchange and a dead-lettering <queue>.retry', async () => {
@@ -31,17 +24,29 @@ describe('consumer delivery and ack-after-commit', () => {
       assert.equal(retry.consumerCount, 0, 'nobody consumes the retry queue: copies only expire back');
 
       // Durable (a non-durable redeclaration is refused) and the retry queue dead-letters to the main queue.
-      await assert.rejects(env.withChannel((ch) => ch.assertQueue(env.queue, { durable: false })), /PRECONDITION/);
+      await assert.rejects(
+        env.withChannel((ch) => ch.assertQueue(env.queue, { durable: false })),
+        /PRECONDITION/,
+      );
       await env.withChannel((ch) =>
-        ch.assertQueue(env.retryQueue, { durable: true, arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': env.queue } }),
+        ch.assertQueue(env.retryQueue, {
+          durable: true,
+          arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': env.queue },
+        }),
       );
       await assert.rejects(
         env.withChannel((ch) =>
-          ch.assertQueue(env.retryQueue, { durable: true, arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'elsewhere' } }),
+          ch.assertQueue(env.retryQueue, {
+            durable: true,
+            arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'elsewhere' },
+          }),
         ),
         /PRECONDITION/,
       );
-      await assert.rejects(env.withChannel((ch) => ch.assertExchange(env.exchange, 'fanout', { durable: true })), /PRECONDITION/);
+      await assert.rejects(
+        env.withChannel((ch) => ch.assertExchange(env.exchange, 'fanout', { durable: true })),
+        /PRECONDITION/,
+      );
 
       // Bound: an event published to the exchange reaches the handler.
       await env.publish(envelope('E1', 'o1', 1));
@@ -69,7 +74,10 @@ describe('consumer delivery and ack-after-commit', () => {
         for (let i = 1; i <= 5; i++) await env.publish(envelope(`E${i}`, `o${i}`, 1));
 
         await waitFor(() => calls === 1, 'the first delivery to reach the handler');
-        await waitFor(async () => (await env.checkQueue(env.queue)).messageCount === 3, 'two deliveries taken, three ready');
+        await waitFor(
+          async () => (await env.checkQueue(env.queue)).messageCount === 3,
+          'two deliveries taken, three ready',
+        );
         for (let i = 0; i < 10; i++) {
           const { messageCount } = await env.checkQueue(env.queue);
           assert.equal(messageCount, 3, 'never more than prefetch (2) deliveries are out');
@@ -78,11 +86,17 @@ describe('consumer delivery and ack-after-commit', () => {
 
         gates[0]!.open();
         await waitFor(() => calls === 2, 'the second delivery to start once the first committed');
-        await waitFor(async () => (await env.checkQueue(env.queue)).messageCount === 2, 'the freed slot to be refilled');
+        await waitFor(
+          async () => (await env.checkQueue(env.queue)).messageCount === 2,
+          'the freed slot to be refilled',
+        );
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.applied`), 1);
 
         for (const g of gates) g.open();
-        await waitFor(async () => (await env.count(`SELECT count(*) AS n FROM $schema.applied`)) === 5, 'all five to apply');
+        await waitFor(
+          async () => (await env.count(`SELECT count(*) AS n FROM $schema.applied`)) === 5,
+          'all five to apply',
+        );
         await waitFor(() => consumer.stats.applied === 5, 'all five to be settled');
       } finally {
         for (const g of gates) g.open();
@@ -117,7 +131,11 @@ describe('consumer delivery and ack-after-commit', () => {
         assert.equal(queued.messageCount, 0, 'the delivery left the ready list');
         const listing = await rabbitmqctl(['list_queues', 'name', 'messages_unacknowledged']);
         const line = listing.split('\n').find((l) => l.split('\t')[0] === env.queue);
-        assert.equal(line?.split('\t')[1]?.trim(), '1', `one unacknowledged delivery while the transaction is open (${line})`);
+        assert.equal(
+          line?.split('\t')[1]?.trim(),
+          '1',
+          `one unacknowledged delivery while the transaction is open (${line})`,
+        );
 
         // A separate connection sees nothing of the open transaction.
         const other = new pg.Client({ connectionString: DATABASE_URL });
@@ -134,8 +152,15 @@ describe('consumer delivery and ack-after-commit', () => {
 
         release.open();
         await waitFor(() => settled.length === 1, 'the delivery to settle');
-        assert.deepEqual({ ...settled[0], occurredAt: undefined }, { action: 'ack', outcome: 'applied', eventId: 'E1', occurredAt: undefined });
-        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E1'`), 1, 'inbox row committed');
+        assert.deepEqual(
+          { ...settled[0], occurredAt: undefined },
+          { action: 'ack', outcome: 'applied', eventId: 'E1', occurredAt: undefined },
+        );
+        assert.equal(
+          await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E1'`),
+          1,
+          'inbox row committed',
+        );
         assert.equal(await env.count(`SELECT sum(amount) AS n FROM $schema.applied`), 7);
       } finally {
         release.open();
@@ -151,7 +176,9 @@ describe('consumer delivery and ack-after-commit', () => {
     await withEnv(async (env) => {
       let calls = 0;
       const apply = applyOrder(env.schema);
-      const consumer = env.start({ handlers: { AmountAdded: async (event, ctx) => void (calls++, await apply(event, ctx)) } });
+      const consumer = env.start({
+        handlers: { AmountAdded: async (event, ctx) => void (calls++, await apply(event, ctx)) },
+      });
       const settled = collect(consumer);
       try {
         await consumer.ready();
@@ -192,7 +219,14 @@ describe('consumer delivery and ack-after-commit', () => {
             if (attempt > 1) await secondAttempt.promise; // hold the retry until the first outcome is checked
             await appendToOutbox(
               tx,
-              { eventId: `${event.eventId}:sms`, aggregateType: 'notification', aggregateId: event.aggregateId, aggregateVersion: 1, eventType: 'SmsRequested', payload: { order: event.aggregateId } },
+              {
+                eventId: `${event.eventId}:sms`,
+                aggregateType: 'notification',
+                aggregateId: event.aggregateId,
+                aggregateVersion: 1,
+                eventType: 'SmsRequested',
+                payload: { order: event.aggregateId },
+              },
               { schema },
             );
             if (attempt === 1) throw new Error('sms template service unavailable');
@@ -237,26 +271,56 @@ describe('consumer delivery and ack-after-commit', () => {
             await apply(event, ctx);
             await appendToOutbox(
               ctx.tx,
-              { eventId: `${event.eventId}:sms`, aggregateType: 'notification', aggregateId: event.aggregateId, aggregateVersion: 1, eventType: 'SmsRequested', payload: {} },
+              {
+                eventId: `${event.eventId}:sms`,
+                aggregateType: 'notification',
+                aggregateId: event.aggregateId,
+                aggregateVersion: 1,
+                eventType: 'SmsRequested',
+                payload: {},
+              },
               { schema: ctx.schema },
             );
           },
         },
       });
       const received: EventEnvelope[] = [];
-      const sms = env.start({ queue: smsQueue, bindings: ['notification.#'], handlers: { SmsRequested: async (event) => void received.push(event) } });
-      const relay = new Relay({ pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, pollIntervalMs: 20 }).start();
+      const sms = env.start({
+        queue: smsQueue,
+        bindings: ['notification.#'],
+        handlers: { SmsRequested: async (event) => void received.push(event) },
+      });
+      const relay = new Relay({
+        pool: env.pool,
+        schema: env.schema,
+        exchange: env.exchange,
+        logger: silentLogger,
+        pollIntervalMs: 20,
+      }).start();
       try {
         await Promise.all([orders.ready(), sms.ready()]);
         const { eventId } = await withTransaction(env.pool, (tx) =>
-          appendToOutbox(tx, { aggregateType: 'order', aggregateId: 'o9', aggregateVersion: 1, eventType: 'AmountAdded', payload: { delta: 4 } }, { schema: env.schema }),
+          appendToOutbox(
+            tx,
+            {
+              aggregateType: 'order',
+              aggregateId: 'o9',
+              aggregateVersion: 1,
+              eventType: 'AmountAdded',
+              payload: { delta: 4 },
+            },
+            { schema: env.schema },
+          ),
         );
         await waitFor(() => received.length === 1, 'the next hop to reach the second consumer');
         assert.equal(received[0]!.eventId, `${eventId}:sms`);
         assert.equal(orders.stats.applied, 1);
         assert.equal(orders.stats.quarantined, 0, 'the order queue never saw the notification');
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE consumer = $1`, [smsQueue]), 1);
-        await waitFor(async () => (await env.count(`SELECT count(*) AS n FROM $schema.outbox WHERE status = 'published'`)) === 2, 'both outbox rows marked published');
+        await waitFor(
+          async () => (await env.count(`SELECT count(*) AS n FROM $schema.outbox WHERE status = 'published'`)) === 2,
+          'both outbox rows marked published',
+        );
       } finally {
         await relay.stop();
       }
@@ -268,14 +332,25 @@ describe('consumer delivery and ack-after-commit', () => {
       let crashes = 0;
       const consumer = env.start({
         handlers: { AmountAdded: applyOrder(env.schema) },
-        hooks: { afterCommit: () => { if (crashes++ === 0) throw new Error('crash after commit'); } },
+        hooks: {
+          afterCommit: () => {
+            if (crashes++ === 0) throw new Error('crash after commit');
+          },
+        },
       });
       const settled = collect(consumer);
       try {
         await consumer.ready();
         await env.publish(envelope('E1', 'o1', 1, { delta: 5 }));
-        await waitFor(() => settled.some((s) => s.action === 'ack' && s.outcome === 'duplicate'), 'the redelivered copy to be recognised');
-        assert.deepEqual(settled.map((s) => s.action === 'ack' && s.outcome), ['duplicate'], 'the first settlement was never reported: the process "died" before the ack');
+        await waitFor(
+          () => settled.some((s) => s.action === 'ack' && s.outcome === 'duplicate'),
+          'the redelivered copy to be recognised',
+        );
+        assert.deepEqual(
+          settled.map((s) => s.action === 'ack' && s.outcome),
+          ['duplicate'],
+          'the first settlement was never reported: the process "died" before the ack',
+        );
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E1'`), 1);
         assert.equal(consumer.stats.applied, 0, 'stats count settlements reported after the ack');
       } finally {
@@ -310,13 +385,20 @@ describe('consumer delivery and ack-after-commit', () => {
       let stopped = false;
       const stopping = env.stop(consumer).then(() => void (stopped = true));
       // stop() cancels the subscription first; only then does it wait for the handler.
-      await waitFor(async () => (await env.checkQueue(env.queue)).consumerCount === 0, 'the subscription to be cancelled');
+      await waitFor(
+        async () => (await env.checkQueue(env.queue)).consumerCount === 0,
+        'the subscription to be cancelled',
+      );
       assert.equal(stopped, false, 'stop() waits for the transaction in progress');
       assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 0, 'not committed yet');
 
       release.open();
       await stopping;
-      assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E1'`), 1, 'committed before stop() returned');
+      assert.equal(
+        await env.count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E1'`),
+        1,
+        'committed before stop() returned',
+      );
       assert.equal(consumer.stats.applied, 1);
       assert.equal(calls, 1, 'no new delivery taken while stopping');
       const queued = await env.checkQueue(env.queue);

@@ -3,12 +3,7 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
-import {
-  ConfigError,
-  silentLogger,
-  startConsumer,
-  type ConsumerOptions,
-} from '../../src/index.js';
+import { ConfigError, silentLogger, startConsumer, type ConsumerOptions } from '../../src/index.js';
 import { describe, test } from '../support/rig.js';
 
 describe('consumer options', () => {
@@ -28,7 +23,10 @@ describe('consumer options', () => {
       assert.throws(
         () => startConsumer({ logger: silentLogger, ...(options as ConsumerOptions) }),
         (err: unknown) => {
-          assert.ok(err instanceof ConfigError, `expected ConfigError for ${JSON.stringify(options)}, got ${String(err)}`);
+          assert.ok(
+            err instanceof ConfigError,
+            `expected ConfigError for ${JSON.stringify(options)}, got ${String(err)}`,
+          );
           assert.equal(err.field, field);
           assert.equal(err.code, 'CONVERGE_INVALID_CONFIG');
           assert.match(err.message, new RegExp(`"${field}"`));

@@ -4,11 +4,16 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
+import { ContentConflictError, fingerprint } from '../../src/index.js';
 import {
-  ContentConflictError,
-  fingerprint,
-} from '../../src/index.js';
-import { withEnv, envelope, applyOrder, collect, quarantineRows, capturingLogger, SECRET } from '../support/consumer-env.js';
+  withEnv,
+  envelope,
+  applyOrder,
+  collect,
+  quarantineRows,
+  capturingLogger,
+  SECRET,
+} from '../support/consumer-env.js';
 import { describe, test, waitFor } from '../support/rig.js';
 
 describe('consumer conflicts and quarantine', () => {
@@ -16,7 +21,10 @@ describe('consumer conflicts and quarantine', () => {
     await withEnv(async (env) => {
       let calls = 0;
       const apply = applyOrder(env.schema);
-      const consumer = env.start({ consumer: 'orders-view', handlers: { AmountAdded: async (event, ctx) => void (calls++, await apply(event, ctx)) } });
+      const consumer = env.start({
+        consumer: 'orders-view',
+        handlers: { AmountAdded: async (event, ctx) => void (calls++, await apply(event, ctx)) },
+      });
       const conflicts: ContentConflictError[] = [];
       consumer.on('conflict', (err) => conflicts.push(err));
       const settled = collect(consumer);
@@ -62,8 +70,14 @@ describe('consumer conflicts and quarantine', () => {
         assert.equal(row.resolved_at, null);
 
         assert.equal(calls, 1, 'the handler never saw the conflicting copy');
-        assert.equal(await env.count(`SELECT sum(amount) AS n FROM $schema.applied`), 10, 'nothing of the impostor applied');
-        const { rows: inbox } = await env.pool.query(`SELECT fingerprint FROM "${env.schema}".inbox WHERE consumer = 'orders-view'`);
+        assert.equal(
+          await env.count(`SELECT sum(amount) AS n FROM $schema.applied`),
+          10,
+          'nothing of the impostor applied',
+        );
+        const { rows: inbox } = await env.pool.query(
+          `SELECT fingerprint FROM "${env.schema}".inbox WHERE consumer = 'orders-view'`,
+        );
         assert.deepEqual(inbox, [{ fingerprint: fingerprint(original) }], 'the inbox keeps the original fingerprint');
       } finally {
         await env.stop(consumer);
@@ -76,18 +90,34 @@ describe('consumer conflicts and quarantine', () => {
     await withEnv(async (env) => {
       let calls = 0;
       const logger = capturingLogger();
-      const consumer = env.start({ logger, maxEnvelopeBytes: 2048, handlers: { AmountAdded: async () => void calls++ } });
+      const consumer = env.start({
+        logger,
+        maxEnvelopeBytes: 2048,
+        handlers: { AmountAdded: async () => void calls++ },
+      });
       try {
         await consumer.ready();
         const bodies = new Map<string, Buffer>();
         const send = async (label: string, content: Buffer) =>
-          bodies.set(label, await env.publishRaw('order.AmountAdded', content, { messageId: `M-${label}`, headers: { 'x-test-case': label } }));
+          bodies.set(
+            label,
+            await env.publishRaw('order.AmountAdded', content, {
+              messageId: `M-${label}`,
+              headers: { 'x-test-case': label },
+            }),
+          );
 
         const { aggregateId: _dropped, ...missing } = envelope('E-missing', 'o1', 1, { card: SECRET });
         await send('missing-field', Buffer.from(JSON.stringify(missing)));
         await send('not-json', Buffer.from(`{"eventId":"E-broken","payload":{"card":"${SECRET}"`));
-        await send('too-large', Buffer.from(JSON.stringify(envelope('E-large', 'o1', 1, { card: SECRET, filler: 'x'.repeat(4000) }))));
-        await send('wrong-type', Buffer.from(JSON.stringify({ ...envelope('E-type', 'o1', 1, { card: SECRET }), aggregateVersion: SECRET })));
+        await send(
+          'too-large',
+          Buffer.from(JSON.stringify(envelope('E-large', 'o1', 1, { card: SECRET, filler: 'x'.repeat(4000) }))),
+        );
+        await send(
+          'wrong-type',
+          Buffer.from(JSON.stringify({ ...envelope('E-type', 'o1', 1, { card: SECRET }), aggregateVersion: SECRET })),
+        );
 
         await waitFor(() => consumer.stats.quarantined === 4, 'four quarantined deliveries');
         const rows = await quarantineRows(env);
@@ -113,7 +143,8 @@ describe('consumer conflicts and quarantine', () => {
         assert.equal(calls, 0, 'no handler ran');
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 0);
         assert.ok(logger.records.length >= 4, 'the quarantines were logged');
-        for (const record of logger.records) assert.ok(!record.includes(SECRET), `log line leaks the payload: ${record}`);
+        for (const record of logger.records)
+          assert.ok(!record.includes(SECRET), `log line leaks the payload: ${record}`);
       } finally {
         await env.stop(consumer);
       }
@@ -168,7 +199,9 @@ describe('consumer conflicts and quarantine', () => {
     await withEnv(async (env) => {
       const seen: unknown[] = [];
       const consumer = env.start({
-        schemas: { AmountAdded: { current: 2, upcasters: { 1: (p) => ({ deltaCents: (p as { delta: number }).delta * 100 }) } } },
+        schemas: {
+          AmountAdded: { current: 2, upcasters: { 1: (p) => ({ deltaCents: (p as { delta: number }).delta * 100 }) } },
+        },
         handlers: { AmountAdded: async (event) => void seen.push([event.eventId, event.schemaVersion, event.payload]) },
       });
       try {
@@ -177,13 +210,29 @@ describe('consumer conflicts and quarantine', () => {
         await env.publish(envelope('V1', 'o1', 1, { delta: 3 }));
         await env.publish({ ...envelope('V2', 'o2', 1, { deltaCents: 700 }), schemaVersion: 2 });
         await env.publish({ ...envelope('V3', 'o3', 1, { cents: 1 }), schemaVersion: 3 });
-        await waitFor(() => consumer.stats.applied === 2 && consumer.stats.duplicate === 1 && consumer.stats.quarantined === 1, 'two applied, one duplicate, one quarantined');
-        assert.deepEqual(seen, [['V1', 2, { deltaCents: 300 }], ['V2', 2, { deltaCents: 700 }]]);
+        await waitFor(
+          () => consumer.stats.applied === 2 && consumer.stats.duplicate === 1 && consumer.stats.quarantined === 1,
+          'two applied, one duplicate, one quarantined',
+        );
+        assert.deepEqual(seen, [
+          ['V1', 2, { deltaCents: 300 }],
+          ['V2', 2, { deltaCents: 700 }],
+        ]);
         const [row] = await quarantineRows(env);
         assert.equal(row!.reason, 'unsupported-schema-version');
-        assert.equal(JSON.parse(row!.body.toString()).schemaVersion, 3, 'the raw body keeps its original version for a replay after an upgrade');
-        const stored = await env.pool.query<{ fingerprint: string }>(`SELECT fingerprint FROM "${env.schema}".inbox WHERE event_id = 'V1'`);
-        assert.equal(stored.rows[0]!.fingerprint, fingerprint(envelope('V1', 'o1', 1, { delta: 3 })), 'fingerprint of the event as sent');
+        assert.equal(
+          (JSON.parse(row!.body.toString()) as { schemaVersion: number }).schemaVersion,
+          3,
+          'the raw body keeps its original version for a replay after an upgrade',
+        );
+        const stored = await env.pool.query<{ fingerprint: string }>(
+          `SELECT fingerprint FROM "${env.schema}".inbox WHERE event_id = 'V1'`,
+        );
+        assert.equal(
+          stored.rows[0]!.fingerprint,
+          fingerprint(envelope('V1', 'o1', 1, { delta: 3 })),
+          'fingerprint of the event as sent',
+        );
       } finally {
         await env.stop(consumer);
       }
@@ -203,7 +252,13 @@ describe('consumer conflicts and quarantine', () => {
         await env.publish(envelope('E1', 'o1', 1, { delta: 77 }));
         await waitFor(() => consumer.stats.quarantined === 3, 'a third, different content');
         const rows = await quarantineRows(env);
-        assert.deepEqual(rows.map((r) => [r.reason, r.failure_class, r.times_seen]), [['content-conflict', 'permanent', 2], ['content-conflict', 'permanent', 1]]);
+        assert.deepEqual(
+          rows.map((r) => [r.reason, r.failure_class, r.times_seen]),
+          [
+            ['content-conflict', 'permanent', 2],
+            ['content-conflict', 'permanent', 1],
+          ],
+        );
         assert.ok(rows[0]!.last_seen_at.getTime() >= rows[0]!.quarantined_at.getTime());
       } finally {
         await env.stop(consumer);

@@ -4,15 +4,20 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
-import type amqp from 'amqplib';
 import pg from 'pg';
-import {
-  silentLogger,
-  startConsumer,
-} from '../../src/index.js';
+import { silentLogger, startConsumer } from '../../src/index.js';
 import { RampGate } from '../../src/inbox/ramp.js';
 import { withEnv, envelope, applyOrder, gate, collect } from '../support/consumer-env.js';
-import { describe, mock, test, DATABASE_URL, uniqueName, waitFor, connectionPidsNamed, closeConnection } from '../support/rig.js';
+import {
+  describe,
+  mock,
+  test,
+  DATABASE_URL,
+  uniqueName,
+  waitFor,
+  connectionPidsNamed,
+  closeConnection,
+} from '../support/rig.js';
 
 describe('consumer reconnect and ramp-up', () => {
   test('an unreachable broker reports errors and stop() does not wait out the reconnect backoff', async () => {
@@ -31,7 +36,10 @@ describe('consumer reconnect and ramp-up', () => {
     await waitFor(() => errors.length >= 2, 'two failed connection attempts');
     await consumer.stop();
     assert.equal(errors.length, 2, 'no further attempt: the long wait was cut short by stop(), not served');
-    assert.ok(errors.every((err) => /ECONNREFUSED/.test(`${(err as { code?: string }).code} ${err.message}`)), errors.map(String).join('; '));
+    assert.ok(
+      errors.every((err) => /ECONNREFUSED/.test(`${(err as { code?: string }).code} ${err.message}`)),
+      errors.map(String).join('; '),
+    );
   });
 
   test('reconnects after the broker closes its connection and keeps consuming', async () => {
@@ -73,6 +81,7 @@ describe('consumer reconnect and ramp-up', () => {
       let fakeNow = performance.now();
       mock.method(performance, 'now', () => fakeNow);
       let refusals = 0;
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- called with the gate as `this` below
       const take = RampGate.prototype.take;
       mock.method(RampGate.prototype, 'take', function (this: RampGate, wanted: number) {
         const answer = take.call(this, wanted);
@@ -80,7 +89,10 @@ describe('consumer reconnect and ramp-up', () => {
         return answer;
       });
       // A long step keeps the limit at its initial 40/s for the whole test.
-      const consumer = env.start({ handlers: { AmountAdded: applyOrder(env.schema) }, rampUp: { initialPerSecond: 40, stepMs: 60_000 } });
+      const consumer = env.start({
+        handlers: { AmountAdded: applyOrder(env.schema) },
+        rampUp: { initialPerSecond: 40, stepMs: 60_000 },
+      });
       const limits: (number | null)[] = [];
       let recoveredAt = 0;
       let appliedAtRecovery = 0;
@@ -105,17 +117,27 @@ describe('consumer reconnect and ramp-up', () => {
         // the count so far against the rate, then let 100 ms of fake time pass (4 more tokens).
         while (consumer.stats.applied < 81) {
           const seen = refusals;
-          await waitFor(() => refusals > seen || consumer.stats.applied === 81, 'the gate to refuse, or the backlog to be done', 30_000);
+          await waitFor(
+            () => refusals > seen || consumer.stats.applied === 81,
+            'the gate to refuse, or the backlog to be done',
+            30_000,
+          );
           const seconds = (fakeNow - recoveredAt) / 1000;
           const since = consumer.stats.applied - appliedAtRecovery;
-          assert.ok(since <= 4 + 40 * seconds, `${since} events after ${seconds.toFixed(2)} s of ramp time exceed 40/s with a burst of 4`);
+          assert.ok(
+            since <= 4 + 40 * seconds,
+            `${since} events after ${seconds.toFixed(2)} s of ramp time exceed 40/s with a burst of 4`,
+          );
           fakeNow += 100;
         }
         const seconds = (fakeNow - 100 - recoveredAt) / 1000;
         const afterRecovery = 81 - appliedAtRecovery;
         // A token bucket at 40/s with a burst of 4 takes at least (n - 4) / 40 seconds for n events.
         assert.ok(afterRecovery >= 60, `most of the backlog came after the reconnect (${afterRecovery})`);
-        assert.ok(seconds >= (afterRecovery - 4) / 40, `${afterRecovery} events in ${seconds.toFixed(2)} s exceed 40/s`);
+        assert.ok(
+          seconds >= (afterRecovery - 4) / 40,
+          `${afterRecovery} events in ${seconds.toFixed(2)} s exceed 40/s`,
+        );
       } finally {
         mock.restoreAll();
         await env.stop(consumer);
@@ -134,7 +156,10 @@ describe('consumer reconnect and ramp-up', () => {
         await consumer.ready();
         await env.publish(envelope('E1', 'o1', 1));
         await waitFor(() => consumer.stats.applied === 1, 'the first event');
-        const killed = await env.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [app]);
+        const killed = await env.pool.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+          [app],
+        );
         assert.ok((killed.rowCount ?? 0) >= 1, 'the consumer had a backend to terminate');
         await waitFor(() => poolErrors.length >= 1, 'the pool to notice the dead connection');
 
@@ -176,7 +201,10 @@ describe('consumer reconnect and ramp-up', () => {
         await consumer.ready();
         await env.publish(envelope('E1', 'o1', 1, { delta: 2 }));
         await entered.promise;
-        const killed = await env.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, [app]);
+        const killed = await env.pool.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'`,
+          [app],
+        );
         assert.equal(killed.rowCount, 1, "the consumer's open transaction was terminated");
         release.open();
 

@@ -4,14 +4,17 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
+import { ATTEMPT_HEADER, PermanentError, TransientError } from '../../src/index.js';
 import {
-  ATTEMPT_HEADER,
-  PermanentError,
-  TransientError,
-  withTransaction,
-} from '../../src/index.js';
-import { withEnv, envelope, applyOrder, collect, quarantineRows, capturingLogger, SECRET } from '../support/consumer-env.js';
-import { describe, test, waitFor, settle } from '../support/rig.js';
+  withEnv,
+  envelope,
+  applyOrder,
+  collect,
+  quarantineRows,
+  capturingLogger,
+  SECRET,
+} from '../support/consumer-env.js';
+import { describe, test, waitFor } from '../support/rig.js';
 
 describe('consumer retries', () => {
   test('a handler that always fails is retried through <queue>.retry and quarantined after maxAttempts', async () => {
@@ -22,7 +25,10 @@ describe('consumer retries', () => {
         handlers: {
           AmountAdded: async (event, { tx, attempt }) => {
             attempts.push(attempt);
-            await tx.query(`INSERT INTO "${env.schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, 1)`, [event.eventId, event.aggregateId]);
+            await tx.query(`INSERT INTO "${env.schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, 1)`, [
+              event.eventId,
+              event.aggregateId,
+            ]);
             throw new Error('downstream rejected the order');
           },
         },
@@ -35,7 +41,13 @@ describe('consumer retries', () => {
 
         assert.deepEqual(attempts, [1, 2, 3], 'the handler ran exactly maxAttempts times with growing attempt numbers');
         assert.deepEqual(
-          settled.map((s) => (s.action === 'retry' ? `retry:${s.attempt}:${s.reason}` : s.outcome === 'quarantined' ? `quarantined:${s.reason}` : s.outcome)),
+          settled.map((s) =>
+            s.action === 'retry'
+              ? `retry:${s.attempt}:${s.reason}`
+              : s.outcome === 'quarantined'
+                ? `quarantined:${s.reason}`
+                : s.outcome,
+          ),
           ['retry:1:handler-error', 'retry:2:handler-error', 'quarantined:handler-failed'],
         );
         assert.equal(consumer.stats.retried, 2);
@@ -45,7 +57,10 @@ describe('consumer retries', () => {
         const [row, ...more] = await quarantineRows(env);
         assert.equal(more.length, 0);
         assert.equal(row!.reason, 'handler-failed');
-        assert.deepEqual([row!.failure_class, row!.attempts, row!.event_type, row!.schema_version, row!.times_seen], ['exhausted', 3, 'AmountAdded', 1, 1]);
+        assert.deepEqual(
+          [row!.failure_class, row!.attempts, row!.event_type, row!.schema_version, row!.times_seen],
+          ['exhausted', 3, 'AmountAdded', 1, 1],
+        );
         assert.equal(row!.event_id, 'E1');
         assert.match(row!.detail, /after 3 attempts/);
         assert.match(row!.detail, /downstream rejected the order/);
@@ -53,11 +68,18 @@ describe('consumer retries', () => {
         const headers = row!.properties.headers ?? {};
         assert.equal(headers[ATTEMPT_HEADER], 2, 'the third delivery carried the attempt counter of the second');
         const deaths = headers['x-death'] as { queue: string; reason: string }[] | undefined;
-        assert.ok(Array.isArray(deaths) && deaths.some((d) => d.queue === env.retryQueue && d.reason === 'expired'), JSON.stringify(deaths));
+        assert.ok(
+          Array.isArray(deaths) && deaths.some((d) => d.queue === env.retryQueue && d.reason === 'expired'),
+          JSON.stringify(deaths),
+        );
         assert.equal(row!.properties.messageId, 'E1', 'the copy kept the messageId');
         // After the first trip the delivery's routing key is the queue name (dead-lettered via the default
         // exchange); the header must keep the routing key the event was first published with.
-        assert.equal(headers['x-converge-original-routing-key'], 'order.AmountAdded', 'original routing key survives a second retry');
+        assert.equal(
+          headers['x-converge-original-routing-key'],
+          'order.AmountAdded',
+          'original routing key survives a second retry',
+        );
       } finally {
         await env.stop(consumer);
       }
@@ -75,7 +97,8 @@ describe('consumer retries', () => {
           AmountAdded: async (event, ctx) => {
             attempts.push(ctx.attempt);
             await apply(event, ctx);
-            if (attempts.length === 1) throw Object.assign(new Error('could not serialize access due to concurrent update'), { code: '40001' });
+            if (attempts.length === 1)
+              throw Object.assign(new Error('could not serialize access due to concurrent update'), { code: '40001' });
           },
         },
       });
@@ -89,7 +112,11 @@ describe('consumer retries', () => {
         assert.deepEqual(attempts, [1, 1], 'same delivery, transaction run twice');
         assert.equal(consumer.stats.retried, 0, 'no trip through the retry queue');
         assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 1);
-        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.applied`), 1, 'the first run rolled back completely');
+        assert.equal(
+          await env.count(`SELECT count(*) AS n FROM $schema.applied`),
+          1,
+          'the first run rolled back completely',
+        );
         assert.equal(await env.count(`SELECT version AS n FROM $schema.projection_state WHERE aggregate_id = 'o1'`), 1);
       } finally {
         await env.stop(consumer);
@@ -117,16 +144,33 @@ describe('consumer retries', () => {
         await consumer.ready();
         await env.publish(envelope('P1', 'closed', 1));
         await env.publish(envelope('T1', 'o1', 1));
-        await waitFor(() => consumer.stats.applied === 1 && consumer.stats.quarantined === 1, 'P1 quarantined and T1 applied');
+        await waitFor(
+          () => consumer.stats.applied === 1 && consumer.stats.quarantined === 1,
+          'P1 quarantined and T1 applied',
+        );
         const forP1 = settled.filter((s) => s.eventId === 'P1');
-        assert.deepEqual(forP1.map((s) => (s.action === 'ack' && s.outcome === 'quarantined' ? s.reason : s.action)), ['handler-permanent'], 'no retry at all');
-        const forT1 = settled.filter((s) => s.eventId === 'T1').map((s) => (s.action === 'retry' ? s.reason : s.action === 'ack' ? s.outcome : ''));
-        assert.deepEqual(forT1, ['handler-transient', 'handler-transient', 'handler-transient', 'handler-transient', 'applied'], 'four waits, more than maxAttempts 2');
+        assert.deepEqual(
+          forP1.map((s) => (s.action === 'ack' && s.outcome === 'quarantined' ? s.reason : s.action)),
+          ['handler-permanent'],
+          'no retry at all',
+        );
+        const forT1 = settled
+          .filter((s) => s.eventId === 'T1')
+          .map((s) => (s.action === 'retry' ? s.reason : s.action === 'ack' ? s.outcome : ''));
+        assert.deepEqual(
+          forT1,
+          ['handler-transient', 'handler-transient', 'handler-transient', 'handler-transient', 'applied'],
+          'four waits, more than maxAttempts 2',
+        );
         const [row] = await quarantineRows(env);
         assert.equal(row!.reason, 'handler-permanent');
         assert.match(row!.detail, /order closed/, "the handler's message is kept for a person in the quarantine row");
-        for (const record of logger.records) assert.ok(!record.includes(SECRET), `log line leaks the handler's message: ${record}`);
-        assert.ok(logger.records.some((r) => r.includes('CONVERGE_TRANSIENT')), 'the retries are logged by code');
+        for (const record of logger.records)
+          assert.ok(!record.includes(SECRET), `log line leaks the handler's message: ${record}`);
+        assert.ok(
+          logger.records.some((r) => r.includes('CONVERGE_TRANSIENT')),
+          'the retries are logged by code',
+        );
       } finally {
         await env.stop(consumer);
       }
@@ -168,15 +212,25 @@ describe('consumer retries', () => {
 
   test('without the reorder buffer a version gap sends the later event through the retry queue; with prefetch 1 both still apply in order', async () => {
     await withEnv(async (env) => {
-      const consumer = env.start({ prefetch: 1, reorderBuffer: false, handlers: { AmountAdded: applyOrder(env.schema) } });
+      const consumer = env.start({
+        prefetch: 1,
+        reorderBuffer: false,
+        handlers: { AmountAdded: applyOrder(env.schema) },
+      });
       const settled = collect(consumer);
       try {
         await consumer.ready();
         await env.publish(envelope('E2', 'o1', 2, { delta: 20 }));
         await env.publish(envelope('E1', 'o1', 1, { delta: 10 }));
         await waitFor(() => consumer.stats.applied === 2, 'both events to apply');
-        const { rows } = await env.pool.query<{ event_id: string }>(`SELECT event_id FROM "${env.schema}".applied ORDER BY seq`);
-        assert.deepEqual(rows.map((r) => r.event_id), ['E1', 'E2'], 'applied in version order');
+        const { rows } = await env.pool.query<{ event_id: string }>(
+          `SELECT event_id FROM "${env.schema}".applied ORDER BY seq`,
+        );
+        assert.deepEqual(
+          rows.map((r) => r.event_id),
+          ['E1', 'E2'],
+          'applied in version order',
+        );
         assert.ok(
           settled.some((s) => s.action === 'retry' && s.eventId === 'E2' && s.reason === 'version-gap'),
           'E2 waited as a version gap',

@@ -31,12 +31,21 @@ function runFixture(keep: boolean): Promise<FixtureRun> {
   delete env.NODE_TEST_CONTEXT; // run as a top-level test file, not as part of this one
   if (keep) env.CONVERGE_KEEP_FAILED = '1';
   return new Promise((resolve, reject) => {
-    const child = execFile(process.execPath, ['--import', 'tsx', '--test-reporter=tap', FIXTURE], { env, timeout: 110_000 }, (err, stdout, stderr) => {
-      const output = `${stdout}\n${stderr}`;
-      const line = /FIXTURE-NAMES (\{.*\})/.exec(output);
-      if (!line) return reject(new Error(`the fixture printed no names: ${output}`));
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output, names: JSON.parse(line[1]!) });
-    });
+    const child = execFile(
+      process.execPath,
+      ['--import', 'tsx', '--test-reporter=tap', FIXTURE],
+      { env, timeout: 110_000 },
+      (err, stdout, stderr) => {
+        const output = `${stdout}\n${stderr}`;
+        const line = /FIXTURE-NAMES (\{.*\})/.exec(output);
+        if (!line) return reject(new Error(`the fixture printed no names: ${output}`));
+        resolve({
+          code: err ? ((err as { code?: number }).code ?? 1) : 0,
+          output,
+          names: JSON.parse(line[1]!) as FixtureRun['names'],
+        });
+      },
+    );
     child.stdin?.end();
   });
 }
@@ -45,7 +54,10 @@ async function leftOver(names: FixtureRun['names']): Promise<{ schemas: string[]
   const pool = await connectPostgres(1);
   const connection = await connectRabbit();
   try {
-    return { schemas: await existingSchemas(pool, [names.schema]), broker: await existingBrokerObjects(connection, [names.exchange, names.queue]) };
+    return {
+      schemas: await existingSchemas(pool, [names.schema]),
+      broker: await existingBrokerObjects(connection, [names.exchange, names.queue]),
+    };
   } finally {
     await connection.close();
     await pool.end();
@@ -66,11 +78,23 @@ describe('test rig', () => {
     try {
       assert.notEqual(run.code, 0, 'the fixture test fails');
       const { schema, exchange, queue } = run.names;
-      assert.match(run.output, new RegExp(`CONVERGE_KEEP_FAILED: "fails after making a schema, an exchange and a queue" failed; kept .*schema ${schema}`));
+      assert.match(
+        run.output,
+        new RegExp(
+          `CONVERGE_KEEP_FAILED: "fails after making a schema, an exchange and a queue" failed; kept .*schema ${schema}`,
+        ),
+      );
       assert.match(run.output, new RegExp(`queue ${queue.replaceAll('.', '\\.')}`));
       assert.match(run.output, new RegExp(`exchange ${exchange.replaceAll('.', '\\.')}`));
-      assert.doesNotMatch(run.output, /every (schema|queue and exchange) this file created/, 'the leak check does not count kept objects');
-      assert.deepEqual(await leftOver(run.names), { schemas: [schema], broker: [`exchange ${exchange}`, `queue ${queue}`] });
+      assert.doesNotMatch(
+        run.output,
+        /every (schema|queue and exchange) this file created/,
+        'the leak check does not count kept objects',
+      );
+      assert.deepEqual(await leftOver(run.names), {
+        schemas: [schema],
+        broker: [`exchange ${exchange}`, `queue ${queue}`],
+      });
     } finally {
       const pool = await connectPostgres(1);
       const connection = await connectRabbit();

@@ -5,7 +5,12 @@ import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../.
 const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 /** An incremental `order` event (AmountAdded, payload { delta: 1 } unless overridden). */
-export function orderEvent(eventId: string, aggregateId = 'o1', version = 1, overrides: Partial<EventEnvelope> = {}): EventEnvelope {
+export function orderEvent(
+  eventId: string,
+  aggregateId = 'o1',
+  version = 1,
+  overrides: Partial<EventEnvelope> = {},
+): EventEnvelope {
   return {
     eventId,
     aggregateType: 'order',
@@ -21,7 +26,10 @@ export function orderEvent(eventId: string, aggregateId = 'o1', version = 1, ove
 }
 
 /** A delivery as the consumer sees it from the broker, encoded as the relay would publish `event`. */
-export function deliveryOf(event: EventEnvelope, fields: { exchange?: string; routingKey?: string; redelivered?: boolean } = {}) {
+export function deliveryOf(
+  event: EventEnvelope,
+  fields: { exchange?: string; routingKey?: string; redelivered?: boolean } = {},
+) {
   return {
     content: encodeMessage(event, routingKey).content,
     fields: { exchange: 'x', routingKey: 'order.AmountAdded', ...fields },

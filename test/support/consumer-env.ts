@@ -20,7 +20,15 @@ import {
   type Settlement,
 } from '../../src/index.js';
 import { orderEvent } from './builders.js';
-import { KEEP_FAILED, connectRabbit, createTestSchema, dropBrokerNames, uniqueName, withChannel, type TestDatabase } from './rig.js';
+import {
+  KEEP_FAILED,
+  connectRabbit,
+  createTestSchema,
+  dropBrokerNames,
+  uniqueName,
+  withChannel,
+  type TestDatabase,
+} from './rig.js';
 
 export const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 export const BACKOFF = { initialDelayMs: 20, maxDelayMs: 100 };
@@ -65,7 +73,9 @@ export async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
   const queue = uniqueName('cvc.q');
   const consumers = new Set<Consumer>();
   const q = `"${db.schema}"`;
-  await db.pool.query(`CREATE TABLE ${q}.applied (seq bigserial PRIMARY KEY, event_id text NOT NULL, aggregate_id text NOT NULL, amount integer NOT NULL)`);
+  await db.pool.query(
+    `CREATE TABLE ${q}.applied (seq bigserial PRIMARY KEY, event_id text NOT NULL, aggregate_id text NOT NULL, amount integer NOT NULL)`,
+  );
   // The tests publish before or while the consumer declares; declaring the same durable topic exchange is idempotent.
   await channel.assertExchange(exchange, 'topic', { durable: true });
 
@@ -132,7 +142,13 @@ export async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
 }
 
 /** An incremental order event with a `delta` payload, as most consumer tests publish. */
-export function envelope(eventId: string, aggregateId: string, version: number, payload: unknown = { delta: 1 }, eventType = 'AmountAdded'): EventEnvelope {
+export function envelope(
+  eventId: string,
+  aggregateId: string,
+  version: number,
+  payload: unknown = { delta: 1 },
+  eventType = 'AmountAdded',
+): EventEnvelope {
   return orderEvent(eventId, aggregateId, version, { payload, eventType });
 }
 

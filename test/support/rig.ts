@@ -9,7 +9,13 @@
  *   exchange (kept ones aside), no open pool or broker connection, no extra timer.
  */
 import assert from 'node:assert/strict';
-import { after as nodeAfter, describe as nodeDescribe, it as nodeIt, test as nodeTest, type TestContext } from 'node:test';
+import {
+  after as nodeAfter,
+  describe as nodeDescribe,
+  it as nodeIt,
+  test as nodeTest,
+  type TestContext,
+} from 'node:test';
 import type amqp from 'amqplib';
 import amqplib from 'amqplib';
 import pg from 'pg';
@@ -69,8 +75,13 @@ async function drop(scope: Scope): Promise<void> {
 async function keep(scope: Scope, label: string): Promise<void> {
   for (const name of scope.names) kept.add(name);
   const names = [...scope.names];
-  const left = [...(await existingSchemas(admin(), names)).map((s) => `schema ${s}`), ...(await existingBrokerObjects(await broker(), names))];
-  process.stderr.write(`CONVERGE_KEEP_FAILED: "${label}" failed; kept ${left.length ? left.join(', ') : 'nothing (it created no schema, queue or exchange)'}\n`);
+  const left = [
+    ...(await existingSchemas(admin(), names)).map((s) => `schema ${s}`),
+    ...(await existingBrokerObjects(await broker(), names)),
+  ];
+  process.stderr.write(
+    `CONVERGE_KEEP_FAILED: "${label}" failed; kept ${left.length ? left.join(', ') : 'nothing (it created no schema, queue or exchange)'}\n`,
+  );
 }
 
 /** Runs a test body in its own scope; drops what it made, or keeps it when it failed and KEEP_FAILED is set. */
@@ -161,7 +172,11 @@ async function checkLeaks(): Promise<void> {
     assert.deepEqual(leftSchemas, [], 'every schema this file created is dropped');
     assert.deepEqual(leftBroker, [], 'every queue and exchange this file created is deleted');
     assert.equal(openPools.length, 0, `every pool opened through the rig is ended (${openPools.length} left open)`);
-    assert.equal(openConnections.length, 0, `every broker connection opened through the rig is closed (${openConnections.length} left open)`);
+    assert.equal(
+      openConnections.length,
+      0,
+      `every broker connection opened through the rig is closed (${openConnections.length} left open)`,
+    );
   } finally {
     await adminPool?.end().catch(() => undefined);
     await adminBroker?.close().catch(() => undefined);
@@ -169,7 +184,10 @@ async function checkLeaks(): Promise<void> {
   // A timer about to fire is not a leak; one still pending after this wait is.
   const deadline = Date.now() + 5_000;
   while (timers() > timersAtStart && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
-  assert.ok(timers() <= timersAtStart, `no timer left behind: ${timers()} Timeout(s) active, ${timersAtStart} at the start of the file`);
+  assert.ok(
+    timers() <= timersAtStart,
+    `no timer left behind: ${timers()} Timeout(s) active, ${timersAtStart} at the start of the file`,
+  );
 }
 
 const closed = new WeakSet<amqp.ChannelModel>();
@@ -221,7 +239,9 @@ export async function waitFor<T>(
       lastError = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${description}${lastError ? ` (last error: ${(lastError as Error).message})` : ''}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${description}${lastError ? ` (last error: ${(lastError as Error).message})` : ''}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -242,7 +262,10 @@ export async function backendPid(client: pg.PoolClient): Promise<number> {
 
 /** True once `pid` is waiting on a heavyweight lock (row/transaction lock), seen both ways. */
 export async function isBlockedOnLock(pool: pg.Pool, pid: number): Promise<boolean> {
-  const activity = await pool.query<{ wait_event_type: string | null }>(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [pid]);
+  const activity = await pool.query<{ wait_event_type: string | null }>(
+    `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`,
+    [pid],
+  );
   if (activity.rows[0]?.wait_event_type !== 'Lock') return false;
   const locks = await pool.query(`SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted`, [pid]);
   return (locks.rowCount ?? 0) > 0;

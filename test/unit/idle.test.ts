@@ -8,7 +8,10 @@ import { Idle } from '../../src/runtime/sleep.js';
  * with no reference to the wall clock.
  */
 function state(promise: Promise<unknown>): Promise<'settled' | 'pending'> {
-  return Promise.race([promise.then(() => 'settled' as const), new Promise<'pending'>((resolve) => setImmediate(() => resolve('pending')))]);
+  return Promise.race([
+    promise.then(() => 'settled' as const),
+    new Promise<'pending'>((resolve) => setImmediate(() => resolve('pending'))),
+  ]);
 }
 
 describe('Idle', () => {
