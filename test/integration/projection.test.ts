@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import type pg from 'pg';
 import {
   InvalidIdentifierError,
   StaleVersionError,
@@ -9,56 +8,32 @@ import {
   applySnapshot,
   readProjectionState,
   withTransaction,
-  type Executor,
-  type ProjectionState,
   type ProjectionTarget,
   type SnapshotTarget,
 } from '../../src/index.js';
-import { describe, it, type TestDatabase, backendPid, connectPostgres, createTestSchema, isBlockedOnLock, settle, waitFor } from '../support/rig.js';
-
-const PROJECTION = 'order_search';
-const AGGREGATE_TYPE = 'order';
+import { AGGREGATE_TYPE, PROJECTION, withReadModel, type ReadModel } from '../support/read-model.js';
+import { describe, it, backendPid, isBlockedOnLock, settle, waitFor } from '../support/rig.js';
 
 
-interface Fixture {
-  db: TestDatabase;
-  pool: pg.Pool;
-  schema: string;
-  /** Fully qualified read model table. */
-  readModel: string;
+
+interface Fixture extends ReadModel {
   /** Fully qualified stand-in for the inbox row written in the same consumer transaction. */
   marker: string;
-  /** Labels of every `apply` callback that actually ran, in order. */
-  calls: string[];
   target(aggregateId: string, version: number): ProjectionTarget;
   snapshot(aggregateId: string, version: number, deleted?: boolean): SnapshotTarget;
-  /** An incremental `apply`: adds `amount` to the read model row on the given transaction. */
-  addAmount(tx: Executor, aggregateId: string, amount: number, label: string): () => Promise<void>;
-  /** A snapshot `apply`: replaces the read model row on the given transaction. */
-  replace(tx: Executor, aggregateId: string, amount: number, deleted: boolean, label: string): () => Promise<void>;
-  state(aggregateId: string): Promise<ProjectionState | null>;
   rawState(aggregateId: string): Promise<{ version: string; baseline_version: string | null; deleted: boolean } | undefined>;
-  row(aggregateId: string): Promise<{ id: string; amount: number; deleted: boolean } | undefined>;
   markers(): Promise<string[]>;
 }
 
-/** Each test gets its own migrated schema with a read model table; the schema is dropped afterwards. */
+/** Each test gets the shared read model plus a marker table standing in for the inbox. */
 async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
-  const db = await createTestSchema('cvt_proj');
-  try {
-    const schema = db.schema;
-    const readModel = `"${schema}".order_projection`;
+  await withReadModel('cvt_proj', async (model) => {
+    const { schema, pool } = model;
     const marker = `"${schema}".consumed_marker`;
-    await db.pool.query(`CREATE TABLE ${readModel} (id text PRIMARY KEY, amount int NOT NULL, deleted boolean NOT NULL DEFAULT false)`);
-    await db.pool.query(`CREATE TABLE ${marker} (event_id text PRIMARY KEY)`);
-    const calls: string[] = [];
-    const fixture: Fixture = {
-      db,
-      pool: db.pool,
-      schema,
-      readModel,
+    await pool.query(`CREATE TABLE ${marker} (event_id text PRIMARY KEY)`);
+    await work({
+      ...model,
       marker,
-      calls,
       target: (aggregateId, version) => ({
         projection: PROJECTION,
         schema,
@@ -70,44 +45,20 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
         event: { aggregateType: AGGREGATE_TYPE, aggregateId, aggregateVersion: version },
         ...(deleted === undefined ? {} : { deleted }),
       }),
-      addAmount: (tx, aggregateId, amount, label) => async () => {
-        calls.push(label);
-        await tx.query(
-          `INSERT INTO ${readModel} (id, amount, deleted) VALUES ($1, $2, false)
-           ON CONFLICT (id) DO UPDATE SET amount = ${readModel}.amount + EXCLUDED.amount`,
-          [aggregateId, amount],
-        );
-      },
-      replace: (tx, aggregateId, amount, deleted, label) => async () => {
-        calls.push(label);
-        await tx.query(
-          `INSERT INTO ${readModel} (id, amount, deleted) VALUES ($1, $2, $3)
-           ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount, deleted = EXCLUDED.deleted`,
-          [aggregateId, amount, deleted],
-        );
-      },
-      state: (aggregateId) => readProjectionState(db.pool, { schema, projection: PROJECTION, aggregateType: AGGREGATE_TYPE, aggregateId }),
       rawState: async (aggregateId) => {
-        const { rows } = await db.pool.query(
+        const { rows } = await pool.query<{ version: string; baseline_version: string | null; deleted: boolean }>(
           `SELECT version, baseline_version, deleted FROM "${schema}".projection_state
             WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
           [PROJECTION, AGGREGATE_TYPE, aggregateId],
         );
         return rows[0];
       },
-      row: async (aggregateId) => {
-        const { rows } = await db.pool.query(`SELECT id, amount, deleted FROM ${readModel} WHERE id = $1`, [aggregateId]);
-        return rows[0];
-      },
       markers: async () => {
-        const { rows } = await db.pool.query<{ event_id: string }>(`SELECT event_id FROM ${marker} ORDER BY event_id`);
+        const { rows } = await pool.query<{ event_id: string }>(`SELECT event_id FROM ${marker} ORDER BY event_id`);
         return rows.map((r) => r.event_id);
       },
-    };
-    await work(fixture);
-  } finally {
-    await db.close();
-  }
+    });
+  });
 }
 
 /** One consumer transaction: the inbox stand-in row and the projection move together or not at all. */

@@ -3,72 +3,34 @@ import type pg from 'pg';
 import {
   InvalidIdentifierError,
   applyIncrement,
-  readProjectionState,
   repairFromSnapshot,
   withTransaction,
-  type Executor,
-  type ProjectionState,
   type RepairResult,
   type TrustedSnapshot,
 } from '../../src/index.js';
-import { describe, it, type TestDatabase, backendPid, connectPostgres, createTestSchema, isBlockedOnLock, settle, waitFor } from '../support/rig.js';
-
-const PROJECTION = 'order_search';
-const AGGREGATE_TYPE = 'order';
+import { AGGREGATE_TYPE, PROJECTION, withReadModel, type ReadModel } from '../support/read-model.js';
+import { describe, it, backendPid, isBlockedOnLock, settle, waitFor } from '../support/rig.js';
 
 
-interface Fixture {
-  db: TestDatabase;
-  pool: pg.Pool;
-  schema: string;
-  /** Labels of every `apply` callback that actually ran, in order. */
-  calls: string[];
+
+interface Fixture extends ReadModel {
   /** One consumer transaction applying an incremental event that adds `amount` to the read model. */
   increment(aggregateId: string, version: number, amount: number, label?: string): Promise<unknown>;
   /** One reconciler transaction repairing from a trusted snapshot that holds `amount`. */
   repair(snapshot: Partial<TrustedSnapshot> & Pick<TrustedSnapshot, 'aggregateId' | 'sourceVersion' | 'observedVersion'>, amount: number, label: string): Promise<RepairResult>;
   snapshot(partial: Partial<TrustedSnapshot> & Pick<TrustedSnapshot, 'aggregateId' | 'sourceVersion' | 'observedVersion'>): TrustedSnapshot;
-  addAmount(tx: Executor, aggregateId: string, amount: number, label: string): () => Promise<void>;
-  replace(tx: Executor, aggregateId: string, amount: number, deleted: boolean, label: string): () => Promise<void>;
-  state(aggregateId: string): Promise<ProjectionState | null>;
-  row(aggregateId: string): Promise<{ id: string; amount: number; deleted: boolean } | undefined>;
 }
 
-/** Each test gets its own migrated schema with a read model table; the schema is dropped afterwards. */
+/** Each test gets the shared read model, with increment and repair transactions on it. */
 async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
-  const db = await createTestSchema('cvt_repair');
-  try {
-    const schema = db.schema;
-    const readModel = `"${schema}".order_projection`;
-    await db.pool.query(`CREATE TABLE ${readModel} (id text PRIMARY KEY, amount int NOT NULL, deleted boolean NOT NULL DEFAULT false)`);
-    const calls: string[] = [];
-    const addAmount: Fixture['addAmount'] = (tx, aggregateId, amount, label) => async () => {
-      calls.push(label);
-      await tx.query(
-        `INSERT INTO ${readModel} (id, amount, deleted) VALUES ($1, $2, false)
-         ON CONFLICT (id) DO UPDATE SET amount = ${readModel}.amount + EXCLUDED.amount`,
-        [aggregateId, amount],
-      );
-    };
-    const replace: Fixture['replace'] = (tx, aggregateId, amount, deleted, label) => async () => {
-      calls.push(label);
-      await tx.query(
-        `INSERT INTO ${readModel} (id, amount, deleted) VALUES ($1, $2, $3)
-         ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount, deleted = EXCLUDED.deleted`,
-        [aggregateId, amount, deleted],
-      );
-    };
+  await withReadModel('cvt_repair', async (model) => {
+    const { schema, pool, addAmount, replace } = model;
     const snapshot: Fixture['snapshot'] = (partial) => ({ projection: PROJECTION, aggregateType: AGGREGATE_TYPE, schema, ...partial });
-    const fixture: Fixture = {
-      db,
-      pool: db.pool,
-      schema,
-      calls,
-      addAmount,
-      replace,
+    await work({
+      ...model,
       snapshot,
       increment: (aggregateId, version, amount, label = `v${version}`) =>
-        withTransaction(db.pool, (client) =>
+        withTransaction(pool, (client) =>
           applyIncrement(
             client,
             { projection: PROJECTION, schema, event: { aggregateType: AGGREGATE_TYPE, aggregateId, aggregateVersion: version } },
@@ -76,20 +38,12 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
           ),
         ),
       repair: (partial, amount, label) =>
-        withTransaction(db.pool, (client) => {
+        withTransaction(pool, (client) => {
           const snap = snapshot(partial);
           return repairFromSnapshot(client, snap, replace(client, snap.aggregateId, amount, snap.deleted ?? false, label));
         }),
-      state: (aggregateId) => readProjectionState(db.pool, { schema, projection: PROJECTION, aggregateType: AGGREGATE_TYPE, aggregateId }),
-      row: async (aggregateId) => {
-        const { rows } = await db.pool.query(`SELECT id, amount, deleted FROM ${readModel} WHERE id = $1`, [aggregateId]);
-        return rows[0];
-      },
-    };
-    await work(fixture);
-  } finally {
-    await db.close();
-  }
+    });
+  });
 }
 
 /** Brings aggregate `o1` to version 2 through incremental events: amount 10 then +20. */
