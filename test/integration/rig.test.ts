@@ -18,6 +18,7 @@ import {
 } from '../support/rig.js';
 
 const FIXTURE = fileURLToPath(new URL('../support/fixtures/failing.fixture.ts', import.meta.url));
+const LEAKY_FIXTURE = fileURLToPath(new URL('../support/fixtures/leaky.fixture.ts', import.meta.url));
 
 interface FixtureRun {
   code: number | null;
@@ -103,5 +104,21 @@ describe('test rig', () => {
       await connection.close();
       await pool.end();
     }
+  });
+  it('fails the file when a test leaves a pool open or a timer pending', async () => {
+    const env = { ...process.env };
+    delete env.NODE_TEST_CONTEXT;
+    const output = await new Promise<{ code: number; text: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', '--test-reporter=tap', LEAKY_FIXTURE],
+        { env, timeout: 110_000 },
+        (err, stdout, stderr) => resolve({ code: err ? 1 : 0, text: `${stdout}\n${stderr}` }),
+      );
+    });
+    assert.equal(output.code, 1, 'the file fails although its only test passed');
+    assert.match(output.text, /ok 1 - passes, but leaves a pool open and a timer pending/);
+    assert.match(output.text, /1 pool\(s\) opened through the rig were not ended/);
+    assert.match(output.text, /1 timer\(s\) left behind/);
   });
 });
