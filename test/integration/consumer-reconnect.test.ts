@@ -4,7 +4,6 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
-import pg from 'pg';
 import { silentLogger, startConsumer } from '../../src/index.js';
 import { RampGate } from '../../src/inbox/ramp.js';
 import { withEnv, envelope, applyOrder, gate, collect } from '../support/consumer-env.js';
@@ -17,6 +16,7 @@ import {
   waitFor,
   connectionPidsNamed,
   closeConnection,
+  connectPostgres,
 } from '../support/rig.js';
 
 describe('consumer reconnect and ramp-up', () => {
@@ -148,7 +148,7 @@ describe('consumer reconnect and ramp-up', () => {
   test('terminated idle database connections do not lose the next delivery', async () => {
     await withEnv(async (env) => {
       const app = uniqueName('cvc_pg');
-      const pool = new pg.Pool({ connectionString: DATABASE_URL, application_name: app, max: 3 });
+      const pool = await connectPostgres(3, { application_name: app });
       const poolErrors: Error[] = [];
       pool.on('error', (err) => poolErrors.push(err));
       const consumer = env.start({ pool, handlers: { AmountAdded: applyOrder(env.schema) } });
@@ -177,7 +177,7 @@ describe('consumer reconnect and ramp-up', () => {
   test('a database connection terminated mid-transaction leads to a retry, never a crash or a loss', async () => {
     await withEnv(async (env) => {
       const app = uniqueName('cvc_pg');
-      const pool = new pg.Pool({ connectionString: DATABASE_URL, application_name: app, max: 3 });
+      const pool = await connectPostgres(3, { application_name: app });
       pool.on('error', () => undefined);
       const entered = gate();
       const release = gate();

@@ -86,11 +86,7 @@ after(async () => {
 describe('migrate', () => {
   it('lets concurrent migrators from many connections and processes race on a fresh schema; exactly one applies', async () => {
     const schema = freshSchema('cvt_mig_race');
-    const pools = Array.from({ length: 10 }, () => {
-      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
-      pool.on('error', () => undefined);
-      return pool;
-    });
+    const pools = await Promise.all(Array.from({ length: 10 }, () => connectPostgres(1)));
     // Holding migrate's advisory lock first makes every migrator queue behind it, so they
     // are provably all in flight together when it is released rather than racing by luck.
     const gate = await admin.connect();
@@ -228,7 +224,7 @@ describe('migrate', () => {
 
   it('releases its connection after a failure, so the pool stays usable', async () => {
     const schema = freshSchema('cvt_mig_fail');
-    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+    const pool = await connectPostgres(1);
     try {
       await migrate({ pool, schema });
       await pool.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'future')`, [LATEST_MIGRATION + 5]);

@@ -16,7 +16,7 @@ import {
   type RelayOptions,
 } from '../../src/index.js';
 import { relaySql } from '../../src/relay/sql.js';
-import { describe, it, AMQP_URL, DATABASE_URL, type TestDatabase, connectRabbit, createTestSchema, uniqueName, waitFor, settle, KEEP_FAILED, dropBrokerNames, connectionPids, closeConnection } from '../support/rig.js';
+import { describe, it, AMQP_URL, DATABASE_URL, type TestDatabase, connectRabbit, createTestSchema, uniqueName, waitFor, settle, KEEP_FAILED, dropBrokerNames, connectionPids, closeConnection, connectPostgres } from '../support/rig.js';
 
 
 interface OutboxRow {
@@ -555,7 +555,7 @@ describe('relay', () => {
     await withRig(async (rig) => {
       const queue = await rig.queue('#');
       const applicationName = uniqueName('cvt_relay_app');
-      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2, application_name: applicationName });
+      const pool = await connectPostgres(2, { application_name: applicationName });
       pool.on('error', () => undefined);
       rig.pools.push(pool);
       const relayId = uniqueName('relay_reconnect');
@@ -659,7 +659,7 @@ describe('relay', () => {
 
   it('stop() does not wait out the poll interval when called during a cycle that claims nothing', async () => {
     await withRig(async (rig) => {
-      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+      const pool = await connectPostgres(2);
       pool.on('error', () => undefined);
       rig.pools.push(pool);
       type Statement = string | pg.QueryConfig;
