@@ -47,7 +47,7 @@ export async function createHistorySchema(ctx: BenchContext, rows: number, timeo
   const schema = unique('bench_hist');
   const s = quoteIdentifier(schema);
   ctx.cleanup.add(`drop schema ${schema}`, () => ctx.pool.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`));
-  await migrate({ pool: ctx.pool, schema });
+  await migrate(ctx.pool, { schema });
   await createReadTable(ctx.pool, schema);
   const started = performance.now();
   const seed = Promise.all([

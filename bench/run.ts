@@ -341,7 +341,7 @@ async function main(): Promise<number> {
   const ctx: BenchContext = { pool, broker, schema, cleanup };
   cleanup.add(`drop schema ${schema}`, () => pool.query(`DROP SCHEMA IF EXISTS ${quoteIdentifier(schema)} CASCADE`));
   try {
-    await migrate({ pool, schema });
+    await migrate(pool, { schema });
     await createReadTable(pool, schema);
     await createNaiveTables(ctx);
     await measureAll(ctx);

@@ -113,7 +113,7 @@ function reviveInBackground(): void {
 // ---- setup and producers ----
 
 async function setup(): Promise<void> {
-  await migrate({ pool, schema });
+  await migrate(pool, { schema });
   await pool.query(`CREATE TABLE ${q}.chaos_source (id text PRIMARY KEY, version bigint NOT NULL DEFAULT 0, total bigint NOT NULL DEFAULT 0)`);
   await pool.query(`CREATE TABLE ${q}.chaos_projection (id text PRIMARY KEY, total bigint NOT NULL DEFAULT 0)`);
   // No unique key on purpose: an effect written twice must be countable, not an error.
@@ -386,8 +386,7 @@ async function reconcileDifferences(): Promise<number> {
     const { rows } = await pool.query<{ id: string; version: string; total: string }>(sql, [after ?? '', limit]);
     return rows.map((row) => ({ id: row.id, version: Number(row.version), fields: { total: Number(row.total) } }));
   };
-  const report = await reconcile({
-    pool,
+  const report = await reconcile(pool, {
     schema,
     projection: 'chaos',
     aggregateType: 'order',

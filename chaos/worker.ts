@@ -38,7 +38,7 @@ process.once('SIGTERM', () => {
 });
 
 function runRelay(): () => Promise<void> {
-  const relay = startRelay({
+  const relay = startRelay({ amqpUrl: config.amqpUrl,
     pool,
     schema: config.schema,
     exchange: config.exchange,
@@ -62,7 +62,7 @@ function runConsumer(): () => Promise<void> {
   const effect = (tx: HandlerContext['tx'], event: EventEnvelope) =>
     tx.query(`INSERT INTO ${q}.chaos_effects (event_id, aggregate_id, version, kind) VALUES ($1, $2, $3, $4)`, [event.eventId, event.aggregateId, event.aggregateVersion, event.kind]);
   const slow = () => (config.slowMs > 0 ? new Promise((resolve) => setTimeout(resolve, config.slowMs)) : undefined);
-  const consumer = startConsumer({
+  const consumer = startConsumer({ amqpUrl: config.amqpUrl,
     queue: config.queue,
     consumer: 'chaos',
     exchange: config.exchange,

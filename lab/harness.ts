@@ -54,7 +54,7 @@ export async function createLabEnv(): Promise<LabEnv> {
   const schema = uniqueName('lab');
   const exchange = uniqueName('lab.events');
   const queue = uniqueName('lab.orders');
-  await migrate({ pool, schema });
+  await migrate(pool, { schema });
   await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount integer NOT NULL, version bigint NOT NULL)`);
   await pool.query(`CREATE TABLE "${schema}".order_projection (id text PRIMARY KEY, amount integer NOT NULL)`);
   // One row per committed application, so "applied" is counted from what really committed.

@@ -13,19 +13,7 @@ import {
   withTransaction,
   type Settlement,
 } from '../src/index.js';
-import {
-  PROJECTION,
-  addToOrder,
-  check,
-  count,
-  createLabEnv,
-  envelopeFor,
-  getOne,
-  projectionRow,
-  publishEnvelope,
-  waitUntil,
-  type LabEnv,
-} from './harness.js';
+import { AMQP_URL, PROJECTION, addToOrder, check, count, createLabEnv, envelopeFor, getOne, projectionRow, publishEnvelope, waitUntil, type LabEnv } from './harness.js';
 
 export interface ScenarioResult {
   checks: string[];
@@ -74,8 +62,8 @@ export const consumerRollback: Scenario = {
         if (calls === 1) throw new Error('simulated handler failure after the inbox insert and projection write');
       },
     };
-    const consumer = startConsumer({ queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers, logger: silentLogger, backoff: fastRetry });
-    const relay = new Relay({ pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, pollIntervalMs: 20 }).start();
+    const consumer = startConsumer({ amqpUrl: AMQP_URL, queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers, logger: silentLogger, backoff: fastRetry });
+    const relay = new Relay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, pollIntervalMs: 20 }).start();
     try {
       await consumer.ready();
       const firstRetry = new Promise<void>((resolve) => consumer.on('settled', (s: Settlement) => s.action === 'retry' && resolve()));
@@ -100,7 +88,7 @@ export const incrementalGap: Scenario = {
   title: 'incremental gap',
   async run(env) {
     const checks: string[] = [];
-    const consumer = startConsumer({ queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, backoff: fastRetry });
+    const consumer = startConsumer({ amqpUrl: AMQP_URL, queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, backoff: fastRetry });
     try {
       await consumer.ready();
       const parked = new Promise<void>((resolve) => consumer.on('settled', (s: Settlement) => s.action === 'ack' && s.outcome === 'parked' && resolve()));
@@ -204,11 +192,11 @@ export const brokerDuplicates: Scenario = {
     const checks: string[] = [];
     let published = 0;
     // Relay A crashes between the broker's confirm and the mark; its lease then expires.
-    const crashing = new Relay({
+    const crashing = new Relay({ amqpUrl: AMQP_URL,
       pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, relayId: 'relay-a', leaseMs: 300,
       hooks: { afterConfirm: (ids) => { published += ids.length; throw new Error('simulated crash after confirm, before mark'); } },
     });
-    const survivor = new Relay({ pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, relayId: 'relay-b' });
+    const survivor = new Relay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, relayId: 'relay-b' });
     survivor.on('published', (ids) => (published += ids.length));
     const processor = createDeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
     try {

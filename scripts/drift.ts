@@ -21,7 +21,7 @@ import {
   type ReconcileRow,
   type Relay,
 } from '../src/index.js';
-import { createLabEnv, PROJECTION, waitUntil, type LabEnv } from '../lab/harness.js';
+import { AMQP_URL, createLabEnv, PROJECTION, waitUntil, type LabEnv } from '../lab/harness.js';
 
 const { values: flags } = parseArgs({ options: { orders: { type: 'string', default: '3000' }, seed: { type: 'string', default: '7' } } });
 const ORDERS = Number(flags.orders);
@@ -40,9 +40,9 @@ async function main(): Promise<number> {
     const q = `"${env.schema}"`;
     const versions = await writeOrders(env, ORDERS);
     const lost = await loseEvents(env, versions);
-    consumer = startConsumer({ queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, batchSize: 200, prefetch: 500 });
+    consumer = startConsumer({ amqpUrl: AMQP_URL, queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, batchSize: 200, prefetch: 500 });
     await consumer.ready();
-    relay = startRelay({ pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, batchSize: 500 });
+    relay = startRelay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, batchSize: 500 });
     const delivered = [...versions.values()].reduce((a, b) => a + b, 0) - lost.size;
     await waitUntil(async () => (await settledEvents(env)) >= delivered, `all ${delivered} delivered events applied or parked`, 120_000);
     console.error(`wrote ${ORDERS} orders, ${delivered + lost.size} events; lost ${lost.size} before the consumer`);
@@ -53,8 +53,8 @@ async function main(): Promise<number> {
     // Live traffic on other orders while the reconciler repairs.
     const live = [...versions.keys()].filter((id) => !corrupted.has(id)).slice(0, 200);
     const traffic = produce(env, versions, live);
-    const repair = await reconcile({
-      pool: env.pool, schema: env.schema, projection: PROJECTION, aggregateType: 'order',
+    const repair = await reconcile(env.pool, {
+      schema: env.schema, projection: PROJECTION, aggregateType: 'order',
       source: sourceReader(env.pool, q), target: targetReader(env.pool, q), pageSize: 250, sampleSize: 100_000,
       repair: {
         apply: async (tx, row) => void (await tx.query(`INSERT INTO ${q}.order_projection (id, amount) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`, [row.id, row.fields!.amount])),
@@ -70,7 +70,7 @@ async function main(): Promise<number> {
     await consumer.drainReady();
     await waitUntil(async () => (await settledEvents(env)) >= delivered + liveEvents, 'the live traffic applied', 60_000);
 
-    const after = await reconcile({ pool: env.pool, schema: env.schema, projection: PROJECTION, aggregateType: 'order', source: sourceReader(env.pool, q), target: targetReader(env.pool, q), pageSize: 1_000 });
+    const after = await reconcile(env.pool, { schema: env.schema, projection: PROJECTION, aggregateType: 'order', source: sourceReader(env.pool, q), target: targetReader(env.pool, q), pageSize: 1_000 });
     const found = idsIn(repair).filter((id) => corrupted.has(id)).length;
     const stillWrong = new Set(idsIn(after));
     const repaired = [...corrupted].filter((id) => idsIn(repair).includes(id) && !stillWrong.has(id)).length;

@@ -2,7 +2,7 @@ import amqp from 'amqplib';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import pg from 'pg';
 import { ConvergeError } from '../runtime/errors.js';
-import { amqpUrlFromEnv, databaseUrlFromEnv } from '../runtime/options.js';
+import { amqpUrl, databaseUrl, logLevel, LOCAL_AMQP_URL, LOCAL_DATABASE_URL, relayFlagDefaults } from './env.js';
 import { createLogger } from '../runtime/logger.js';
 import { listOutbox, readStatus, retryFailedEvents, type OutboxRow } from '../ops/status.js';
 import { registerConvergenceMetrics, serveMetrics, serveRelayMetrics } from '../metrics/metrics.js';
@@ -37,13 +37,15 @@ async function withPool<T>(databaseUrl: string, work: (pool: pg.Pool) => Promise
 /** Connection strings are read when a command runs, so --help never prints a password from the environment. */
 function globalOptions(): { databaseUrl: string; schema: string } {
   const opts = program.opts<{ databaseUrl?: string; schema: string }>();
-  return { databaseUrl: opts.databaseUrl ?? databaseUrlFromEnv(), schema: opts.schema };
+  return { databaseUrl: databaseUrl(opts.databaseUrl), schema: opts.schema };
 }
+
+const AMQP_URL_HELP = `RabbitMQ URL (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`;
 
 const program = new Command()
   .name('converge')
   .description('Transactional outbox relay and operations for converge')
-  .option('--database-url <url>', 'PostgreSQL connection string (default: env DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test)')
+  .option('--database-url <url>', `PostgreSQL connection string (default: env DATABASE_URL, else ${LOCAL_DATABASE_URL})`)
   .option('--schema <name>', 'schema holding converge tables', DEFAULT_SCHEMA);
 
 program
@@ -56,7 +58,7 @@ program
       process.stdout.write(`${migrationSql(schema)}\n`);
       return;
     }
-    const result = await migrate({ connectionString: databaseUrl, schema });
+    const result = await migrate(databaseUrl, { schema });
     console.log(result.applied.length > 0 ? `schema ${schema}: applied migrations ${result.applied.join(', ')}` : `schema ${schema}: already at migration ${result.version}`);
   });
 
@@ -83,22 +85,22 @@ program
 program
   .command('relay')
   .description('publish committed outbox events to RabbitMQ until SIGTERM/SIGINT')
-  .option('--amqp-url <url>', 'RabbitMQ URL (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
-  .option('--exchange <name>', 'topic exchange to publish to', 'converge.events')
-  .option('--routing-key <template>', 'routing key template', '{aggregateType}.{eventType}')
-  .option('--batch-size <n>', 'rows claimed per cycle', integer, 100)
-  .option('--lease-ms <n>', 'claim lease in ms', integer, 30_000)
-  .option('--poll-ms <n>', 'idle poll interval in ms', integer, 100)
-  .option('--max-attempts <n>', 'attempts before an event is marked failed', integer, 10)
+  .option('--amqp-url <url>', AMQP_URL_HELP)
+  .option('--exchange <name>', 'topic exchange to publish to', relayFlagDefaults.exchange)
+  .option('--routing-key <template>', 'routing key template', relayFlagDefaults.routingKey)
+  .option('--batch-size <n>', 'rows claimed per cycle', integer, relayFlagDefaults.batchSize)
+  .option('--lease-ms <n>', 'claim lease in ms', integer, relayFlagDefaults.leaseMs)
+  .option('--poll-ms <n>', 'idle poll interval in ms', integer, relayFlagDefaults.pollIntervalMs)
+  .option('--max-attempts <n>', 'attempts before an event is marked failed', integer, relayFlagDefaults.maxAttempts)
   .option('--relay-id <id>', 'identity recorded in claimed_by')
   .addOption(new Option('--metrics-port <n>', 'serve /metrics, /healthz and /readyz on this port').env('CONVERGE_METRICS_PORT').argParser(integer))
   .option('--metrics-host <host>', 'address the metrics endpoint binds', '127.0.0.1')
   .action(async (options: { amqpUrl?: string; exchange: string; routingKey: string; batchSize: number; leaseMs: number; pollMs: number; maxAttempts: number; relayId?: string; metricsPort?: number; metricsHost: string }) => {
     const { databaseUrl, schema } = globalOptions();
-    const logger = createLogger('converge-relay');
+    const logger = createLogger('converge-relay', logLevel());
     const relay = startRelay({
       connectionString: databaseUrl,
-      amqpUrl: options.amqpUrl ?? amqpUrlFromEnv(),
+      amqpUrl: amqpUrl(options.amqpUrl),
       schema,
       exchange: options.exchange,
       routingKey: options.routingKey,
@@ -126,12 +128,12 @@ program
   .description('declare a partitioned consumer group: consistent-hash routing by aggregate id, single-active-consumer queues')
   .requiredOption('--queue-prefix <name>', 'partition queues are <prefix>.p0 … <prefix>.p<N-1>')
   .requiredOption('--partitions <n>', 'number of partition queues', integer)
-  .option('--amqp-url <url>', 'RabbitMQ URL (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
-  .option('--exchange <name>', 'topic exchange the relay publishes to', 'converge.events')
+  .option('--amqp-url <url>', AMQP_URL_HELP)
+  .option('--exchange <name>', 'topic exchange the relay publishes to', relayFlagDefaults.exchange)
   .option('--binding <pattern...>', 'topic patterns the group receives', ['#'])
   .option('--queue-type <type>', 'quorum or classic', 'quorum')
   .action(async (options: { queuePrefix: string; partitions: number; amqpUrl?: string; exchange: string; binding: string[]; queueType: 'quorum' | 'classic' }) => {
-    const connection = await amqp.connect(options.amqpUrl ?? amqpUrlFromEnv());
+    const connection = await amqp.connect(amqpUrl(options.amqpUrl));
     try {
       const channel = await connection.createChannel();
       const topology = await declarePartitionedTopology(channel, {
@@ -152,7 +154,7 @@ program
   .description('where the pipeline stalls: each stage from durable progress, rates, drain time, lag and permanent failures (exit 2 while stalled)')
   .option('--source <spec>', 'a business table to check for changes without an outbox event: table=public.orders,type=order[,id=id][,version=version][,changed-at=updated_at] (repeatable)', parseSource, [])
   .option('--queue <spec>', 'a queue to watch: name[,consumer=inbox scope][,projection=name] (repeatable)', parseQueue, [])
-  .option('--amqp-url <url>', 'RabbitMQ URL for queue depths (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
+  .option('--amqp-url <url>', `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`)
   .option('--window-ms <ms>', 'lag and projection activity over this window', integer, 60_000)
   .option('--sample-ms <ms>', 'rates from two samples this far apart', integer, 5_000)
   .option('--stall-after-ms <ms>', 'pending events and missing versions older than this are stalls', integer, 30_000)
@@ -251,8 +253,7 @@ program
   .action(async (options: { outboxOlderThan: number; inboxOlderThan?: number; retryHorizonMs?: number; quarantineWindowMs?: number; batchSize: number; maxBatches?: number }) => {
     const { databaseUrl, schema } = globalOptions();
     const result = await withPool(databaseUrl, (pool) =>
-      cleanup({
-        pool,
+      cleanup(pool, {
         schema,
         outboxRetentionMs: options.outboxOlderThan,
         batchSize: options.batchSize,
@@ -279,8 +280,7 @@ program
   .action(async (options: { consumer: string; projection: string; olderThan: number; retryHorizonMs: number; quarantineWindowMs: number; batchSize: number; maxBatches?: number; json?: boolean }) => {
     const { databaseUrl, schema } = globalOptions();
     const result = await withPool(databaseUrl, (pool) =>
-      compactInbox({
-        pool,
+      compactInbox(pool, {
         schema,
         consumer: options.consumer,
         projection: options.projection,
@@ -355,7 +355,7 @@ dlq
   .option('--body', 'print the raw body too')
   .action(async (id: string, options: { body?: boolean }) => {
     const { databaseUrl, schema } = globalOptions();
-    const message = await withPool(databaseUrl, (pool) => showQuarantined(pool, id, schema));
+    const message = await withPool(databaseUrl, (pool) => showQuarantined(pool, id, { schema: schema }));
     if (!message) throw new ConvergeError('CONVERGE_QUARANTINE_NOT_FOUND', `no quarantined message ${id}`);
     const { body, ...rest } = message;
     console.log(JSON.stringify({ ...rest, bodyBytes: body.length, ...(options.body ? { body: body.toString('utf8') } : {}) }, null, 2));
@@ -365,11 +365,11 @@ dlq
   .command('replay <ids...>')
   .description("send quarantined messages back through the consumer's normal path (inbox, versions, conflicts)")
   .requiredOption('--queue <name>', 'the consumer queue to send them to')
-  .option('--amqp-url <url>', 'RabbitMQ URL (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)')
+  .option('--amqp-url <url>', AMQP_URL_HELP)
   .option('--note <text>', 'recorded with the replay')
   .action(async (ids: string[], options: { queue: string; amqpUrl?: string; note?: string }) => {
     const { databaseUrl, schema } = globalOptions();
-    const connection = await amqp.connect(options.amqpUrl ?? amqpUrlFromEnv(), { noDelay: true });
+    const connection = await amqp.connect(amqpUrl(options.amqpUrl), { noDelay: true });
     try {
       const channel = await connection.createConfirmChannel();
       await withPool(databaseUrl, async (pool) => {

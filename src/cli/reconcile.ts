@@ -52,8 +52,7 @@ export async function reconcileCommand(databaseUrl: string, schema: string, opti
   return withPools(databaseUrl, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const total = options.countSql ? Number((await sourcePool.query<{ count: string }>(options.countSql)).rows[0]?.count ?? 0) : null;
     const progress = process.stderr.isTTY ? progressLine(total) : undefined;
-    const report = await reconcile({
-      pool,
+    const report = await reconcile(pool, {
       schema,
       projection: options.projection,
       aggregateType: options.aggregateType,
@@ -140,8 +139,7 @@ export interface RebuildCliOptions {
 export async function rebuildCommand(databaseUrl: string, schema: string, options: RebuildCliOptions): Promise<number> {
   return withPools(databaseUrl, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const progress = process.stderr.isTTY ? progressLine(null) : undefined;
-    const report = await rebuildProjection({
-      pool,
+    const report = await rebuildProjection(pool, {
       schema,
       projection: options.projection,
       aggregateType: options.aggregateType,

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { Finding } from '../ops/diagnose.js';
 import { readPipelineStatus, type PipelineStatus, type SourceTable, type WatchedQueue } from '../ops/pipeline.js';
 import { rate, seconds, table } from './format.js';
+import { amqpUrl } from './env.js';
 
 export interface StatusCliOptions {
   source: SourceTable[];
@@ -17,12 +18,11 @@ export interface StatusCliOptions {
 
 /** Exit code 2 while any stage is stalled, so a cron job or a probe can alert on it. */
 export async function statusCommand(pool: pg.Pool, schema: string, options: StatusCliOptions): Promise<number> {
-  const status = await readPipelineStatus({
-    pool,
+  const status = await readPipelineStatus(pool, {
     schema,
     sources: options.source,
     queues: options.queue,
-    ...(options.amqpUrl ? { amqpUrl: options.amqpUrl } : {}),
+    amqpUrl: amqpUrl(options.amqpUrl),
     windowMs: options.windowMs,
     sampleMs: options.sampleMs,
     stallAfterMs: options.stallAfterMs,

@@ -70,8 +70,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   constructor(options: ConsumerOptions) {
     super();
     this.options = resolveConsumerOptions(options);
-    // The processor validates the caller's own handler options; defaults resolved here would hide a missing handler.
-    this.#processor = new DeliveryProcessor({ ...options, consumer: this.options.consumer, logger: this.options.logger });
+    // The resolved consumer options are a superset of the processor's: handed over as they are, not resolved again.
+    this.#processor = new DeliveryProcessor(this.options);
     this.#processor.onDrained((drained) => this.#settleDrained(drained));
     this.#ready = new Promise((resolve) => (this.#markReady = resolve));
     if (this.options.rampUp) this.#ramp = new RampGate(this.options.rampUp);

@@ -5,6 +5,8 @@ import { runStatement } from '../db/statement.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { RawDelivery } from './quarantine.js';
 import { inboxSql } from './sql.js';
+import { z } from 'zod';
+import { defineOptions, identifierOption } from '../runtime/options.js';
 
 /** Bounds of the reorder buffer, per consumer (inbox scope). */
 export interface ReorderBufferLimits {
@@ -127,22 +129,25 @@ export interface Gap {
   ageMs: number;
 }
 
-export interface GapQuery {
-  schema?: string;
-  /** Only this consumer (inbox scope); all by default. */
-  consumer?: string;
-  /** Only gaps whose oldest parked event waited at least this long. Default 0. */
-  olderThanMs?: number;
-  /** Most rows returned, oldest first. Default 1,000. */
-  limit?: number;
-}
+export const gapQueryOptions = defineOptions(
+  'readGaps',
+  z.strictObject({
+    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope); all by default.'),
+    olderThanMs: z.number().int().min(0).default(0).describe('Only gaps whose oldest parked event waited at least this long, in ms.'),
+    limit: z.number().int().min(1).max(100_000).default(1_000).describe('Most rows returned, oldest first.'),
+  }),
+);
+
+export type GapQuery = z.input<typeof gapQueryOptions.schema>;
 
 /**
  * Aggregates stuck on a missing version: what the projection has, what waits, and since
  * when. Early events that did not fit in the buffer wait in the retry queue and are not listed.
  */
-export async function readGaps(executor: Executor, query: GapQuery = {}): Promise<Gap[]> {
-  const schema = quoteIdentifier(query.schema ?? DEFAULT_SCHEMA, 'schema');
+export async function readGaps(executor: Executor, input: GapQuery = {}): Promise<Gap[]> {
+  const query = gapQueryOptions.parse(input);
+  const schema = quoteIdentifier(query.schema, 'schema');
   const { rows } = await executor.query<{
     consumer: string;
     projection: string;
@@ -152,7 +157,7 @@ export async function readGaps(executor: Executor, query: GapQuery = {}): Promis
     parked_versions: string[];
     oldest_parked_at: Date;
     age_ms: string;
-  }>(inboxSql(schema).gaps, [query.consumer ?? null, query.olderThanMs ?? 0, query.limit ?? 1_000]);
+  }>(inboxSql(schema).gaps, [query.consumer ?? null, query.olderThanMs, query.limit]);
   return rows.map((row) => ({
     consumer: row.consumer,
     projection: row.projection,

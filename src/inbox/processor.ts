@@ -108,7 +108,7 @@ export class DeliveryProcessor {
   readonly #schema: string;
   #onDrained: DrainListener = () => undefined;
 
-  constructor(options: ProcessorOptions) {
+  constructor(options: ProcessorOptions | ResolvedProcessorOptions) {
     this.options = resolveProcessorOptions(options);
     this.#schema = quoteIdentifier(this.options.schema);
     const lease = leasePool(this.options.pool, { connectionString: this.options.connectionString, max: 4, applicationName: 'converge-consumer', logger: this.options.logger });

@@ -2,6 +2,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
+import { z } from 'zod';
+import { defineOptions } from '../runtime/options.js';
 import { quoteIdentifier } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { opsSql } from '../ops/sql.js';
@@ -132,14 +134,17 @@ export function instrumentConsumer(consumer: Consumer, registry: client.Registry
 }
 
 /** Where a relay or consumer serves its own metrics; `registry` to add them to one of yours. */
-export interface MetricsEndpoint {
-  port: number;
-  /** Default 127.0.0.1. */
-  host?: string;
-  registry?: client.Registry;
-  /** For the consumer's gap gauge. Default 60,000 ms. */
-  gapAfterMs?: number;
-}
+export const metricsEndpointOptions = defineOptions(
+  'metrics endpoint',
+  z.strictObject({
+    port: z.number().int().min(0).max(65_535).describe('Port to serve /metrics, /healthz and /readyz on (0 picks a free one).'),
+    host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
+    registry: z.custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry').meta({ typeName: 'prom-client Registry' }).optional().describe('Registry to add the instruments to; a new one otherwise.'),
+    gapAfterMs: z.number().int().min(1).default(60_000).describe("For the consumer's gap gauge: an aggregate counts as a gap after waiting this long, in ms."),
+  }),
+);
+
+export type MetricsEndpoint = z.input<typeof metricsEndpointOptions.schema>;
 
 export interface ServedMetrics {
   registry: client.Registry;
@@ -153,7 +158,8 @@ export interface ServedMetrics {
  * /readyz answers 200 while the relay has an open confirm channel. The relay itself knows
  * nothing of this: everything is read from its typed events and its public state.
  */
-export function serveRelayMetrics(relay: Relay, endpoint: MetricsEndpoint): ServedMetrics {
+export function serveRelayMetrics(relay: Relay, input: MetricsEndpoint): ServedMetrics {
+  const endpoint = metricsEndpointOptions.parse(input);
   const registry = endpoint.registry ?? new client.Registry();
   instrumentRelay(relay, registry);
   registerOutboxGauges(registry, relay.pool, opsSql(quoteIdentifier(relay.options.schema, 'schema')));
@@ -161,15 +167,16 @@ export function serveRelayMetrics(relay: Relay, endpoint: MetricsEndpoint): Serv
 }
 
 /** A consumer's counters, lag histogram and reorder-buffer gauges, served until `close()`; ready while subscribed. */
-export function serveConsumerMetrics(consumer: Consumer, endpoint: MetricsEndpoint): ServedMetrics {
+export function serveConsumerMetrics(consumer: Consumer, input: MetricsEndpoint): ServedMetrics {
+  const endpoint = metricsEndpointOptions.parse(input);
   const registry = endpoint.registry ?? new client.Registry();
   instrumentConsumer(consumer, registry);
-  registerReorderGauges(registry, consumer.pool, opsSql(quoteIdentifier(consumer.options.schema, 'schema')), endpoint.gapAfterMs ?? 60_000);
+  registerReorderGauges(registry, consumer.pool, opsSql(quoteIdentifier(consumer.options.schema, 'schema')), endpoint.gapAfterMs);
   return serveUntilClosed(registry, endpoint, () => consumer.subscribed);
 }
 
-function serveUntilClosed(registry: client.Registry, endpoint: MetricsEndpoint, ready: () => boolean): ServedMetrics {
-  const host = endpoint.host ?? '127.0.0.1';
+function serveUntilClosed(registry: client.Registry, endpoint: { port: number; host: string }, ready: () => boolean): ServedMetrics {
+  const host = endpoint.host;
   const listening = serveMetrics(registry, { port: endpoint.port, host, ready });
   // A port already taken must not become an unhandled rejection; url and close() report it.
   listening.catch(() => undefined);

@@ -3,11 +3,10 @@ import { z } from 'zod';
 import { quoteIdentifier } from '../runtime/identifier.js';
 import { ConfigError } from '../runtime/errors.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { identifierOption, parseOptions } from '../runtime/options.js';
+import { functionOption, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 
 export interface CleanupOptions {
-  pool: pg.Pool;
   schema?: string;
   /** Published outbox rows older than this are deleted. Failed and pending rows never are. */
   outboxRetentionMs: number;
@@ -33,8 +32,7 @@ export interface CleanupResult {
   batches: number;
 }
 
-const schema = z.object({
-  pool: z.any(),
+const schema = z.strictObject({
   schema: identifierOption.optional(),
   outboxRetentionMs: z.number().int().min(0),
   inboxRetentionMs: z.number().int().min(1).optional(),
@@ -48,14 +46,23 @@ const schema = z.object({
  * Checks the windows before anything is deleted; the error names the field and both values.
  * `field` is the caller's name for the inbox window (compaction calls it `olderThanMs`).
  */
-export function validateRetention(options: Pick<CleanupOptions, 'inboxRetentionMs' | 'retryHorizonMs' | 'quarantineReplayWindowMs'>, field = 'inboxRetentionMs'): void {
+export function validateRetention(
+  options: Pick<CleanupOptions, 'inboxRetentionMs' | 'retryHorizonMs' | 'quarantineReplayWindowMs'>,
+  field = 'inboxRetentionMs',
+): void {
   if (options.inboxRetentionMs === undefined) return;
   if (options.retryHorizonMs === undefined || options.quarantineReplayWindowMs === undefined) {
-    throw new ConfigError(field, 'needs retryHorizonMs and quarantineReplayWindowMs, so the window can be checked against them');
+    throw new ConfigError(
+      field,
+      'needs retryHorizonMs and quarantineReplayWindowMs, so the window can be checked against them',
+    );
   }
   const floor = Math.max(options.retryHorizonMs, options.quarantineReplayWindowMs);
   if (options.inboxRetentionMs <= floor) {
-    throw new ConfigError(field, `${options.inboxRetentionMs} ms must exceed the broker retry horizon (${options.retryHorizonMs} ms) and the quarantine replay window (${options.quarantineReplayWindowMs} ms)`);
+    throw new ConfigError(
+      field,
+      `${options.inboxRetentionMs} ms must exceed the broker retry horizon (${options.retryHorizonMs} ms) and the quarantine replay window (${options.quarantineReplayWindowMs} ms)`,
+    );
   }
 }
 
@@ -64,8 +71,9 @@ export function validateRetention(options: Pick<CleanupOptions, 'inboxRetentionM
  * skips rows another cleaner holds, so any number of processes can run it at once and none
  * holds long locks or builds one huge transaction.
  */
-export async function cleanup(input: CleanupOptions): Promise<CleanupResult> {
-  const options = parseOptions(schema, input) as CleanupOptions;
+export async function cleanup(pool: pg.Pool, input: CleanupOptions): Promise<CleanupResult> {
+  parseOptions(poolOption, pool, 'pool');
+  const options = parseOptions(schema, input);
   validateRetention(options);
   const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const batchSize = options.batchSize ?? 1_000;
@@ -73,7 +81,7 @@ export async function cleanup(input: CleanupOptions): Promise<CleanupResult> {
   const drain = async (text: string, retentionMs: number): Promise<number> => {
     let deleted = 0;
     for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {
-      const { rowCount } = await options.pool.query(text, [retentionMs, batchSize]);
+      const { rowCount } = await pool.query(text, [retentionMs, batchSize]);
       result.batches++;
       deleted += rowCount ?? 0;
       if ((rowCount ?? 0) < batchSize) break;
@@ -81,22 +89,37 @@ export async function cleanup(input: CleanupOptions): Promise<CleanupResult> {
     return deleted;
   };
   result.outboxDeleted = await drain(sql.deletePublishedOutbox, options.outboxRetentionMs);
-  if (options.inboxRetentionMs !== undefined) result.inboxDeleted = await drain(sql.deleteOldInbox, options.inboxRetentionMs);
+  if (options.inboxRetentionMs !== undefined)
+    result.inboxDeleted = await drain(sql.deleteOldInbox, options.inboxRetentionMs);
   return result;
 }
 
 /** Runs `cleanup` every `intervalMs` until the returned function is called; errors go to `onError`. */
-export function scheduleCleanup(options: CleanupOptions & { intervalMs: number; onError?: (err: unknown) => void; onResult?: (result: CleanupResult) => void }): () => Promise<void> {
+export interface ScheduledCleanupOptions extends CleanupOptions {
+  intervalMs: number;
+  onError?: (err: unknown) => void;
+  onResult?: (result: CleanupResult) => void;
+}
+
+const scheduleSchema = schema.extend({
+  intervalMs: z.number().int().min(1),
+  onError: functionOption<(err: unknown) => void>().optional(),
+  onResult: functionOption<(result: CleanupResult) => void>().optional(),
+});
+
+export function scheduleCleanup(pool: pg.Pool, input: ScheduledCleanupOptions): () => Promise<void> {
+  parseOptions(poolOption, pool, 'pool');
+  const { intervalMs, onError, onResult, ...options } = parseOptions(scheduleSchema, input);
   validateRetention(options);
   let running: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
     running = running.then(() =>
-      cleanup(options).then(
-        (result) => options.onResult?.(result),
-        (err: unknown) => options.onError?.(err),
+      cleanup(pool, options).then(
+        (result) => onResult?.(result),
+        (err: unknown) => onError?.(err),
       ),
     );
-  }, options.intervalMs);
+  }, intervalMs);
   timer.unref();
   return async () => {
     clearInterval(timer);

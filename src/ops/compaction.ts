@@ -3,11 +3,10 @@ import { z } from 'zod';
 import { quoteIdentifier } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { validateRetention } from './cleanup.js';
-import { identifierOption, parseOptions } from '../runtime/options.js';
+import { identifierOption, parseOptions, poolOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 
 export interface CompactionOptions {
-  pool: pg.Pool;
   schema?: string;
   /** The inbox scope whose rows are compacted. */
   consumer: string;
@@ -40,8 +39,7 @@ export interface CompactionResult {
   batches: number;
 }
 
-const schema = z.object({
-  pool: z.any(),
+const schema = z.strictObject({
   schema: identifierOption.optional(),
   consumer: z.string().min(1),
   projection: z.string().min(1),
@@ -60,17 +58,27 @@ const schema = z.object({
  * version (beyond a gap) stay, so the watermark is never the highest version seen.
  * Each batch is one statement; concurrent compactors skip each other's rows.
  */
-export async function compactInbox(input: CompactionOptions): Promise<CompactionResult> {
-  const options = parseOptions(schema, input) as CompactionOptions;
+export async function compactInbox(pool: pg.Pool, input: CompactionOptions): Promise<CompactionResult> {
+  parseOptions(poolOption, pool, 'pool');
+  const options = parseOptions(schema, input);
   validateRetention(
-    { inboxRetentionMs: options.olderThanMs, retryHorizonMs: options.retryHorizonMs, quarantineReplayWindowMs: options.quarantineReplayWindowMs },
+    {
+      inboxRetentionMs: options.olderThanMs,
+      retryHorizonMs: options.retryHorizonMs,
+      quarantineReplayWindowMs: options.quarantineReplayWindowMs,
+    },
     'olderThanMs',
   );
   const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
   const batchSize = options.batchSize ?? 1_000;
   const result: CompactionResult = { compacted: 0, watermarks: 0, batches: 0 };
   for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {
-    const { rows } = await options.pool.query<{ compacted: number; watermarks: number }>(sql.compactInbox, [options.consumer, options.projection, options.olderThanMs, batchSize]);
+    const { rows } = await pool.query<{ compacted: number; watermarks: number }>(sql.compactInbox, [
+      options.consumer,
+      options.projection,
+      options.olderThanMs,
+      batchSize,
+    ]);
     const { compacted, watermarks } = rows[0]!;
     result.batches++;
     result.compacted += compacted;

@@ -8,21 +8,28 @@ import { ConfirmPublisher } from '../transport/publisher.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { ATTEMPT_HEADER, REPLAY_OF_HEADER } from '../inbox/headers.js';
 import type { ReplayOutcome } from '../inbox/replay.js';
+import { z } from 'zod';
+import { defineOptions, identifierOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 
+export const quarantineFilterOptions = defineOptions(
+  'listQuarantine',
+  z.strictObject({
+    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope).'),
+    reason: z.string().min(1).optional().describe('Only this reason, e.g. handler-failed.'),
+    eventType: z.string().min(1).optional().describe("Only this eventType (the AMQP type property, which converge's relay sets)."),
+    olderThanMs: z.number().int().min(0).default(0).describe('Only rows at least this old, in ms.'),
+    includeResolved: z.boolean().default(false).describe('Include replayed and discarded rows.'),
+    limit: z.number().int().min(1).max(100_000).default(100).describe('Most rows, newest first.'),
+  }),
+);
 
-export interface QuarantineFilter {
-  schema?: string;
-  consumer?: string;
-  reason?: string;
-  /** The AMQP `type` property, which converge's relay sets to the eventType. */
-  eventType?: string;
-  /** Only rows at least this old. */
-  olderThanMs?: number;
-  /** Include replayed and discarded rows. Default false. */
-  includeResolved?: boolean;
-  limit?: number;
-}
+export const showQuarantinedOptions = defineOptions('showQuarantined', z.strictObject({ schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.") }));
+
+
+
+export type QuarantineFilter = z.input<typeof quarantineFilterOptions.schema>;
 
 export interface QuarantineSummary {
   id: string;
@@ -51,21 +58,23 @@ export interface QuarantinedMessage extends Omit<QuarantineSummary, 'ageSeconds'
 }
 
 /** Quarantined messages, newest first, without their bodies. */
-export async function listQuarantine(executor: Executor, filter: QuarantineFilter = {}): Promise<QuarantineSummary[]> {
-  const sql = opsSql(quoteIdentifier(filter.schema ?? DEFAULT_SCHEMA, 'schema'));
+export async function listQuarantine(executor: Executor, input: QuarantineFilter = {}): Promise<QuarantineSummary[]> {
+  const filter = quarantineFilterOptions.parse(input);
+  const sql = opsSql(quoteIdentifier(filter.schema, 'schema'));
   const { rows } = await executor.query<Record<string, unknown>>(sql.listQuarantine, [
     filter.consumer ?? null,
     filter.reason ?? null,
     filter.eventType ?? null,
-    filter.olderThanMs ?? 0,
-    filter.includeResolved ?? false,
-    filter.limit ?? 100,
+    filter.olderThanMs,
+    filter.includeResolved,
+    filter.limit,
   ]);
   return rows.map((row) => ({ ...summary(row), ageSeconds: Number(row.age_seconds), bodyBytes: Number(row.body_bytes) }));
 }
 
 /** One quarantined message with its raw body and properties, for a person to inspect. */
-export async function showQuarantined(executor: Executor, id: string, schema = DEFAULT_SCHEMA): Promise<QuarantinedMessage | null> {
+export async function showQuarantined(executor: Executor, id: string, options: z.input<typeof showQuarantinedOptions.schema> = {}): Promise<QuarantinedMessage | null> {
+  const { schema } = showQuarantinedOptions.parse(options);
   const { rows } = await executor.query<Record<string, unknown>>(opsSql(quoteIdentifier(schema, 'schema')).quarantined, [id]);
   const row = rows[0];
   if (!row) return null;
@@ -116,7 +125,7 @@ export async function discardQuarantined(executor: Executor, options: { id: stri
 }
 
 async function openRow(executor: Executor, id: string, schema: string): Promise<QuarantinedMessage> {
-  const message = await showQuarantined(executor, id, schema);
+  const message = await showQuarantined(executor, id, { schema });
   if (!message) throw new ConvergeError('CONVERGE_QUARANTINE_NOT_FOUND', `no quarantined message ${id}`);
   if (message.resolvedAt) throw new ConvergeError('CONVERGE_QUARANTINE_RESOLVED', `quarantined message ${id} was already ${message.resolution}`);
   return message;

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { quoteIdentifier } from '../runtime/identifier.js';
 import { readGaps } from '../inbox/index.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { amqpUrlFromEnv, identifierOption, parseOptions } from '../runtime/options.js';
+import { amqpUrlRequired, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
 import { diagnose, queueThroughput, relayThroughput, type Finding, type GapFacts, type OutboxFacts, type PipelineFacts, type QueueFacts, type SourceFacts, type Throughput } from './diagnose.js';
 import { opsSql, sourceAheadSql } from './sql.js';
 
@@ -35,7 +35,6 @@ export interface WatchedQueue {
 }
 
 export interface PipelineStatusOptions {
-  pool: pg.Pool;
   schema?: string;
   sources?: SourceTable[];
   queues?: WatchedQueue[];
@@ -75,8 +74,7 @@ export interface PipelineStatus {
   stalled: boolean;
 }
 
-const optionsSchema = z.object({
-  pool: z.any(),
+const optionsSchema = z.strictObject({
   schema: identifierOption.optional(),
   sources: z
     .array(z.object({
@@ -93,7 +91,7 @@ const optionsSchema = z.object({
   sampleMs: z.number().int().min(0).optional(),
   stallAfterMs: z.number().int().min(0).optional(),
   sourceLookbackMs: z.number().int().min(1).optional(),
-});
+}).refine((o) => !o.queues?.length || o.amqpUrl !== undefined, amqpUrlRequired('amqpUrl is required to read queue depths'));
 
 const SOURCE_LIMIT = 1_000;
 const SAMPLE_IDS = 5;
@@ -103,20 +101,21 @@ const SAMPLE_IDS = 5;
  * twice, `sampleMs` apart, for rates; reads the inbox, projection state, reorder buffer and
  * quarantine for the rest. Read-only; safe to run against production at any time.
  */
-export async function readPipelineStatus(input: PipelineStatusOptions): Promise<PipelineStatus> {
-  const options = parseOptions(optionsSchema, input) as PipelineStatusOptions;
+export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOptions): Promise<PipelineStatus> {
+  parseOptions(poolOption, pool, 'pool');
+  const options = parseOptions(optionsSchema, input);
   const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema');
   const sql = opsSql(schema);
   const windowMs = options.windowMs ?? 60_000;
   const sampleMs = options.sampleMs ?? 5_000;
   const stallAfterMs = options.stallAfterMs ?? 30_000;
   const queues = (options.queues ?? []).map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
-  const broker = queues.length > 0 ? await amqp.connect(options.amqpUrl ?? amqpUrlFromEnv(), { clientProperties: { connection_name: 'converge-status' } }) : undefined;
+  const broker = queues.length > 0 ? await amqp.connect(options.amqpUrl!, { clientProperties: { connection_name: 'converge-status' } }) : undefined;
   try {
-    const before = await sampleOutbox(options.pool, sql);
+    const before = await sampleOutbox(pool, sql);
     const depthsBefore = await queueDepths(broker, queues.map((q) => q.queue));
     if (sampleMs > 0) await new Promise((resolve) => setTimeout(resolve, sampleMs));
-    const after = await sampleOutbox(options.pool, sql);
+    const after = await sampleOutbox(pool, sql);
     const depthsAfter = await queueDepths(broker, queues.map((q) => q.queue));
     const seconds = Math.max(0.001, (after.sampledAt.getTime() - before.sampledAt.getTime()) / 1000);
 
@@ -129,10 +128,10 @@ export async function readPipelineStatus(input: PipelineStatusOptions): Promise<
       arrivalPerSecond: appended / seconds,
       publishedPerSecond: Math.max(0, appended - (after.pending - before.pending)) / seconds,
     };
-    const recorded = await countRows<{ consumer: string }>(options.pool, sql.inboxSince, [before.sampledAt, queues.map((q) => q.consumer)], (r) => r.consumer);
-    const inWindow = await countRows<{ consumer: string }>(options.pool, sql.inboxSince, [new Date(after.sampledAt.getTime() - windowMs), queues.map((q) => q.consumer)], (r) => r.consumer);
+    const recorded = await countRows<{ consumer: string }>(pool, sql.inboxSince, [before.sampledAt, queues.map((q) => q.consumer)], (r) => r.consumer);
+    const inWindow = await countRows<{ consumer: string }>(pool, sql.inboxSince, [new Date(after.sampledAt.getTime() - windowMs), queues.map((q) => q.consumer)], (r) => r.consumer);
     const projections = queues.flatMap((q) => (q.projection ? [q.projection] : []));
-    const updates = await countRows<{ projection: string }>(options.pool, sql.projectionUpdates, [projections, windowMs], (r) => r.projection);
+    const updates = await countRows<{ projection: string }>(pool, sql.projectionUpdates, [projections, windowMs], (r) => r.projection);
     const queueFacts: QueueFacts[] = queues.map((q, i) => ({
       ...q,
       depth: depthsAfter[i]?.depth ?? null,
@@ -147,11 +146,11 @@ export async function readPipelineStatus(input: PipelineStatusOptions): Promise<
       windowSeconds: windowMs / 1000,
       sampleSeconds: Math.round(seconds * 10) / 10,
       stallAfterSeconds: stallAfterMs / 1000,
-      sources: await checkSources(options.pool, schema, options.sources ?? [], options.sourceLookbackMs ?? 3_600_000),
+      sources: await checkSources(pool, schema, options.sources ?? [], options.sourceLookbackMs ?? 3_600_000),
       outbox,
       queues: queueFacts,
-      gaps: await gapFacts(options.pool, options.schema ?? DEFAULT_SCHEMA, sql, stallAfterMs),
-      failures: { outboxFailed: outbox.failed, quarantined: await countRows<{ reason: string }>(options.pool, sql.openQuarantine, [], (r) => r.reason).then(Object.fromEntries) },
+      gaps: await gapFacts(pool, options.schema ?? DEFAULT_SCHEMA, sql, stallAfterMs),
+      failures: { outboxFailed: outbox.failed, quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then(Object.fromEntries) },
     };
     const findings = diagnose(facts);
     return {
@@ -164,7 +163,7 @@ export async function readPipelineStatus(input: PipelineStatusOptions): Promise<
       queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
       gaps: facts.gaps,
       failures: facts.failures,
-      lag: await readLag(options.pool, sql, windowMs),
+      lag: await readLag(pool, sql, windowMs),
       findings,
       stalled: findings.some((f) => f.severity === 'stalled'),
     };

@@ -1,7 +1,22 @@
 import type { Executor } from '../db/executor.js';
 import { quoteIdentifier } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { z } from 'zod';
+import { defineOptions, identifierOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
+
+const schemaField = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
+
+export const statusOptions = defineOptions('readStatus', z.strictObject({ schema: schemaField }));
+export const retryFailedOptions = defineOptions('retryFailedEvents', z.strictObject({ schema: schemaField, eventId: z.string().min(1).optional().describe('Only this event.') }));
+export const listOutboxOptions = defineOptions(
+  'listOutbox',
+  z.strictObject({
+    schema: schemaField,
+    status: z.enum(['pending', 'published', 'failed']).default('failed').describe('Rows of this status.'),
+    limit: z.number().int().min(1).max(100_000).default(100).describe('Most rows, oldest first.'),
+  }),
+);
 
 export interface ConvergeStatus {
   outbox: { pending: number; published: number; failed: number; oldestPendingAgeSeconds: number | null };
@@ -9,7 +24,8 @@ export interface ConvergeStatus {
 }
 
 /** Where work is stuck: unpublished and failed outbox rows, age of the oldest pending, open quarantine by reason. */
-export async function readStatus(executor: Executor, schema = DEFAULT_SCHEMA): Promise<ConvergeStatus> {
+export async function readStatus(executor: Executor, options: z.input<typeof statusOptions.schema> = {}): Promise<ConvergeStatus> {
+  const { schema } = statusOptions.parse(options);
   const sql = opsSql(quoteIdentifier(schema, 'schema'));
   const status: ConvergeStatus = { outbox: { pending: 0, published: 0, failed: 0, oldestPendingAgeSeconds: null }, quarantine: {} };
   const outbox = await executor.query<{ status: 'pending' | 'published' | 'failed'; n: string; oldest_age_seconds: string | null }>(sql.outboxStatus);
@@ -23,8 +39,9 @@ export async function readStatus(executor: Executor, schema = DEFAULT_SCHEMA): P
 }
 
 /** Sends failed outbox events (all, or one by id) through the relay again, with their original eventIds. */
-export async function retryFailedEvents(executor: Executor, options: { schema?: string; eventId?: string } = {}): Promise<string[]> {
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
+export async function retryFailedEvents(executor: Executor, input: z.input<typeof retryFailedOptions.schema> = {}): Promise<string[]> {
+  const options = retryFailedOptions.parse(input);
+  const sql = opsSql(quoteIdentifier(options.schema, 'schema'));
   const { rows } = await executor.query<{ event_id: string }>(sql.retryFailed, [options.eventId ?? null]);
   return rows.map((row) => row.event_id);
 }
@@ -44,8 +61,9 @@ export interface OutboxRow {
 }
 
 /** Lists outbox rows of one status (default `failed`), oldest first, without payloads. */
-export async function listOutbox(executor: Executor, options: { schema?: string; status?: OutboxRow['status']; limit?: number } = {}): Promise<OutboxRow[]> {
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
+export async function listOutbox(executor: Executor, input: z.input<typeof listOutboxOptions.schema> = {}): Promise<OutboxRow[]> {
+  const options = listOutboxOptions.parse(input);
+  const sql = opsSql(quoteIdentifier(options.schema, 'schema'));
   const { rows } = await executor.query<{
     event_id: string;
     aggregate_type: string;
@@ -57,7 +75,7 @@ export async function listOutbox(executor: Executor, options: { schema?: string;
     last_error: string | null;
     occurred_at: Date;
     age_seconds: string;
-  }>(sql.listOutbox, [options.status ?? 'failed', options.limit ?? 100]);
+  }>(sql.listOutbox, [options.status, options.limit]);
   return rows.map((row) => ({
     eventId: row.event_id,
     aggregateType: row.aggregate_type,

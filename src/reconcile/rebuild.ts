@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { z } from 'zod';
+import { functionOption, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
 import { quoteIdentifier } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
@@ -6,8 +8,19 @@ import type { ReconcileRow } from './compare.js';
 import { reconcile, type PagedReader, type ReconcileProgress, type ReconcileReport } from './reconcile.js';
 import { reconcileSql } from './sql.js';
 
+const optionsSchema = z.strictObject({
+  schema: identifierOption.optional(),
+  projection: z.string().min(1),
+  aggregateType: z.string().min(1),
+  source: functionOption<PagedReader>(),
+  reset: functionOption<RebuildOptions['reset']>(),
+  apply: functionOption<RebuildOptions['apply']>(),
+  pageSize: z.number().int().min(1).max(100_000).optional(),
+  maxRowsPerSecond: z.number().positive().optional(),
+  onProgress: functionOption<(progress: ReconcileProgress) => void>().optional(),
+});
+
 export interface RebuildOptions {
-  pool: pg.Pool;
   schema?: string;
   projection: string;
   aggregateType: string;
@@ -30,15 +43,16 @@ export interface RebuildOptions {
  * or be applied twice, and events above the source's version apply on top afterwards.
  * Stop the projection's consumers first; they drain what they parked when they resubscribe.
  */
-export async function rebuildProjection(options: RebuildOptions): Promise<ReconcileReport> {
+export async function rebuildProjection(pool: pg.Pool, input: RebuildOptions): Promise<ReconcileReport> {
+  const options = parseOptions(optionsSchema, input);
+  parseOptions(poolOption, pool, 'pool');
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
-  await withTransaction(options.pool, async (tx) => {
+  await withTransaction(pool, async (tx) => {
     await tx.query(sql.forget, [options.projection, options.aggregateType]);
     await options.reset(tx);
   });
-  return reconcile({
-    pool: options.pool,
+  return reconcile(pool, {
     schema,
     projection: options.projection,
     aggregateType: options.aggregateType,

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { quoteIdentifier } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
-import { identifierOption, parseOptions } from '../runtime/options.js';
+import { functionOption, identifierOption, parseOptions, poolOption, signalOption } from '../runtime/options.js';
 import { readProjectionState } from '../projection/index.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { classify, DIFFERENCES, mergePages, type Difference, type ReconcileRow } from './compare.js';
@@ -24,8 +24,6 @@ export interface ReconcileProgress {
 }
 
 export interface ReconcileOptions {
-  /** The projection database, holding converge's `projection_state`. */
-  pool: pg.Pool;
   schema?: string;
   projection: string;
   aggregateType: string;
@@ -76,31 +74,39 @@ export interface ReconcileReport {
   durationMs: number;
 }
 
-const optionsSchema = z.object({
-  pool: z.any(),
+/** Checks ReconcileOptions (declared above for its doc comments); strict, every problem listed. */
+const optionsSchema = z.strictObject({
   schema: identifierOption.optional(),
   projection: z.string().min(1),
   aggregateType: z.string().min(1),
-  source: z.function(),
-  target: z.function().optional(),
+  source: functionOption<PagedReader>(),
+  target: functionOption<PagedReader>().optional(),
   pageSize: z.number().int().min(1).max(100_000).optional(),
   after: z.string().nullable().optional(),
   maxRowsPerSecond: z.number().positive().optional(),
   sampleSize: z.number().int().min(0).optional(),
-  repair: z.object({ apply: z.function(), lookup: z.function().optional(), remove: z.function().optional() }).optional(),
-  onProgress: z.function().optional(),
-  signal: z.any().optional(),
+  repair: z
+    .strictObject({
+      apply: functionOption<ReconcileRepair['apply']>(),
+      lookup: functionOption<NonNullable<ReconcileRepair['lookup']>>().optional(),
+      remove: functionOption<NonNullable<ReconcileRepair['remove']>>().optional(),
+    })
+    .optional(),
+  onProgress: functionOption<(progress: ReconcileProgress) => void>().optional(),
+  signal: signalOption.optional(),
 });
 
-const emptyCounts = <T>(value: () => T) => Object.fromEntries(DIFFERENCES.map((d) => [d, value()])) as Record<Difference, T>;
+const emptyCounts = <T>(value: () => T) =>
+  Object.fromEntries(DIFFERENCES.map((d) => [d, value()])) as Record<Difference, T>;
 
 /**
  * Compares a projection with its source by keyset pagination over both, classifies every
  * difference (missing, stale, ahead, mismatch, extra) and optionally repairs it without ever
  * regressing what a live consumer writes meanwhile.
  */
-export async function reconcile(input: ReconcileOptions): Promise<ReconcileReport> {
-  const options = parseOptions(optionsSchema, input) as ReconcileOptions;
+export async function reconcile(pool: pg.Pool, input: ReconcileOptions): Promise<ReconcileReport> {
+  parseOptions(poolOption, pool, 'pool');
+  const options = parseOptions(optionsSchema, input);
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   const pageSize = options.pageSize ?? 500;
@@ -108,12 +114,28 @@ export async function reconcile(input: ReconcileOptions): Promise<ReconcileRepor
   const target: PagedReader =
     options.target ??
     (async (after, limit) => {
-      const { rows } = await options.pool.query<{ id: string; version: string; deleted: boolean }>(sql.targetPage, [options.projection, options.aggregateType, after ?? '', limit]);
+      const { rows } = await pool.query<{ id: string; version: string; deleted: boolean }>(sql.targetPage, [
+        options.projection,
+        options.aggregateType,
+        after ?? '',
+        limit,
+      ]);
       return rows.map((row) => ({ id: row.id, version: Number(row.version), deleted: row.deleted }));
     });
-  const report: ReconcileReport = { scanned: 0, differences: emptyCounts(() => 0), samples: emptyCounts((): string[] => []), repaired: 0, skipped: 0, cursor: options.after ?? null, complete: false, durationMs: 0 };
+  const report: ReconcileReport = {
+    scanned: 0,
+    differences: emptyCounts(() => 0),
+    samples: emptyCounts((): string[] => []),
+    repaired: 0,
+    skipped: 0,
+    cursor: options.after ?? null,
+    complete: false,
+    durationMs: 0,
+  };
   const started = performance.now();
-  const repairer = options.repair ? new Repairer(options.pool, schema, options.projection, options.aggregateType, options.repair) : null;
+  const repairer = options.repair
+    ? new Repairer(pool, schema, options.projection, options.aggregateType, options.repair)
+    : null;
 
   let sourceBuffer: ReconcileRow[] = [];
   let targetBuffer: ReconcileRow[] = [];
@@ -153,7 +175,12 @@ export async function reconcile(input: ReconcileOptions): Promise<ReconcileRepor
       }
     }
     const elapsed = (performance.now() - started) / 1000;
-    options.onProgress?.({ scanned: report.scanned, differences: { ...report.differences }, rate: elapsed > 0 ? report.scanned / elapsed : 0, cursor: report.cursor });
+    options.onProgress?.({
+      scanned: report.scanned,
+      differences: { ...report.differences },
+      rate: elapsed > 0 ? report.scanned / elapsed : 0,
+      cursor: report.cursor,
+    });
     await throttle(report.scanned, started, options.maxRowsPerSecond);
   }
   return finish(report, started, true);
@@ -186,7 +213,11 @@ class Repairer {
     this.#sql = reconcileSql(quoteIdentifier(schema, 'schema'));
   }
 
-  async repair(difference: Difference, source: ReconcileRow | undefined, projected: ReconcileRow | undefined): Promise<'repaired' | 'skipped' | 'reported'> {
+  async repair(
+    difference: Difference,
+    source: ReconcileRow | undefined,
+    projected: ReconcileRow | undefined,
+  ): Promise<'repaired' | 'skipped' | 'reported'> {
     if (difference === 'missing' || difference === 'stale') return this.#toNewerVersion(source!);
     if (difference === 'mismatch') return this.#atSameVersion(source!, projected!.version);
     if (difference === 'extra') return this.#removeExtra(projected!);
@@ -219,14 +250,24 @@ class Repairer {
    * read and compare again instead of replaying a stale fix.
    */
   async #toNewerVersion(source: ReconcileRow): Promise<'repaired' | 'skipped'> {
-    const key = { projection: this.projection, aggregateType: this.aggregateType, aggregateId: source.id, schema: this.schema };
+    const key = {
+      projection: this.projection,
+      aggregateType: this.aggregateType,
+      aggregateId: source.id,
+      schema: this.schema,
+    };
     for (;;) {
       const outcome = await withTransaction(this.pool, async (tx) => {
         const state = await readProjectionState(tx, key);
         if ((state?.version ?? 0) >= source.version) return 'skipped' as const;
         const result = await repairFromSnapshot(
           tx,
-          { ...key, sourceVersion: source.version, deleted: source.deleted ?? false, observedVersion: state?.version ?? null },
+          {
+            ...key,
+            sourceVersion: source.version,
+            deleted: source.deleted ?? false,
+            observedVersion: state?.version ?? null,
+          },
           () => this.hooks.apply(tx, source),
         );
         if (result.repaired) return 'repaired' as const;

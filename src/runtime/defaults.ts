@@ -14,3 +14,12 @@ export const OUTBOX_CHANNEL = 'converge_outbox';
 
 /** How long a publisher waits for a broker confirm before treating the publish as failed, in ms. */
 export const DEFAULT_CONFIRM_TIMEOUT_MS = 10_000;
+
+/** Delay schedule for reconnecting to RabbitMQ or PostgreSQL after losing them (relay and consumer). */
+export const DEFAULT_RECONNECT_BACKOFF = { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2 } as const;
+
+/** Delays between a consumer's attempts at one delivery. */
+export const DEFAULT_CONSUMER_BACKOFF = { initialDelayMs: 100, maxDelayMs: 10_000, factor: 2 } as const;
+
+/** Attempts before the relay marks an event failed, or a consumer quarantines a delivery. */
+export const DEFAULT_MAX_ATTEMPTS = 10;

@@ -13,9 +13,26 @@ export class ConvergeError extends Error {
 }
 
 /** An options object failed validation; `field` is the dotted path of the bad option. */
+export interface ConfigProblem {
+  /** Dotted option path, e.g. `reorderBuffer.maxTotal`. */
+  path: string;
+  message: string;
+}
+
+/**
+ * Options that failed validation. `problems` lists every one of them; `field` is the first
+ * path, kept for callers that check a single field.
+ */
 export class ConfigError extends ConvergeError {
-  constructor(readonly field: string, reason: string) {
-    super('CONVERGE_INVALID_CONFIG', `invalid option "${field}": ${reason}`);
+  readonly field: string;
+  readonly problems: readonly ConfigProblem[];
+
+  constructor(fieldOrProblems: string | readonly ConfigProblem[], reason = 'invalid') {
+    const problems = typeof fieldOrProblems === 'string' ? [{ path: fieldOrProblems, message: reason }] : fieldOrProblems;
+    const listed = problems.map((p) => `"${p.path}": ${p.message}`);
+    super('CONVERGE_INVALID_CONFIG', listed.length === 1 ? `invalid option ${listed[0]}` : `${listed.length} invalid options: ${listed.join('; ')}`);
+    this.problems = problems;
+    this.field = problems[0]?.path ?? '(options)';
   }
 }
 

@@ -12,10 +12,12 @@ export interface Logger {
   error(obj: object, msg: string): void;
 }
 
-export function createLogger(name: string, level = process.env.CONVERGE_LOG_LEVEL ?? 'info'): Logger {
+/** A pino logger writing JSON lines to stdout; for the CLI, which reads the level from its environment. */
+export function createLogger(name: string, level = 'info'): Logger {
   return pino({ name, level });
 }
 
+/** The library's default: it writes nothing unless given a logger. */
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
 /**

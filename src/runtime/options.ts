@@ -1,25 +1,107 @@
+import type pg from 'pg';
 import { z } from 'zod';
 import { isValidIdentifier } from './identifier.js';
-import { ConfigError } from './errors.js';
+import { ConfigError, type ConfigProblem } from './errors.js';
+import type { Logger } from './logger.js';
+import type { BackoffPolicy } from './backoff.js';
 
-/** Validates an options object with a zod schema, turning the first problem into a ConfigError naming the field. */
+/**
+ * One component's options: a single zod schema is the source of names, types (user type =
+ * `OptionsInput`, resolved type = `OptionsOutput`), defaults and doc text (`.describe()` on
+ * every field). The docs generator reads the same `schema`.
+ */
+export interface OptionsSpec<S extends z.ZodType> {
+  readonly component: string;
+  readonly schema: S;
+  /** Validates once; every problem is reported in one ConfigError. */
+  parse(input: unknown): z.output<S>;
+}
+
+export type OptionsInput<T extends OptionsSpec<z.ZodType>> = z.input<T['schema']>;
+export type OptionsOutput<T extends OptionsSpec<z.ZodType>> = z.output<T['schema']>;
+
+export function defineOptions<S extends z.ZodType>(component: string, schema: S): OptionsSpec<S> {
+  return { component, schema, parse: (input) => parseOptions(schema, input) };
+}
+
+/** Validates an options object with a zod schema; every problem becomes one entry of a ConfigError. */
 export function parseOptions<S extends z.ZodType>(schema: S, input: unknown, prefix = ''): z.output<S> {
-  const result = schema.safeParse(input);
+  const result = schema.safeParse(input ?? {});
   if (result.success) return result.data;
-  const issue = result.error.issues[0];
-  const path = issue?.path.join('.') || '(options)';
-  throw new ConfigError(prefix ? `${prefix}.${path}` : path, issue?.message ?? 'invalid');
+  const problems = result.error.issues.flatMap((issue) => describeIssue(schema, issue));
+  throw new ConfigError(
+    problems.map((p) => ({ ...p, path: [prefix, p.path].filter(Boolean).join('.') || '(options)' })),
+  );
 }
 
-export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
-export const DEFAULT_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
-
-export function databaseUrlFromEnv(): string {
-  return process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
+function describeIssue(schema: z.ZodType, issue: z.core.$ZodIssue): ConfigProblem[] {
+  const at = issue.path.map(String);
+  if (issue.code !== 'unrecognized_keys') return [{ path: at.join('.'), message: issue.message }];
+  const known = objectKeysAt(schema, at);
+  return issue.keys.map((key) => {
+    const near = closest(key, known);
+    return {
+      path: [...at, key].join('.'),
+      message: `unknown option '${key}'${near ? ` (did you mean '${near}'?)` : ''}`,
+    };
+  });
 }
 
-export function amqpUrlFromEnv(): string {
-  return process.env.AMQP_URL ?? DEFAULT_AMQP_URL;
+/** The keys of the object schema found at `path`, looking through optional, default, union and pipe wrappers. */
+export function objectKeysAt(schema: z.ZodType, path: readonly string[]): string[] {
+  const object = objectAt(schema, path);
+  return object ? Object.keys(object.shape) : [];
+}
+
+function objectAt(schema: z.ZodType, path: readonly string[]): z.ZodObject | undefined {
+  const def = (schema as unknown as { def: Record<string, unknown> & { type: string } }).def;
+  switch (def.type) {
+    case 'object': {
+      const object = schema as unknown as z.ZodObject;
+      if (path.length === 0) return object;
+      const next: z.ZodType | undefined = (object.shape as Record<string, z.ZodType>)[path[0]!];
+      return next ? objectAt(next, path.slice(1)) : undefined;
+    }
+    case 'optional':
+    case 'nullable':
+    case 'default':
+    case 'prefault':
+    case 'readonly':
+      return objectAt(def.innerType as z.ZodType, path);
+    case 'pipe':
+      return objectAt(def.in as z.ZodType, path);
+    case 'union':
+      for (const option of def.options as z.ZodType[]) {
+        const found = objectAt(option, path);
+        if (found) return found;
+      }
+      return undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Levenshtein distance: insertions, deletions and substitutions each cost 1. */
+export function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/** The known name nearest to `name`, if it is close enough to be a plausible typo (at most a third of it differs). */
+export function closest(name: string, known: readonly string[]): string | undefined {
+  let best: { key: string; distance: number } | undefined;
+  for (const key of known) {
+    const distance = editDistance(name.toLowerCase(), key.toLowerCase());
+    if (!best || distance < best.distance) best = { key, distance };
+  }
+  return best && best.distance <= Math.max(2, Math.floor(name.length / 3)) ? best.key : undefined;
 }
 
 /** Connection strings may carry passwords; only this redacted form may appear in logs. */
@@ -36,11 +118,95 @@ export function redactUrl(url: string): string {
 /** A schema or table name option: validated here so the error names the option, quoted later. */
 export const identifierOption = z.string().refine(isValidIdentifier, 'must match /^[a-z_][a-z0-9_]{0,62}$/');
 
-/** A partial BackoffPolicy option. */
-export const backoffOption = z
-  .object({
-    initialDelayMs: z.number().int().positive().optional(),
-    maxDelayMs: z.number().int().positive().optional(),
-    factor: z.number().min(1).optional(),
-  })
-  .optional();
+/** A partial BackoffPolicy option, merged with `defaults`. */
+export function backoffOption(defaults: BackoffPolicy) {
+  return z
+    .strictObject({
+      initialDelayMs: z.number().int().positive().default(defaults.initialDelayMs).describe('first delay, in ms'),
+      maxDelayMs: z.number().int().positive().default(defaults.maxDelayMs).describe('longest delay, in ms'),
+      factor: z.number().min(1).default(defaults.factor).describe('growth per attempt'),
+    })
+    .prefault({});
+}
+
+const hasFunctions = (value: unknown, names: readonly string[]): boolean =>
+  typeof value === 'object' &&
+  value !== null &&
+  names.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
+
+/** A pg.Pool, or anything pool-shaped (query + connect). */
+export const poolOption = z
+  .custom<pg.Pool>(
+    (v) => hasFunctions(v, ['query', 'connect']),
+    'must be a pg.Pool (an object with query and connect functions)',
+  )
+  .meta({ typeName: 'pg.Pool' });
+
+/** A Logger: debug, info, warn and error functions (a pino logger fits). */
+export const loggerOption = z
+  .custom<Logger>(
+    (v) => hasFunctions(v, ['debug', 'info', 'warn', 'error']),
+    'must be a logger with debug, info, warn and error functions',
+  )
+  .meta({ typeName: 'Logger' });
+
+/** A function of the given type; zod checks only that it is callable. `typeName` is what the docs show. */
+export function functionOption<F>(typeName = 'function') {
+  return z.custom<F>((v) => typeof v === 'function', 'must be a function').meta({ typeName });
+}
+
+/** An AbortSignal. */
+export const signalOption = z
+  .custom<AbortSignal>(
+    (v) =>
+      typeof v === 'object' &&
+      v !== null &&
+      typeof (v as AbortSignal).aborted === 'boolean' &&
+      typeof (v as AbortSignal).addEventListener === 'function',
+    'must be an AbortSignal',
+  )
+  .meta({ typeName: 'AbortSignal' });
+
+/** A PostgreSQL connection: `pool` or `connectionString`; checked as one problem naming `connectionString`. */
+export const connectionShape = {
+  pool: poolOption
+    .optional()
+    .describe('pg.Pool to use; the caller keeps ownership. Either this or connectionString is required.'),
+  connectionString: z.string().min(1).optional().describe('PostgreSQL URL to open a pool from, when no pool is given.'),
+};
+
+export function requireConnection(o: { pool?: unknown; connectionString?: unknown }): boolean {
+  return o.pool !== undefined || o.connectionString !== undefined;
+}
+
+/**
+ * Refinement options that report the missing connection even when other fields are wrong too.
+ * A fresh object per use: zod normalises refinement params in place.
+ */
+export const connectionRequired = () => ({
+  message: 'pool or connectionString is required (the library reads no environment)',
+  path: ['connectionString'],
+  when: () => true,
+});
+
+/** Like connectionRequired, for the RabbitMQ URL of a relay or consumer. */
+export const amqpUrlRequired = (message = 'amqpUrl is required (the library reads no environment)') => ({
+  message,
+  path: ['amqpUrl'],
+  when: () => true,
+});
+
+/** The default a schema declares for one top-level option (`.default`/`.prefault`), for the CLI and the docs. */
+export function optionDefault(schema: z.ZodType, key: string): unknown {
+  const field = objectAt(schema, [])?.shape[key] as z.ZodType | undefined;
+  return field ? declaredDefault(field) : undefined;
+}
+
+function declaredDefault(schema: z.ZodType): unknown {
+  const def = (schema as unknown as { def: Record<string, unknown> & { type: string } }).def;
+  if (def.type === 'default' || def.type === 'prefault') return def.defaultValue;
+  if (def.type === 'pipe') return declaredDefault(def.in as z.ZodType);
+  if (def.type === 'optional' || def.type === 'nullable' || def.type === 'readonly')
+    return declaredDefault(def.innerType as z.ZodType);
+  return undefined;
+}

@@ -24,7 +24,7 @@ const qualifiedTable = z
     return parts.length === 2 && parts.every((part) => identifierOption.safeParse(part).success);
   }, 'must be schema.table, each part matching /^[a-z_][a-z0-9_]{0,62}$/');
 
-const optionsSchema = z.object({
+const optionsSchema = z.strictObject({
   schema: identifierOption.optional(),
   relayRole: identifierOption.optional(),
   consumerRole: identifierOption.optional(),

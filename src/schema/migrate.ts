@@ -3,15 +3,24 @@ import { quoteIdentifier } from '../runtime/identifier.js';
 import { SchemaTooNewError } from '../runtime/errors.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION, migrations } from './migrations.js';
+import { z } from 'zod';
+import { defineOptions, parseOptions, poolOption } from '../runtime/options.js';
+
+const migrateTarget = z.union([poolOption, z.string().min(1)], { error: 'a pg.Pool or a connection string is required (the library reads no environment)' });
 
 
-export interface MigrateOptions {
-  /** A pool or client to use; otherwise one connection is opened from `connectionString`. */
-  pool?: pg.Pool;
-  connectionString?: string;
-  /** Defaults to `converge`. */
-  schema?: string;
-}
+export const migrateOptions = defineOptions(
+  'migrate',
+  z.strictObject({
+    // Checked by quoteIdentifier below, which names the option in an InvalidIdentifierError.
+    schema: z.string().default(DEFAULT_SCHEMA).describe("Schema to create or upgrade converge's tables in."),
+  }),
+);
+
+export type MigrateOptions = z.input<typeof migrateOptions.schema>;
+
+/** Where to migrate: a pool (the caller keeps it) or a connection string (a one-connection pool is opened and closed). */
+export type MigrateTarget = pg.Pool | string;
 
 export interface MigrateResult {
   schema: string;
@@ -24,12 +33,13 @@ export interface MigrateResult {
  * takes a transaction-scoped advisory lock keyed on the schema name, so concurrent
  * migrators queue up and each later one finds nothing left to do.
  */
-export async function migrate(options: MigrateOptions = {}): Promise<MigrateResult> {
-  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+export async function migrate(target: MigrateTarget, input: MigrateOptions = {}): Promise<MigrateResult> {
+  const connection = parseOptions(migrateTarget, target, 'target');
+  const { schema: schemaName } = migrateOptions.parse(input);
   // Checked before a pool exists, so a bad name never reaches a connection.
   const schema = quoteIdentifier(schemaName, 'schema');
-  const ownPool = options.pool ? undefined : new pg.Pool({ connectionString: options.connectionString, max: 1 });
-  const pool = options.pool ?? ownPool!;
+  const ownPool = typeof connection === 'string' ? new pg.Pool({ connectionString: connection, max: 1 }) : undefined;
+  const pool = ownPool ?? (connection as pg.Pool);
   let client: pg.PoolClient | undefined;
   try {
     client = await pool.connect();

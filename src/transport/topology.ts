@@ -27,7 +27,7 @@ export interface PartitionedTopology {
   queues: string[];
 }
 
-const topologySchema = z.object({
+const topologySchema = z.strictObject({
   exchange: z.string().min(1).max(255).optional(),
   queuePrefix: z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only'),
   partitions: z.number().int().min(1).max(1024),

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { pino } from 'pino';
 import { applyIncrement, fingerprint, parseEnvelope, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../../src/index.js';
-import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, orderEvent } from '../support/rig.js';
+import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, orderEvent, AMQP_URL } from '../support/rig.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';
 const PROJECTION = 'order_total';
@@ -162,7 +162,7 @@ describe('bad input corpus through a plain AMQP publish', () => {
       const logger = capturingPino();
       const errors: unknown[] = [];
       const settled: Settlement[] = [];
-      const consumer: Consumer = startConsumer({
+      const consumer: Consumer = startConsumer({ amqpUrl: AMQP_URL,
         queue: rig.queue,
         exchange: rig.exchange,
         pool: rig.db.pool,

@@ -1,7 +1,7 @@
 /** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
 import assert from 'node:assert/strict';
 import { appendToOutbox, cleanup, ConfigError, Relay, scheduleCleanup, silentLogger, withTransaction } from '../../src/index.js';
-import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker } from '../support/rig.js';
+import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, AMQP_URL } from '../support/rig.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -32,8 +32,8 @@ describe('cleanup', () => {
       await seedOutbox(db, q, 5, 'failed', '0', 'fail-');
       await db.pool.query(`UPDATE ${q}.outbox SET occurred_at = now() - interval '3 hours'`);
       const [a, b] = await Promise.all([
-        cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
-        cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
+        cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
+        cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 300 }),
       ]);
       assert.equal(a.outboxDeleted + b.outboxDeleted, 2_500);
       // Which cleaner gets how much is up to the scheduler (one may finish before the other starts);
@@ -47,8 +47,8 @@ describe('cleanup', () => {
   it('stops after maxBatches and goes on where it stopped on the next call', async () => {
     await withDb(async (db, q) => {
       await seedOutbox(db, q, 250, 'published', '2 hours', 'old-');
-      assert.deepEqual(await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100, maxBatches: 1 }), { outboxDeleted: 100, inboxDeleted: 0, batches: 1 });
-      assert.equal((await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100 })).outboxDeleted, 150);
+      assert.deepEqual(await cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100, maxBatches: 1 }), { outboxDeleted: 100, inboxDeleted: 0, batches: 1 });
+      assert.equal((await cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, batchSize: 100 })).outboxDeleted, 150);
     });
   });
 
@@ -61,12 +61,12 @@ describe('cleanup', () => {
       );
       const windows = { retryHorizonMs: HOUR, quarantineReplayWindowMs: DAY };
       assert.throws(
-        () => scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: DAY, ...windows, intervalMs: 1_000 }),
+        () => scheduleCleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: DAY, ...windows, intervalMs: 1_000 }),
         (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs' && /must exceed .* quarantine replay window \(86400000 ms\)/.test(err.message),
       );
-      await assert.rejects(cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY }), (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs');
+      await assert.rejects(cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY }), (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs');
       assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 1_210, 'nothing deleted before the windows were valid');
-      const result = await cleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY, ...windows, batchSize: 500 });
+      const result = await cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY, ...windows, batchSize: 500 });
       assert.equal(result.inboxDeleted, 1_200);
       assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 10);
     });
@@ -76,7 +76,7 @@ describe('cleanup', () => {
     await withDb(async (db, q) => {
       await seedOutbox(db, q, 40, 'published', '2 hours', 'old-');
       const results: number[] = [];
-      const stop = scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: HOUR, intervalMs: 50, onResult: (r) => results.push(r.outboxDeleted) });
+      const stop = scheduleCleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, intervalMs: 50, onResult: (r) => results.push(r.outboxDeleted) });
       await waitFor(() => results.length >= 2, 'two scheduled runs');
       await stop();
       assert.equal(results[0], 40);
@@ -95,10 +95,10 @@ describe('cleanup', () => {
       await channel.bindQueue(queue, exchange, '#');
       const received = new Set<string>();
       await channel.consume(queue, (message) => message && received.add(String(message.properties.messageId)), { noAck: true });
-      const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 10, batchSize: 50 }).start();
+      const relay = new Relay({ amqpUrl: AMQP_URL, pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 10, batchSize: 50 }).start();
       const deleted: number[] = [];
       // Retention 0: every published row is fair game the moment it is marked.
-      const cleaners = [1, 2].map(() => scheduleCleanup({ pool: db.pool, schema: db.schema, outboxRetentionMs: 0, batchSize: 25, intervalMs: 5, onResult: (r) => deleted.push(r.outboxDeleted) }));
+      const cleaners = [1, 2].map(() => scheduleCleanup(db.pool, { schema: db.schema, outboxRetentionMs: 0, batchSize: 25, intervalMs: 5, onResult: (r) => deleted.push(r.outboxDeleted) }));
       const appended: string[] = [];
       try {
         await Promise.all([0, 1, 2].map(async (producer) => {

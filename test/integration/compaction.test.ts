@@ -62,7 +62,7 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
         return processor;
       },
       compact: (options = {}) =>
-        compactInbox({ pool: db.pool, schema: db.schema, consumer: CONSUMER, projection: PROJECTION, olderThanMs: HOUR, retryHorizonMs: 0, quarantineReplayWindowMs: 0, ...options }),
+        compactInbox(db.pool, { schema: db.schema, consumer: CONSUMER, projection: PROJECTION, olderThanMs: HOUR, retryHorizonMs: 0, quarantineReplayWindowMs: 0, ...options }),
       async age(where = 'true') {
         await db.pool.query(`UPDATE ${q}.inbox SET received_at = now() - interval '2 hours' WHERE consumer = $1 AND ${where}`, [CONSUMER]);
       },

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { Relay, appendToOutbox, silentLogger, withTransaction, type EventEnvelope } from '../../src/index.js';
 import { withEnv, envelope, applyOrder, gate, collect } from '../support/consumer-env.js';
-import { describe, test, DATABASE_URL, uniqueName, waitFor, rabbitmqctl } from '../support/rig.js';
+import { describe, test, DATABASE_URL, uniqueName, waitFor, rabbitmqctl, AMQP_URL } from '../support/rig.js';
 
 describe('consumer delivery and ack-after-commit', () => {
   test('declares a durable queue bound to the exchange and a dead-lettering <queue>.retry', async () => {
@@ -291,6 +291,7 @@ describe('consumer delivery and ack-after-commit', () => {
         handlers: { SmsRequested: async (event) => void received.push(event) },
       });
       const relay = new Relay({
+        amqpUrl: AMQP_URL,
         pool: env.pool,
         schema: env.schema,
         exchange: env.exchange,

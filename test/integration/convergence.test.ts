@@ -115,8 +115,8 @@ describe('convergence over random histories', () => {
             });
           };
           const repair = () =>
-            reconcile({
-              pool: db.pool, schema: db.schema, projection: PROJECTION, aggregateType: 'order', source,
+            reconcile(db.pool, {
+              schema: db.schema, projection: PROJECTION, aggregateType: 'order', source,
               repair: { apply: async (tx, row) => void (await tx.query(`INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = $2`, [row.id, totalUpTo(history, row.id, row.version)])) },
             });
           // Two consumers take deliveries off one queue; a retry goes to the back (the retry queue).

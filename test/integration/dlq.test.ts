@@ -18,7 +18,7 @@ import {
   type EventEnvelope,
   type QuarantineSummary,
 } from '../../src/index.js';
-import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker, orderEvent } from '../support/rig.js';
+import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker, orderEvent, AMQP_URL } from '../support/rig.js';
 
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
@@ -51,7 +51,7 @@ describe('dlq', () => {
     const queue = uniqueName('cvq.q');
     let fixed = false;
     const applied: string[] = [];
-    const consumer = startConsumer({
+    const consumer = startConsumer({ amqpUrl: AMQP_URL,
       queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger,
       handlers: {
         '*': async (event) => {
@@ -75,7 +75,7 @@ describe('dlq', () => {
       assert.deepEqual(await listQuarantine(db.pool, { schema: db.schema, eventType: 'Paid' }), []);
       assert.deepEqual(await listQuarantine(db.pool, { schema: db.schema, olderThanMs: 3_600_000 }), [], 'none an hour old');
       const r1 = open.find((q) => q.eventId === 'R1')!;
-      const shown = await showQuarantined(db.pool, r1.id, db.schema);
+      const shown = await showQuarantined(db.pool, r1.id, { schema: db.schema });
       assert.equal(JSON.parse(shown!.body.toString()).eventId, 'R1');
       assert.equal(shown!.properties.messageId, 'R1');
 
@@ -112,7 +112,7 @@ describe('dlq', () => {
     await db.pool.query(`CREATE TABLE "${db.schema}".refunds (event_id text PRIMARY KEY, aggregate_id text NOT NULL, currency text, schema_version int)`);
     // Refunds fail until their eventId is taken off this list.
     const failing = new Set(['R1', 'R2', 'D1', 'A2']);
-    const consumer = startConsumer({
+    const consumer = startConsumer({ amqpUrl: AMQP_URL,
       queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger,
       // Handlers are written for version 2; the stored bodies say version 1.
       schemas: { Refunded: { current: 2, upcasters: { 1: (p) => ({ ...(p as object), currency: 'EUR' }) } } },

@@ -5,7 +5,7 @@ import type amqp from 'amqplib';
 import { ConfigError, Consumer, Relay, appendToOutbox, applyIncrement, grantsSql, migrate, silentLogger, withTransaction } from '../../src/index.js';
 import { encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
-import { after, before, describe, test, connectPostgres, connectRabbit, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
+import { after, before, describe, test, connectPostgres, connectRabbit, uniqueName, waitFor, dropTestBroker, AMQP_URL } from '../support/rig.js';
 
 describe('grantsSql', () => {
   test('quotes every name and grants only what each component runs', () => {
@@ -106,7 +106,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
   });
 
   test('migrate as the migration role, then relay, consumer and producer each work with only their grants', async () => {
-    const migrated = await migrate({ connectionString: roleUrl(roles.migrator), schema });
+    const migrated = await migrate(roleUrl(roles.migrator), { schema });
     assert.ok(migrated.applied.length > 0);
 
     // The owner applies the grants on converge's tables; the projection table's owner (here the superuser) grants that one.
@@ -116,7 +116,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
     await owner.end();
     await admin.query(grantsSql({ schema, consumerRole: roles.consumer, projectionTables: [`${biz}.order_totals`] }));
 
-    const consumer = new Consumer({
+    const consumer = new Consumer({ amqpUrl: AMQP_URL,
       queue,
       exchange,
       pool: rolePool(roles.consumer),
@@ -137,7 +137,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
     const errors: Error[] = [];
     consumer.on('error', (err) => errors.push(err));
     consumer.start();
-    const relay = new Relay({ pool: rolePool(roles.relay), schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const relay = new Relay({ amqpUrl: AMQP_URL, pool: rolePool(roles.relay), schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
     relay.on('error', (err) => errors.push(err));
     try {
       await consumer.ready();

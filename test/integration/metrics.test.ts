@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import prom from 'prom-client';
 import { Consumer, ContentConflictError, appendToOutbox, withTransaction, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, serveRelayMetrics, serveConsumerMetrics, silentLogger } from '../../src/index.js';
-import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker } from '../support/rig.js';
+import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, AMQP_URL, DATABASE_URL } from '../support/rig.js';
 
 describe('convergence metrics', () => {
   let db: TestDatabase;
@@ -72,8 +72,8 @@ describe('relay and consumer counters, readiness', () => {
   it('count what the relay and the consumer report, by reason and outcome', async () => {
     const registry = new prom.Registry();
     // Not started: the events are emitted here, as the running components emit them.
-    const relay = new Relay({ logger: silentLogger });
-    const consumer = new Consumer({ queue: 'metrics-test', handlers: { X: async () => undefined }, logger: silentLogger });
+    const relay = new Relay({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, logger: silentLogger });
+    const consumer = new Consumer({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, queue: 'metrics-test', handlers: { X: async () => undefined }, logger: silentLogger });
     instrumentRelay(relay, registry);
     instrumentConsumer(consumer, registry);
     relay.emit('published', ['a', 'b', 'c']);
@@ -131,8 +131,8 @@ describe('metrics served beside a running relay and consumer', () => {
     const db = await createTestSchema('cvms');
     const exchange = uniqueName('cvms-x');
     const queue = uniqueName('cvms-q');
-    const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
-    const consumer = new Consumer({ queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger, handlers: { Counted: async () => undefined } });
+    const relay = new Relay({ amqpUrl: AMQP_URL, pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const consumer = new Consumer({ amqpUrl: AMQP_URL, queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger, handlers: { Counted: async () => undefined } });
     const relayMetrics = serveRelayMetrics(relay, { port: 0 });
     const consumerMetrics = serveConsumerMetrics(consumer, { port: 0 });
     const scrape = async (served: { url: Promise<string> } | undefined, path = '/metrics') => fetch(`${await served!.url}${path}`);

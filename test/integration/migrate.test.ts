@@ -54,7 +54,7 @@ async function shapeOf(schema: string): Promise<{ columns: string[]; indexes: st
 function migrateInChildProcess(schema: string): Promise<MigrateResult> {
   const script = `
     const { migrate } = await import(${JSON.stringify(MIGRATE_MODULE)});
-    const result = await migrate({ connectionString: process.env.DATABASE_URL, schema: process.env.CONVERGE_SCHEMA });
+    const result = await migrate(process.env.DATABASE_URL, { schema: process.env.CONVERGE_SCHEMA });
     process.stdout.write(JSON.stringify(result));
   `;
   return new Promise((resolve, reject) => {
@@ -97,7 +97,7 @@ describe('migrate', () => {
       const gatePid = rows[0]!.pid;
 
       const runs = [
-        ...pools.map((pool) => migrate({ pool, schema })),
+        ...pools.map((pool) => migrate(pool, { schema })),
         ...Array.from({ length: 3 }, () => migrateInChildProcess(schema)),
       ];
       const settled = Promise.allSettled(runs);
@@ -144,10 +144,10 @@ describe('migrate', () => {
 
   it('is a no-op the second time', async () => {
     const schema = freshSchema('cvt_mig_again');
-    const first = await migrate({ pool: admin, schema });
+    const first = await migrate(admin, { schema });
     assert.deepEqual(first.applied, migrations.map((m) => m.version));
     const before = await shapeOf(schema);
-    const second = await migrate({ pool: admin, schema });
+    const second = await migrate(admin, { schema });
     assert.deepEqual(second, { schema, applied: [], version: LATEST_MIGRATION });
     assert.deepEqual(await shapeOf(schema), before);
     const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".migrations`);
@@ -156,7 +156,7 @@ describe('migrate', () => {
 
   it('sets the storage options that keep relay updates HOT and statistics fresh', async () => {
     const schema = freshSchema('cvt_mig_storage');
-    await migrate({ pool: admin, schema });
+    await migrate(admin, { schema });
     const { rows } = await admin.query<{ relname: string; reloptions: string[] | null }>(
       `SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname IN ('outbox', 'projection_state')`,
       [schema],
@@ -169,7 +169,7 @@ describe('migrate', () => {
 
   it('opens and closes its own connection when given only a connection string', async () => {
     const schema = freshSchema('cvt_mig_url');
-    const result = await migrate({ connectionString: DATABASE_URL, schema });
+    const result = await migrate(DATABASE_URL, { schema });
     assert.deepEqual(result.applied, migrations.map((m) => m.version));
     assert.deepEqual(await tablesIn(schema), CONVERGE_TABLES);
   });
@@ -187,7 +187,7 @@ describe('migrate', () => {
       },
     } as unknown as pg.Pool;
     for (const schema of ['Converge', 'x"; DROP SCHEMA public; --', '', 'a-b', 'x'.repeat(64)]) {
-      await assert.rejects(migrate({ pool: spy, schema }), InvalidIdentifierError, JSON.stringify(schema));
+      await assert.rejects(migrate(spy, { schema }), InvalidIdentifierError, JSON.stringify(schema));
       assert.throws(() => migrationSql(schema), InvalidIdentifierError);
     }
     assert.equal(connects, 0);
@@ -195,12 +195,12 @@ describe('migrate', () => {
 
   it('refuses a database that has migrations newer than it knows, and changes nothing', async () => {
     const schema = freshSchema('cvt_mig_new');
-    await migrate({ pool: admin, schema });
+    await migrate(admin, { schema });
     const newer = LATEST_MIGRATION + 1;
     await admin.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'from a newer converge')`, [newer]);
     await admin.query(`DROP TABLE "${schema}".quarantine`);
 
-    await assert.rejects(migrate({ pool: admin, schema }), (err: unknown) => {
+    await assert.rejects(migrate(admin, { schema }), (err: unknown) => {
       assert.ok(err instanceof SchemaTooNewError);
       assert.equal(err.code, 'CONVERGE_SCHEMA_TOO_NEW');
       assert.equal(err.databaseVersion, newer);
@@ -218,7 +218,7 @@ describe('migrate', () => {
     // A pre-existing, incompatible outbox makes a later statement of migration 1 fail.
     await admin.query(`CREATE SCHEMA "${schema}"`);
     await admin.query(`CREATE TABLE "${schema}".outbox (id int)`);
-    await assert.rejects(migrate({ pool: admin, schema }), (err: unknown) => (err as { code?: string }).code === '42703');
+    await assert.rejects(migrate(admin, { schema }), (err: unknown) => (err as { code?: string }).code === '42703');
     assert.deepEqual(await tablesIn(schema), ['outbox']);
   });
 
@@ -226,9 +226,9 @@ describe('migrate', () => {
     const schema = freshSchema('cvt_mig_fail');
     const pool = await connectPostgres(1);
     try {
-      await migrate({ pool, schema });
+      await migrate(pool, { schema });
       await pool.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'future')`, [LATEST_MIGRATION + 5]);
-      await assert.rejects(migrate({ pool, schema }), SchemaTooNewError);
+      await assert.rejects(migrate(pool, { schema }), SchemaTooNewError);
       const { rows } = await pool.query<{ ok: number }>('SELECT 1 AS ok');
       assert.equal(rows[0]!.ok, 1);
       assert.equal(pool.idleCount, 1);
@@ -242,7 +242,7 @@ describe('migrationSql', () => {
   it('produces, as one plain script, the same schema migrate() builds', async () => {
     const viaMigrate = freshSchema('cvt_mig_api');
     const viaScript = freshSchema('cvt_mig_sql');
-    await migrate({ pool: admin, schema: viaMigrate });
+    await migrate(admin, { schema: viaMigrate });
 
     const script = migrationSql(viaScript);
     await admin.query(script);
@@ -257,7 +257,7 @@ describe('migrationSql', () => {
     const schema = freshSchema('cvt_mig_sql2');
     await admin.query(migrationSql(schema));
     await admin.query(migrationSql(schema));
-    const result = await migrate({ pool: admin, schema });
+    const result = await migrate(admin, { schema });
     assert.deepEqual(result.applied, []);
     const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".migrations`);
     assert.equal(rows[0]!.n, migrations.length);

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { appendToOutbox, readPipelineStatus, withTransaction, type PipelineStatus, type PipelineStatusOptions } from '../../src/index.js';
-import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, type TestDatabase, dropTestBroker } from '../support/rig.js';
+import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, type TestDatabase, dropTestBroker, AMQP_URL } from '../support/rig.js';
 
 describe('pipeline status', () => {
   let db: TestDatabase;
@@ -30,7 +30,7 @@ describe('pipeline status', () => {
   });
 
   const status = (options: Partial<PipelineStatusOptions> = {}): Promise<PipelineStatus> =>
-    readPipelineStatus({ pool: db.pool, schema: db.schema, sampleMs: 100, stallAfterMs: 30_000, ...options });
+    readPipelineStatus(db.pool, { schema: db.schema, amqpUrl: AMQP_URL, sampleMs: 100, stallAfterMs: 30_000, ...options });
   const kinds = (s: PipelineStatus) => s.findings.map((f) => f.kind);
   const sql = (text: string, params: unknown[] = []) => db.pool.query(text.replaceAll('$schema', `"${db.schema}"`), params);
 

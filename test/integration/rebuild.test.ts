@@ -55,8 +55,7 @@ describe('rebuildProjection', () => {
       assert.deepEqual(replayed, { action: 'ack', outcome: 'duplicate', eventId: 'E2' }, 'replaying cannot repair it');
       assert.equal(await amount(), 10);
 
-      const report = await rebuildProjection({
-        pool: db.pool,
+      const report = await rebuildProjection(db.pool, {
         schema: db.schema,
         projection: PROJECTION,
         aggregateType: 'order',

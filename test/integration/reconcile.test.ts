@@ -91,8 +91,8 @@ describe('reconcile', () => {
     await withFixture(async (f) => {
       await corrupt(f);
       const progress: number[] = [];
-      const report = await reconcile({
-        pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4,
+      const report = await reconcile(f.db.pool, {
+        schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4,
         onProgress: (p) => progress.push(p.scanned),
       });
       assert.deepEqual(report.differences, { missing: 1, stale: 2, ahead: 1, mismatch: 1, extra: 1 });
@@ -102,7 +102,7 @@ describe('reconcile', () => {
       assert.equal(report.cursor, 'stale');
       assert.ok(progress.length > 3 && progress.every((n, i) => i === 0 || n >= progress[i - 1]!), 'progress grows page by page');
 
-      const withoutFields = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source });
+      const withoutFields = await reconcile(f.db.pool, { schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source });
       assert.deepEqual(withoutFields.differences, { missing: 1, stale: 2, ahead: 1, mismatch: 0, extra: 1 }, 'the default target (projection_state) compares versions only');
     });
   });
@@ -111,13 +111,13 @@ describe('reconcile', () => {
     await withFixture(async (f) => {
       await corrupt(f);
       const controller = new AbortController();
-      const first = await reconcile({
-        pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4,
+      const first = await reconcile(f.db.pool, {
+        schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4,
         onProgress: (p) => p.scanned >= 8 && controller.abort(),
         signal: controller.signal,
       });
       assert.equal(first.complete, false);
-      const rest = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4, after: first.cursor });
+      const rest = await reconcile(f.db.pool, { schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4, after: first.cursor });
       assert.equal(first.scanned + rest.scanned, 31, 'no id compared twice or skipped');
       const total = Object.fromEntries(Object.keys(rest.differences).map((k) => [k, first.differences[k as 'missing'] + rest.differences[k as 'missing']]));
       assert.deepEqual(total, { missing: 1, stale: 2, ahead: 1, mismatch: 1, extra: 1 });
@@ -127,7 +127,7 @@ describe('reconcile', () => {
   it('keeps to maxRowsPerSecond', async () => {
     await withFixture(async (f) => {
       for (let i = 0; i < 20; i++) await f.seed(`r${i}`, 1, 1);
-      const report = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, pageSize: 5, maxRowsPerSecond: 40 });
+      const report = await reconcile(f.db.pool, { schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, pageSize: 5, maxRowsPerSecond: 40 });
       assert.equal(report.scanned, 20);
       assert.ok(report.durationMs >= 450, `20 rows at 40/s took ${report.durationMs} ms`);
     });
@@ -136,7 +136,7 @@ describe('reconcile', () => {
   it('repairs missing, stale (a deletion included) and mismatch; reports ahead and extra without touching them; a second run finds only those', async () => {
     await withFixture(async (f) => {
       await corrupt(f);
-      const report = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4, repair: { apply: f.apply } });
+      const report = await reconcile(f.db.pool, { schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, pageSize: 4, repair: { apply: f.apply } });
       assert.equal(report.repaired, 4);
       assert.deepEqual(await f.readModel('missing'), { amount: 20, version: 2 });
       assert.deepEqual(await f.readModel('stale'), { amount: 50, version: 5 });
@@ -146,7 +146,7 @@ describe('reconcile', () => {
       assert.deepEqual(tomb.rows[0], { version: '8', deleted: true, baseline_version: '8' });
       assert.deepEqual(await f.readModel('ahead'), { amount: 50, version: 6 }, 'never regressed');
       assert.deepEqual(await f.readModel('extra'), { amount: 10, version: 1 }, 'never deleted from absence');
-      const again = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, repair: { apply: f.apply } });
+      const again = await reconcile(f.db.pool, { schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target: f.target, repair: { apply: f.apply } });
       assert.deepEqual(again.differences, { missing: 0, stale: 0, ahead: 1, mismatch: 0, extra: 1 });
       assert.equal(again.repaired, 0);
     });
@@ -169,7 +169,7 @@ describe('reconcile', () => {
       };
       const lookup = async (id: string) => (await f.source(null, 1_000)).find((row) => row.id === id) ?? null;
       const remove = async (tx: pg.PoolClient, id: string) => void (await tx.query(`DELETE FROM ${f.q}.order_view WHERE id = $1`, [id]));
-      const report = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source, target: f.target, repair: { apply: f.apply, lookup, remove } });
+      const report = await reconcile(f.db.pool, { schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source, target: f.target, repair: { apply: f.apply, lookup, remove } });
       assert.equal(report.differences.extra, 2, "'extra' and 'late' looked extra in the pages");
       assert.equal(await f.readModel('extra'), null, 'confirmed gone at the source: removed');
       assert.equal(await f.db.pool.query(`SELECT 1 FROM ${f.q}.projection_state WHERE aggregate_id = 'extra'`).then((r) => r.rows.length), 0);
@@ -197,7 +197,7 @@ describe('reconcile', () => {
         }
         return page;
       };
-      const report = await reconcile({ pool: f.db.pool, schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target, repair: { apply: f.apply } });
+      const report = await reconcile(f.db.pool, { schema: f.db.schema, projection: PROJECTION, aggregateType: TYPE, source: f.source, target, repair: { apply: f.apply } });
       assert.equal(report.differences.stale, 1, 'the page it read was stale');
       assert.deepEqual([report.repaired, report.skipped], [0, 1]);
       assert.deepEqual(await f.readModel('o1'), { amount: 50, version: 5 }, "the consumer's newer write stands");

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import amqp from 'amqplib';
 import { Consumer, Relay, type Logger } from '../../src/index.js';
 import { connectOptions } from '../../src/transport/connection.js';
-import { afterEach, describe, mock, test, waitFor } from '../support/rig.js';
+import { afterEach, describe, mock, test, waitFor, AMQP_URL, DATABASE_URL } from '../support/rig.js';
 
 const PG_SECRET = 'S3cr3t-Pw-42';
 const AMQP_SECRET = 'S3cr3t-Pw-43';
@@ -133,7 +133,7 @@ describe('AMQP socket options (TLS)', () => {
   }
 
   test('amqpSocketOptions must be an object', () => {
-    assert.throws(() => new Relay({ amqpSocketOptions: 'ca.pem' as never }), /"amqpSocketOptions"/);
-    assert.throws(() => new Consumer({ queue: 'q', handlers: { A: async () => undefined }, amqpSocketOptions: 5 as never }), /"amqpSocketOptions"/);
+    assert.throws(() => new Relay({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, amqpSocketOptions: 'ca.pem' as never }), /"amqpSocketOptions"/);
+    assert.throws(() => new Consumer({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, queue: 'q', handlers: { A: async () => undefined }, amqpSocketOptions: 5 as never }), /"amqpSocketOptions"/);
   });
 });

@@ -14,7 +14,7 @@ import {
   type Consumer,
   type EventHandler,
 } from '../../src/index.js';
-import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, dropBrokerNames } from '../support/rig.js';
+import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, dropBrokerNames, AMQP_URL } from '../support/rig.js';
 
 const PLUGIN_HINT = 'enable it with: rabbitmq-plugins enable rabbitmq_consistent_hash_exchange';
 
@@ -81,7 +81,7 @@ describe('partitioned topology', () => {
     const channel = await connection.createChannel();
     const { hashExchange, queues } = await declare(channel, exchange, prefix, 3);
     const running: Consumer[] = [];
-    const relay = new Relay({ pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const relay = new Relay({ amqpUrl: AMQP_URL, pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
     try {
       await db.pool.query(`CREATE TABLE "${db.schema}".applied (seq bigserial PRIMARY KEY, instance text NOT NULL, aggregate_id text NOT NULL, version int NOT NULL)`);
       const handler = (instance: string): EventHandler => async (event, { tx, schema }) => {
@@ -89,7 +89,7 @@ describe('partitioned topology', () => {
           await tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [instance, event.aggregateId, event.aggregateVersion]);
         });
       };
-      const common = { exchange, queuePrefix: prefix, partitions: 3, pool: db.pool, schema: db.schema, logger: silentLogger, batchSize: 8, prefetch: 8 };
+      const common = { amqpUrl: AMQP_URL, exchange, queuePrefix: prefix, partitions: 3, pool: db.pool, schema: db.schema, logger: silentLogger, batchSize: 8, prefetch: 8 };
       const first = startPartitionedConsumers({ ...common, handlers: { AmountAdded: handler('first') } });
       running.push(...first);
       await Promise.all(first.map((c) => c.ready()));

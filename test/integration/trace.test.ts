@@ -34,7 +34,7 @@ describe('trace context', () => {
     const tap = uniqueName('cvtrace.tap');
     const seen = new Map<string, EventEnvelope>();
     const warnings: Record<string, unknown>[] = [];
-    const consumer = startConsumer({
+    const consumer = startConsumer({ amqpUrl: AMQP_URL,
       queue, exchange, pool: db.pool, schema: db.schema, logger: capturingLogger(warnings),
       backoff: { initialDelayMs: 10, maxDelayMs: 20 },
       handlers: {

@@ -26,6 +26,7 @@ import {
   createTestSchema,
   dropBrokerNames,
   uniqueName,
+  AMQP_URL,
   withChannel,
   type TestDatabase,
 } from './rig.js';
@@ -91,6 +92,7 @@ export async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
     extraQueues: [],
     start(options) {
       const consumer = startConsumer({
+        amqpUrl: AMQP_URL,
         queue,
         exchange,
         pool: db.pool,

@@ -211,7 +211,7 @@ export interface TestDatabase {
 export async function createTestSchema(prefix = 'cvt', max = 10): Promise<TestDatabase> {
   const pool = await connectPostgres(max);
   const schema = uniqueName(prefix);
-  await migrate({ pool, schema });
+  await migrate(pool, { schema });
   return {
     pool,
     schema,

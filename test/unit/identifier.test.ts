@@ -76,20 +76,20 @@ describe('a malicious schema name in configuration', () => {
 
   it('migrate rejects with InvalidIdentifierError naming schema', async () => {
     const pool = spyPool();
-    await assert.rejects(migrate({ schema: evil, pool: pool as never }), (err) => namesSchema(err, InvalidIdentifierError));
-    await assert.rejects(migrate({ schema: evil, connectionString }), (err) => namesSchema(err, InvalidIdentifierError));
+    await assert.rejects(migrate(pool as never, { schema: evil }), (err) => namesSchema(err, InvalidIdentifierError));
+    await assert.rejects(migrate(connectionString, { schema: evil }), (err) => namesSchema(err, InvalidIdentifierError));
     assert.deepEqual(pool.used, []);
   });
 
   it('cleanup rejects with ConfigError naming schema', async () => {
     const pool = spyPool();
-    await assert.rejects(cleanup({ schema: evil, pool: pool as never, outboxRetentionMs: 1000 }), (err) => namesSchema(err, ConfigError));
+    await assert.rejects(cleanup(pool as never, { schema: evil, outboxRetentionMs: 1000 }), (err) => namesSchema(err, ConfigError));
     assert.deepEqual(pool.used, []);
   });
 
   it('readPipelineStatus rejects with ConfigError naming schema', async () => {
     const pool = spyPool();
-    await assert.rejects(readPipelineStatus({ schema: evil, pool: pool as never, sampleMs: 0 }), (err) => namesSchema(err, ConfigError));
+    await assert.rejects(readPipelineStatus(pool as never, { schema: evil, sampleMs: 0 }), (err) => namesSchema(err, ConfigError));
     assert.deepEqual(pool.used, []);
   });
 

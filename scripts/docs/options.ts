@@ -1,0 +1,183 @@
+/**
+ * Renders docs/reference/options.md from the components' option schemas: one table per
+ * component (option, type, default, description). `--check` compares instead of writing and
+ * exits 1 naming the file when the committed copy is out of date.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import type { OptionsSpec } from '../../src/runtime/options.js';
+import { relayOptions } from '../../src/relay/options.js';
+import { consumerOptions, processorOptions } from '../../src/inbox/options.js';
+import { migrateOptions } from '../../src/schema/migrate.js';
+import { listOutboxOptions, retryFailedOptions, statusOptions } from '../../src/ops/status.js';
+import { quarantineFilterOptions } from '../../src/ops/dlq.js';
+import { metricsEndpointOptions } from '../../src/metrics/metrics.js';
+import { gapQueryOptions } from '../../src/inbox/parking.js';
+
+export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
+
+/** Components documented, in order; each entry is the spec and the call it configures. */
+const COMPONENTS: [OptionsSpec<z.ZodType>, string][] = [
+  [relayOptions, 'new Relay(options) / startRelay(options)'],
+  [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
+  [processorOptions, 'createDeliveryProcessor(options)'],
+  [migrateOptions, 'migrate(poolOrConnectionString, options)'],
+  [statusOptions, 'readStatus(executor, options)'],
+  [retryFailedOptions, 'retryFailedEvents(executor, options)'],
+  [listOutboxOptions, 'listOutbox(executor, options)'],
+  [quarantineFilterOptions, 'listQuarantine(executor, options)'],
+  [gapQueryOptions, 'readGaps(executor, options)'],
+  [metricsEndpointOptions, 'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint)'],
+];
+
+type Def = Record<string, unknown> & { type: string };
+const defOf = (schema: z.ZodType): Def => (schema as unknown as { def: Def }).def;
+const metaOf = (schema: z.ZodType): Record<string, unknown> => z.globalRegistry.get(schema) ?? {};
+
+/** A TypeScript-like name for the type a caller passes (the input side of the schema). */
+export function typeName(schema: z.ZodType): string {
+  const def = defOf(schema);
+  switch (def.type) {
+    case 'string':
+    case 'number':
+    case 'boolean':
+      return def.type;
+    case 'literal':
+      return (def.values as unknown[]).map((v) => JSON.stringify(v)).join(' | ');
+    case 'enum':
+      return Object.values(def.entries as Record<string, string>)
+        .map((v) => `'${v}'`)
+        .join(' | ');
+    case 'optional':
+    case 'nullable':
+    case 'default':
+    case 'prefault':
+    case 'readonly':
+      return typeName(def.innerType as z.ZodType) + (def.type === 'nullable' ? ' | null' : '');
+    case 'pipe':
+      return typeName(def.in as z.ZodType);
+    case 'union':
+      return (def.options as z.ZodType[]).map(typeName).join(' | ');
+    case 'array':
+      return `${typeName(def.element as z.ZodType)}[]`;
+    case 'record':
+      return `Record<string, ${typeName(def.valueType as z.ZodType)}>`;
+    case 'object':
+      return `{ ${Object.entries((schema as unknown as z.ZodObject).shape)
+        .map(([k, v]) => `${k}${isOptional(v as z.ZodType) ? '?' : ''}: ${typeName(v as z.ZodType)}`)
+        .join('; ')} }`;
+    case 'custom':
+      return customName(schema);
+    default:
+      return def.type;
+  }
+}
+
+function customName(schema: z.ZodType): string {
+  const name = metaOf(schema).typeName;
+  if (typeof name !== 'string') throw new Error('a z.custom option needs .meta({ typeName }) for the docs');
+  return name;
+}
+
+function isOptional(schema: z.ZodType): boolean {
+  return (schema as unknown as { _zod: { optin?: string } })._zod.optin === 'optional';
+}
+
+function defaultText(schema: z.ZodType): string {
+  const meta = metaOf(schema);
+  if (typeof meta.defaultText === 'string') return meta.defaultText;
+  let current = schema;
+  for (;;) {
+    const def = defOf(current);
+    if (def.type === 'default' || def.type === 'prefault')
+      return formatValue(def.defaultValue, def.innerType as z.ZodType);
+    if (def.type === 'pipe') current = def.in as z.ZodType;
+    else if (def.type === 'optional' || def.type === 'nullable' || def.type === 'readonly')
+      current = def.innerType as z.ZodType;
+    else return isOptional(schema) ? '–' : 'required';
+  }
+}
+
+/** `{}` prefaults show what they resolve to, e.g. the merged backoff policy. */
+function formatValue(value: unknown, inner: z.ZodType): string {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) {
+    const parsed = inner.safeParse(value);
+    if (
+      parsed.success &&
+      parsed.data !== null &&
+      typeof parsed.data === 'object' &&
+      Object.keys(parsed.data).length > 0
+    )
+      return JSON.stringify(parsed.data);
+  }
+  return JSON.stringify(value);
+}
+
+const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+
+function table(spec: OptionsSpec<z.ZodType>, call: string): string {
+  const shape = objectShape(spec.schema);
+  const rows = Object.entries(shape).map(([key, field]) => {
+    const meta = metaOf(field);
+    const description = (meta.description as string | undefined) ?? field.description ?? '';
+    return `| \`${key}\` | \`${cell(typeName(field))}\` | \`${cell(defaultText(field))}\` | ${cell(description)} |`;
+  });
+  return [
+    `## ${spec.component}`,
+    '',
+    `\`${call}\``,
+    '',
+    '| option | type | default | description |',
+    '|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+}
+
+function objectShape(schema: z.ZodType): Record<string, z.ZodType> {
+  const def = defOf(schema);
+  if (def.type === 'object') return (schema as unknown as z.ZodObject).shape;
+  if (def.type === 'pipe') return objectShape(def.in as z.ZodType);
+  throw new Error(`not an object schema: ${def.type}`);
+}
+
+export function renderOptionsReference(): string {
+  const header = [
+    '# Options reference',
+    '',
+    '<!-- Generated by `npm run docs` from the option schemas in src/; do not edit by hand. -->',
+    '',
+    'Every entry point validates its options once: unknown keys are rejected with the closest known',
+    'name suggested, and every problem is listed in one `ConfigError` (`code` `CONVERGE_INVALID_CONFIG`,',
+    '`problems: { path, message }[]`, `field` = the first path). The library reads no environment',
+    'variables: pass `pool` or `connectionString` (and `amqpUrl` where a broker is used).',
+    '',
+  ];
+  return [...header, ...COMPONENTS.map(([spec, call]) => table(spec, call))].join('\n');
+}
+
+/** True when the committed file matches what the schemas render. */
+export function optionsReferenceIsCurrent(path = OPTIONS_DOC): boolean {
+  let committed = '';
+  try {
+    committed = readFileSync(path, 'utf8');
+  } catch {
+    return false;
+  }
+  return committed === renderOptionsReference();
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const fileFlag = process.argv.indexOf('--file');
+  const target = fileFlag > 0 && process.argv[fileFlag + 1] ? process.argv[fileFlag + 1]! : OPTIONS_DOC;
+  if (process.argv.includes('--check')) {
+    if (!optionsReferenceIsCurrent(target)) {
+      console.error(`docs:check: ${target} is out of date; run npm run docs`);
+      process.exitCode = 1;
+    }
+  } else {
+    writeFileSync(target, renderOptionsReference());
+    console.log(`wrote ${target}`);
+  }
+}

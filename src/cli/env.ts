@@ -1,0 +1,39 @@
+import { optionDefault, type OptionsSpec } from '../runtime/options.js';
+import { relayOptions } from '../relay/index.js';
+import type { z } from 'zod';
+
+/**
+ * The CLI, and only the CLI, reads the environment. The library takes every connection as an
+ * option; these fallbacks are the CLI's documented local defaults.
+ */
+export const LOCAL_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
+export const LOCAL_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
+
+export function databaseUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  return flag ?? env.DATABASE_URL ?? LOCAL_DATABASE_URL;
+}
+
+export function amqpUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  return flag ?? env.AMQP_URL ?? LOCAL_AMQP_URL;
+}
+
+export function logLevel(env: NodeJS.ProcessEnv = process.env): string {
+  return env.CONVERGE_LOG_LEVEL ?? 'info';
+}
+
+/** A flag's default, read from the component's option schema so the CLI and the library never drift. */
+export function schemaDefault<T>(spec: OptionsSpec<z.ZodType>, key: string): T {
+  const value = optionDefault(spec.schema, key);
+  if (value === undefined) throw new Error(`${spec.component} declares no default for ${key}`);
+  return value as T;
+}
+
+/** Defaults of the `converge relay` flags, taken from the relay's option schema. */
+export const relayFlagDefaults = {
+  exchange: schemaDefault<string>(relayOptions, 'exchange'),
+  routingKey: schemaDefault<string>(relayOptions, 'routingKey'),
+  batchSize: schemaDefault<number>(relayOptions, 'batchSize'),
+  leaseMs: schemaDefault<number>(relayOptions, 'leaseMs'),
+  pollIntervalMs: schemaDefault<number>(relayOptions, 'pollIntervalMs'),
+  maxAttempts: schemaDefault<number>(relayOptions, 'maxAttempts'),
+};
