@@ -37,7 +37,7 @@ export interface LabEnv {
   channel: amqp.ConfirmChannel;
   exchange: string;
   queue: string;
-  /** Handlers of the order projection, for startConsumer / createDeliveryProcessor. */
+  /** Handlers of the order projection, for startConsumer / new DeliveryProcessor. */
   handlers: Record<string, EventHandler>;
   close(): Promise<void>;
 }

@@ -6,7 +6,7 @@ import {
   ConcurrencyConflictError,
   ContentConflictError,
   Relay,
-  createDeliveryProcessor,
+  DeliveryProcessor,
   repairFromSnapshot,
   silentLogger,
   startConsumer,
@@ -116,7 +116,7 @@ export const contentConflict: Scenario = {
   title: 'same eventId, different content',
   async run(env) {
     const checks: string[] = [];
-    const processor = createDeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
+    const processor = new DeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
     try {
       await publishEnvelope(env, envelopeFor('1', 1, 10, 'E1'));
       const first = await getOne(env);
@@ -144,7 +144,7 @@ export const snapshotRepair: Scenario = {
   title: 'conditional snapshot repair',
   async run(env) {
     const checks: string[] = [];
-    const processor = createDeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
+    const processor = new DeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
     const deliver = async (eventId: string, version: number, delta: number) => {
       await publishEnvelope(env, envelopeFor('1', version, delta, eventId));
       const message = await getOne(env);
@@ -198,7 +198,7 @@ export const brokerDuplicates: Scenario = {
     });
     const survivor = new Relay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, relayId: 'relay-b' });
     survivor.on('published', (ids) => (published += ids.length));
-    const processor = createDeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
+    const processor = new DeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
     try {
       const { eventId } = await addToOrder(env, { orderId: '1', delta: 10 });
       await crashing.runOnce().catch(() => undefined);

@@ -23,7 +23,7 @@ export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 export { Relay, startRelay, outboxRowToEnvelope } from './relay/index.js';
 export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents, OutboxEnvelopeRow } from './relay/index.js';
 
-export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, createDeliveryProcessor, classifyFailure, ATTEMPT_HEADER, REPLAY_OF_HEADER, DEFAULT_REORDER_BUFFER, readGaps, upcast, DEFAULT_RAMP_UP, rampLimit } from './inbox/index.js';
+export { Consumer, startConsumer, startPartitionedConsumers, DeliveryProcessor, decideFailure, ATTEMPT_HEADER, REPLAY_OF_HEADER, DEFAULT_REORDER_BUFFER, readGaps, upcast, DEFAULT_RAMP_UP, rampLimit } from './inbox/index.js';
 export type {
   ConsumerOptions,
   ConsumerHooks,
@@ -36,16 +36,14 @@ export type {
   HandlerContext,
   Settlement,
   DrainedEvent,
-  DrainListener,
+  DrainSink,
   ReorderBufferLimits,
   Gap,
   GapQuery,
   Upcaster,
   SchemaEvolution,
-  SourceSnapshot,
-  GapRepairOptions,
-  GapRepairReport,
-  FailureAction,
+  FailureDecision,
+  FailureContext,
   QuarantineReason,
   RawDelivery,
   ReplayOutcome,
@@ -64,8 +62,8 @@ export type {
   VersionedEvent,
 } from './projection/index.js';
 
-export { repairFromSnapshot, reconcile, rebuildProjection, classify as classifyDifference, compareIds } from './reconcile/index.js';
-export type { TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport, ReconcileRepair, Difference, ReconcileRow, RebuildOptions } from './reconcile/index.js';
+export { repairFromSnapshot, repairGaps, reconcile, rebuildProjection, classify as classifyDifference, compareIds } from './reconcile/index.js';
+export type { SourceSnapshot, GapRepairOptions, GapRepairReport, GapRepairTarget, TrustedSnapshot, RepairResult, PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport, ReconcileRepair, Difference, ReconcileRow, RebuildOptions } from './reconcile/index.js';
 
 export { readStatus, retryFailedEvents, listOutbox } from './ops/status.js';
 export type { ConvergeStatus, OutboxRow } from './ops/status.js';

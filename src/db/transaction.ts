@@ -3,8 +3,20 @@ import type pg from 'pg';
 /** SQLSTATEs after which the whole local transaction may simply be run again. */
 const RETRY_WHOLE_TRANSACTION = new Set(['40001', '40P01']);
 
+/**
+ * Thrown by converge's own code inside a transaction when what it read was overtaken by a
+ * concurrent transaction (the same situation as a serialization failure, detected by
+ * converge rather than by PostgreSQL): withTransaction runs the whole transaction again.
+ */
+export class RetryTransactionSignal extends Error {
+  override readonly name = 'RetryTransactionSignal';
+}
+
 export function isSerializationFailure(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && RETRY_WHOLE_TRANSACTION.has(String((err as { code?: unknown }).code));
+  if (err instanceof RetryTransactionSignal) return true;
+  return (
+    typeof err === 'object' && err !== null && RETRY_WHOLE_TRANSACTION.has(String((err as { code?: unknown }).code))
+  );
 }
 
 /**
@@ -13,17 +25,21 @@ export function isSerializationFailure(err: unknown): boolean {
  */
 export function isTransientDatabaseError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
-  const code = String((err as { code?: unknown }).code ?? '');
+  const raw = (err as { code?: unknown }).code;
+  const code = typeof raw === 'string' || typeof raw === 'number' ? String(raw) : '';
   if (isSerializationFailure(err)) return true;
   if (code.startsWith('08') || code.startsWith('53') || code.startsWith('57P')) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
   const message = (err as { message?: unknown }).message;
-  return typeof message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message)
+  );
 }
 
 /**
- * Runs `work` in one transaction on one pooled connection. Serialization failures and
- * deadlocks re-run the whole transaction (never a single statement), up to `retries` times.
+ * Runs `work` in one transaction on one pooled connection. Serialization failures,
+ * deadlocks and a RetryTransactionSignal re-run the whole transaction (never a single statement), up to `retries` times.
  */
 export async function withTransaction<T>(
   pool: pg.Pool,

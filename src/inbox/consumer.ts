@@ -2,39 +2,27 @@ import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
 import type pg from 'pg';
 import type { ConsumeMessage } from 'amqplib';
-import type { ContentConflictError } from '../runtime/errors.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
-import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import { openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
-import { RampGate } from './ramp.js';
-import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, traceFields } from './headers.js';
-import { DeliveryProcessor, type DrainedEvent, type GapRepairOptions, type GapRepairReport, type Settlement, type SourceSnapshot } from './processor.js';
+import { RampAdmission, RampGate } from './ramp.js';
+import { traceFields } from './headers.js';
+import { declareQueues, publishRetryCopy } from './retry-copy.js';
+import { DeliveryProcessor, ProcessorSetup } from './processor.js';
+import type {
+  AggregateRef,
+  ConsumerEvents,
+  ConsumerStats,
+  DrainedEvent,
+  RawDelivery,
+  RetrySettlement,
+  Settlement,
+} from './types.js';
 
-export interface ConsumerEvents {
-  settled: [settlement: Settlement];
-  /** A parked event left the reorder buffer (applied, duplicate, quarantined, or handed back for a retry). */
-  drained: [settlement: Settlement];
-  conflict: [err: ContentConflictError];
-  /** The recovery rate limit changed: events per second, or null once it is lifted. */
-  recovering: [limitPerSecond: number | null];
-  error: [err: Error];
-}
-
-export interface ConsumerStats {
-  applied: number;
-  duplicate: number;
-  ignored: number;
-  quarantined: number;
-  retried: number;
-  /** Early events put into the reorder buffer. */
-  parked: number;
-  /** Parked events applied from the reorder buffer (also counted in `applied`). */
-  drained: number;
-}
+export type { ConsumerEvents, ConsumerStats } from './types.js';
 
 /**
  * Subscribes a durable queue with manual acks and bounded prefetch. Each delivery runs
@@ -46,7 +34,15 @@ export interface ConsumerStats {
  */
 export class Consumer extends EventEmitter<ConsumerEvents> {
   readonly options: ResolvedConsumerOptions;
-  readonly stats: ConsumerStats = { applied: 0, duplicate: 0, ignored: 0, quarantined: 0, retried: 0, parked: 0, drained: 0 };
+  readonly stats: ConsumerStats = {
+    applied: 0,
+    duplicate: 0,
+    ignored: 0,
+    quarantined: 0,
+    retried: 0,
+    parked: 0,
+    drained: 0,
+  };
   readonly #processor: DeliveryProcessor;
   readonly #idle = new Idle();
   #connection: amqp.ChannelModel | undefined;
@@ -63,18 +59,19 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   #ready: Promise<void>;
   #markReady!: () => void;
   #removeSignals: (() => void) | undefined;
-  readonly #ramp: RampGate | undefined;
-  #reportedLimit: number | null = null;
+  readonly #ramp: RampAdmission | undefined;
   #sessions = 0;
 
   constructor(options: ConsumerOptions) {
     super();
+    // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
-    // The resolved consumer options are a superset of the processor's: handed over as they are, not resolved again.
-    this.#processor = new DeliveryProcessor(this.options);
-    this.#processor.onDrained((drained) => this.#settleDrained(drained));
+    this.#processor = new DeliveryProcessor(
+      new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
+    );
     this.#ready = new Promise((resolve) => (this.#markReady = resolve));
-    if (this.options.rampUp) this.#ramp = new RampGate(this.options.rampUp);
+    if (this.options.rampUp)
+      this.#ramp = new RampAdmission(new RampGate(this.options.rampUp), (limit) => this.#reportRamp(limit));
   }
 
   start(): this {
@@ -104,9 +101,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     return this.#processor.drainReady();
   }
 
-  /** See DeliveryProcessor.repairGaps: repairs this consumer's gaps from the source, then drains. */
-  repairGaps<S extends SourceSnapshot>(options: GapRepairOptions<S>): Promise<GapRepairReport> {
-    return this.#processor.repairGaps(options);
+  /** Drains the parked events of one aggregate that can apply now (repairGaps in reconcile/ calls it). */
+  drainAggregate(aggregate: AggregateRef): Promise<number> {
+    return this.#processor.drainAggregate(aggregate);
   }
 
   /** Stops taking deliveries, finishes the one in progress (commit, then ack), closes everything. */
@@ -132,7 +129,10 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       } catch (err) {
         failures++;
         const delay = backoffDelay(failures, this.options.reconnectBackoff);
-        this.options.logger.warn({ ...describeError(err), attempt: failures, delayMs: delay }, 'consumer session failed; reconnecting');
+        this.options.logger.warn(
+          { ...describeError(err), attempt: failures, delayMs: delay },
+          'consumer session failed; reconnecting',
+        );
         if (this.listenerCount('error') > 0) this.emit('error', err as Error);
         await this.#idle.sleep(delay);
       } finally {
@@ -144,29 +144,42 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   /** One connection's lifetime: declare, subscribe, then wait for the connection to end or stop(). */
   async #session(onConnected: () => void): Promise<void> {
     const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
-    const connection = await openConnection(this.options.amqpUrl, `converge-consumer ${this.options.queue}`, this.options.logger, () => this.#sessionEnded?.(), this.options.amqpSocketOptions);
+    const connection = await openConnection(
+      this.options.amqpUrl,
+      `converge-consumer ${this.options.queue}`,
+      this.options.logger,
+      () => this.#sessionEnded?.(),
+      this.options.amqpSocketOptions,
+    );
     this.#connection = connection;
     const channel = await connection.createChannel();
     channel.on('error', (err: Error) => this.options.logger.warn(describeError(err), 'consumer channel error'));
     channel.on('close', () => this.#sessionEnded?.());
     this.#channel = channel;
     this.#retryPublisher = new ConfirmPublisher(await connection.createConfirmChannel());
-    if (this.options.declare) await this.#declare(channel);
+    if (this.options.declare) await declareQueues(channel, this.options);
     await channel.prefetch(this.options.prefetch);
     this.#buffer = [];
     // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
     // Begun before subscribing, so no delivery of the backlog slips in ahead of the ramp.
-    if (++this.#sessions > 1) this.#beginRamp();
-    const { consumerTag } = await channel.consume(this.options.queue, (message) => {
-      // null is the broker cancelling us (queue deleted, or moved on a cluster): subscribe again.
-      if (!message) {
-        this.options.logger.warn({ queue: this.options.queue }, 'subscription cancelled by the broker; resubscribing');
-        this.#sessionEnded?.();
-        return;
-      }
-      this.#buffer.push(message);
-      this.#pump(channel);
-    }, { noAck: false });
+    if (++this.#sessions > 1) this.#ramp?.begin();
+    const { consumerTag } = await channel.consume(
+      this.options.queue,
+      (message) => {
+        // null is the broker cancelling us (queue deleted, or moved on a cluster): subscribe again.
+        if (!message) {
+          this.options.logger.warn(
+            { queue: this.options.queue },
+            'subscription cancelled by the broker; resubscribing',
+          );
+          this.#sessionEnded?.();
+          return;
+        }
+        this.#buffer.push(message);
+        this.#pump(channel);
+      },
+      { noAck: false },
+    );
     this.#consumerTag = consumerTag;
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();
@@ -174,15 +187,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#markReady();
     if (this.#stopping) return;
     await ended;
-  }
-
-  async #declare(channel: amqp.Channel): Promise<void> {
-    const { queue, retryQueue, exchange } = this.options;
-    await channel.assertExchange(exchange, 'topic', { durable: true });
-    await channel.assertQueue(queue, { durable: true });
-    for (const pattern of this.options.bindings) await channel.bindQueue(queue, exchange, pattern);
-    // Expired copies go back to the main queue through the default exchange.
-    await channel.assertQueue(retryQueue, { durable: true, arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue } });
   }
 
   /**
@@ -196,7 +200,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#inFlight = (async () => {
       try {
         while (this.#buffer.length > 0) {
-          const granted = await this.#admit(Math.min(this.#buffer.length, this.options.batchSize));
+          const wanted = Math.min(this.#buffer.length, this.options.batchSize);
+          const granted = this.#ramp ? await this.#ramp.admit(wanted) : wanted;
           await this.#handleBatch(channel, this.#buffer.splice(0, granted));
         }
       } finally {
@@ -205,28 +210,11 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     })();
   }
 
-  /** How many deliveries the next transaction may take: all it wants, unless recovering from an outage. */
-  async #admit(wanted: number): Promise<number> {
-    if (!this.#ramp) return wanted;
-    for (;;) {
-      const { granted, waitMs } = this.#ramp.take(wanted);
-      this.#reportRamp();
-      if (granted > 0) return granted;
-      await new Promise((resolve) => setTimeout(resolve, waitMs));
-    }
-  }
-
-  #beginRamp(): void {
-    if (!this.#ramp) return;
-    this.#ramp.begin();
-    this.#reportRamp();
-  }
-
-  #reportRamp(): void {
-    const limit = this.#ramp?.limit() ?? null;
-    if (limit === this.#reportedLimit) return;
-    this.#reportedLimit = limit;
-    this.options.logger.info({ queue: this.options.queue, limitPerSecond: limit }, limit === null ? 'recovered: rate limit lifted' : 'recovering: processing rate limited');
+  #reportRamp(limit: number | null): void {
+    this.options.logger.info(
+      { queue: this.options.queue, limitPerSecond: limit },
+      limit === null ? 'recovered: rate limit lifted' : 'recovering: processing rate limited',
+    );
     this.emit('recovering', limit);
   }
 
@@ -248,19 +236,25 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.#sessionEnded?.();
       return;
     }
-    const ackable = await Promise.all(messages.map((message, i) => {
-      const settlement = settlements[i]!;
-      return settlement.action === 'retry' ? this.#parkForRetry(message, settlement) : true;
-    }));
+    const ackable = await Promise.all(
+      messages.map(async (message, i) => {
+        const settlement = settlements[i]!;
+        return settlement.action === 'retry' ? this.#parkForRetry(message, settlement) : true;
+      }),
+    );
     // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
     if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
-    else messages.forEach((message, i) => safeSettle(() => (ackable[i] ? channel.ack(message) : channel.nack(message, false, true))));
+    else
+      messages.forEach((message, i) =>
+        safeSettle(() => (ackable[i] ? channel.ack(message) : channel.nack(message, false, true))),
+      );
     // The database is failing: when it is back, the backlog must not hit it all at once.
-    if (settlements.some((s) => s.action === 'retry' && s.reason === 'database-unavailable')) this.#beginRamp();
+    if (settlements.some((s) => s.action === 'retry' && s.reason === 'database-unavailable')) this.#ramp?.begin();
     for (const settlement of settlements) {
       this.#count(settlement);
       this.emit('settled', settlement);
-      if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && settlement.conflict) this.emit('conflict', settlement.conflict);
+      if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && settlement.conflict)
+        this.emit('conflict', settlement.conflict);
     }
   }
 
@@ -270,21 +264,17 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
    * not be parked, after holding the delivery for its backoff so a broken retry path cannot
    * turn into a hot redelivery loop.
    */
-  async #parkForRetry(message: ConsumeMessage, settlement: Extract<Settlement, { action: 'retry' }>): Promise<boolean> {
+  async #parkForRetry(message: RawDelivery, settlement: RetrySettlement): Promise<boolean> {
     const publisher = this.#retryPublisher;
     try {
       if (!publisher) throw new Error('no retry channel');
-      const messageId = typeof message.properties.messageId === 'string' ? message.properties.messageId : `unidentified-${message.fields.deliveryTag}`;
-      await publisher.publish('', this.options.retryQueue, message.content, {
-        ...message.properties,
-        messageId,
-        headers: { ...message.properties.headers, [ATTEMPT_HEADER]: settlement.attempt, ...originHeaders(message) },
-        expiration: String(settlement.delayMs),
-        persistent: true,
-      }, DEFAULT_CONFIRM_TIMEOUT_MS);
+      await publishRetryCopy(publisher, this.options.retryQueue, message, settlement);
       return true;
     } catch (err) {
-      this.options.logger.warn({ eventId: settlement.eventId, ...traceFields(message), ...describeError(err) }, 'could not park delivery for retry; requeueing it after the backoff');
+      this.options.logger.warn(
+        { eventId: settlement.eventId, ...traceFields(message), ...describeError(err) },
+        'could not park delivery for retry; requeueing it after the backoff',
+      );
       await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
       return false;
     }
@@ -292,14 +282,15 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /**
    * Drained events were acked when they were parked. One that must be retried goes back to
-   * the broker (a confirmed copy in the retry queue) and only then leaves the buffer.
+   * the broker (a confirmed copy in the retry queue); the eventIds returned leave the buffer.
    */
-  async #settleDrained(drained: DrainedEvent[]): Promise<void> {
+  async #settleDrained(drained: DrainedEvent[]): Promise<string[]> {
     const handedBack: string[] = [];
     for (const { delivery, settlement } of drained) {
       if (settlement.action === 'retry') {
         this.stats.retried++;
-        if (settlement.eventId !== null && (await this.#parkForRetry(delivery as unknown as ConsumeMessage, settlement))) handedBack.push(settlement.eventId);
+        if (settlement.eventId !== null && (await this.#parkForRetry(delivery, settlement)))
+          handedBack.push(settlement.eventId);
         continue;
       }
       this.#count(settlement);
@@ -307,7 +298,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       this.emit('drained', settlement);
       if (settlement.outcome === 'quarantined' && settlement.conflict) this.emit('conflict', settlement.conflict);
     }
-    if (handedBack.length > 0) await this.#processor.releaseParked(handedBack);
+    return handedBack;
   }
 
   #count(settlement: Settlement): void {
@@ -334,18 +325,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     this.#retryPublisher = undefined;
     await connection?.close().catch(() => undefined);
   }
-}
-
-/**
- * Where the delivery first came from. After a trip through the retry queue it arrives via the
- * default exchange under the queue's name, so the first values are carried in headers.
- */
-function originHeaders(message: ConsumeMessage): Record<string, string> {
-  const headers = message.properties.headers ?? {};
-  return {
-    [ORIGIN_EXCHANGE_HEADER]: String(headers[ORIGIN_EXCHANGE_HEADER] ?? message.fields.exchange),
-    [ORIGIN_ROUTING_KEY_HEADER]: String(headers[ORIGIN_ROUTING_KEY_HEADER] ?? message.fields.routingKey),
-  };
 }
 
 function safeSettle(settle: () => void): void {

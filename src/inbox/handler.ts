@@ -1,8 +1,16 @@
 import type pg from 'pg';
 import type { EventEnvelope } from '../envelope/envelope.js';
 
+/**
+ * What a handler gets besides the event. The gap/stale contract: pass `tx` to
+ * applyIncrement / applyIncrements. A version gap or stale version they reach on it is
+ * reported to the consumer as well as thrown, and the consumer rolls the whole transaction
+ * back (inbox row included) and parks, retries or quarantines the event exactly as if the
+ * handler had let the error through. Catching it, or wrapping it in another error, cannot
+ * make a gap count as applied. See docs/consumer.md.
+ */
 export interface HandlerContext {
-  /** The consumer's open transaction: write the projection (and next-hop outbox events) here. */
+  /** The consumer's open transaction: write the projection (and next-hop outbox events) here, and pass it to the projection helpers. */
   tx: pg.PoolClient;
   /** The inbox scope (defaults to the queue name). */
   consumer: string;

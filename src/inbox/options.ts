@@ -24,7 +24,7 @@ import {
 import type { AmqpSocketOptions } from '../transport/connection.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
 import type { Upcaster } from './upcast.js';
-import type { Settlement } from './processor.js';
+import type { Settlement } from './types.js';
 import type { BatchHandler, EventHandler } from './handler.js';
 import { DEFAULT_RAMP_UP } from './ramp.js';
 

@@ -1,9 +1,9 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { runStatement } from '../db/statement.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
-import type { RawDelivery } from './quarantine.js';
+import type { AggregateRef, RawDelivery } from './types.js';
 import { inboxSql } from './sql.js';
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
@@ -37,15 +37,30 @@ export type ParkResult =
   | { status: 'full'; limit: 'per-aggregate' | 'total' };
 
 /** Parks an early incremental event on the caller's transaction, within the limits. */
-export async function parkEvent(tx: Executor, schema: string, entry: ParkEntry, limits: ReorderBufferLimits): Promise<ParkResult> {
+export async function parkEvent(
+  tx: Executor,
+  schema: SchemaRef,
+  entry: ParkEntry,
+  limits: ReorderBufferLimits,
+): Promise<ParkResult> {
   const sql = inboxSql(schema);
   const { envelope } = entry;
-  const existing = await runStatement<{ fingerprint: string }>(tx, sql.parkedFingerprint, [entry.consumer, envelope.eventId]);
+  const existing = await runStatement<{ fingerprint: string }>(tx, sql.parkedFingerprint, [
+    entry.consumer,
+    envelope.eventId,
+  ]);
   const parkedFingerprint = existing.rows[0]?.fingerprint;
   if (parkedFingerprint !== undefined) {
-    return parkedFingerprint === entry.fingerprint ? { status: 'already-parked' } : { status: 'conflict', parkedFingerprint };
+    return parkedFingerprint === entry.fingerprint
+      ? { status: 'already-parked' }
+      : { status: 'conflict', parkedFingerprint };
   }
-  const counts = await runStatement<{ aggregate: string; total: string }>(tx, sql.parkedCounts, [entry.consumer, envelope.aggregateType, envelope.aggregateId, limits.maxTotal]);
+  const counts = await runStatement<{ aggregate: string; total: string }>(tx, sql.parkedCounts, [
+    entry.consumer,
+    envelope.aggregateType,
+    envelope.aggregateId,
+    limits.maxTotal,
+  ]);
   const { aggregate, total } = counts.rows[0]!;
   if (Number(aggregate) >= limits.maxPerAggregate) return { status: 'full', limit: 'per-aggregate' };
   if (Number(total) >= limits.maxTotal) return { status: 'full', limit: 'total' };
@@ -58,33 +73,45 @@ export async function parkEvent(tx: Executor, schema: string, entry: ParkEntry, 
     envelope.aggregateId,
     envelope.aggregateVersion,
     entry.waitingFor,
-    JSON.stringify({ properties: entry.delivery.properties, fields: entry.delivery.fields }, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    JSON.stringify({ properties: entry.delivery.properties, fields: entry.delivery.fields }, (_, value: unknown) =>
+      typeof value === 'bigint' ? value.toString() : value,
+    ),
     entry.delivery.content,
   ]);
   // A concurrent park of the same eventId won the insert; the next delivery judges it.
   return inserted.rowCount === 1 ? { status: 'parked' } : { status: 'already-parked' };
 }
 
-export interface AggregateRef {
-  aggregateType: string;
-  aggregateId: string;
-}
+export type { AggregateRef } from './types.js';
 
 /** Which of the aggregates that just reached `version` have parked events that may drain now. */
-export async function aggregatesToDrain(executor: Executor, schema: string, consumer: string, reached: (AggregateRef & { version: number })[]): Promise<AggregateRef[]> {
+export async function aggregatesToDrain(
+  executor: Executor,
+  schema: SchemaRef,
+  consumer: string,
+  reached: (AggregateRef & { version: number })[],
+): Promise<AggregateRef[]> {
   if (reached.length === 0) return [];
-  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedSuccessors, [
-    consumer,
-    reached.map((r) => r.aggregateType),
-    reached.map((r) => r.aggregateId),
-    reached.map((r) => r.version),
-  ]);
+  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(
+    executor,
+    inboxSql(schema).parkedSuccessors,
+    [consumer, reached.map((r) => r.aggregateType), reached.map((r) => r.aggregateId), reached.map((r) => r.version)],
+  );
   return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
 }
 
 /** Aggregates of `consumer` whose parked events can apply now, whatever moved their projection. */
-export async function aggregatesReady(executor: Executor, schema: string, consumer: string, limit: number): Promise<AggregateRef[]> {
-  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(executor, inboxSql(schema).parkedReady, [consumer, limit]);
+export async function aggregatesReady(
+  executor: Executor,
+  schema: SchemaRef,
+  consumer: string,
+  limit: number,
+): Promise<AggregateRef[]> {
+  const { rows } = await runStatement<{ aggregate_type: string; aggregate_id: string }>(
+    executor,
+    inboxSql(schema).parkedReady,
+    [consumer, limit],
+  );
   return rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }));
 }
 
@@ -95,12 +122,19 @@ export interface ParkedDelivery {
 }
 
 /** The parked deliveries of one aggregate in version order, rebuilt as they arrived. */
-export async function loadParked(executor: Executor, schema: string, consumer: string, aggregate: AggregateRef, limit: number): Promise<ParkedDelivery[]> {
-  const { rows } = await runStatement<{ event_id: string; aggregate_version: string; properties: { properties: RawDelivery['properties']; fields: RawDelivery['fields'] }; body: Buffer }>(
-    executor,
-    inboxSql(schema).parkedOfAggregate,
-    [consumer, aggregate.aggregateType, aggregate.aggregateId, limit],
-  );
+export async function loadParked(
+  executor: Executor,
+  schema: SchemaRef,
+  consumer: string,
+  aggregate: AggregateRef,
+  limit: number,
+): Promise<ParkedDelivery[]> {
+  const { rows } = await runStatement<{
+    event_id: string;
+    aggregate_version: string;
+    properties: { properties: RawDelivery['properties']; fields: RawDelivery['fields'] };
+    body: Buffer;
+  }>(executor, inboxSql(schema).parkedOfAggregate, [consumer, aggregate.aggregateType, aggregate.aggregateId, limit]);
   return rows.map((row) => ({
     eventId: row.event_id,
     version: Number(row.aggregate_version),
@@ -109,7 +143,7 @@ export async function loadParked(executor: Executor, schema: string, consumer: s
 }
 
 /** Removes parked rows on the transaction that recorded their events in the inbox. */
-export async function unpark(tx: Executor, schema: string, consumer: string, eventIds: string[]): Promise<void> {
+export async function unpark(tx: Executor, schema: SchemaRef, consumer: string, eventIds: string[]): Promise<void> {
   if (eventIds.length > 0) await runStatement(tx, inboxSql(schema).unpark, [consumer, eventIds]);
 }
 
@@ -147,7 +181,7 @@ export type GapQuery = z.input<typeof gapQueryOptions.schema>;
  */
 export async function readGaps(executor: Executor, input: GapQuery = {}): Promise<Gap[]> {
   const query = gapQueryOptions.parse(input);
-  const schema = quoteIdentifier(query.schema, 'schema');
+  const schema = schemaRef(query.schema, 'schema');
   const { rows } = await executor.query<{
     consumer: string;
     projection: string;

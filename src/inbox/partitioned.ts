@@ -17,8 +17,14 @@ export interface PartitionedConsumerOptions extends Omit<ConsumerOptions, 'queue
  */
 export function startPartitionedConsumers(options: PartitionedConsumerOptions): Consumer[] {
   const { queuePrefix, partitions, ...rest } = options;
-  if (!Number.isInteger(partitions) || partitions < 1) throw new ConfigError('partitions', 'must be a positive integer');
+  if (!Number.isInteger(partitions) || partitions < 1)
+    throw new ConfigError('partitions', 'must be a positive integer');
   return Array.from({ length: partitions }, (_, partition) =>
-    startConsumer({ ...rest, queue: `${queuePrefix}.p${partition}`, consumer: rest.consumer ?? queuePrefix, declare: false }),
+    startConsumer({
+      ...rest,
+      queue: `${queuePrefix}.p${partition}`,
+      consumer: rest.consumer ?? queuePrefix,
+      declare: false,
+    }),
   );
 }

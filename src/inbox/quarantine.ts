@@ -1,26 +1,10 @@
 import type { Executor } from '../db/executor.js';
-import { ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, readAttempt } from './headers.js';
+import { originOf, readAttempt } from './headers.js';
 import { inboxSql } from './sql.js';
+import type { QuarantineReason, RawDelivery } from './types.js';
+import type { SchemaRef } from '../runtime/identifier.js';
 
-export type QuarantineReason =
-  | 'content-conflict'
-  /** A field of the envelope is missing or wrong; the detail names the field. */
-  | 'invalid-envelope'
-  /** The body is not a JSON object at all: empty, not UTF-8, not JSON, nested too deeply. */
-  | 'malformed-body'
-  /** Over maxEnvelopeBytes; never parsed. */
-  | 'body-too-large'
-  | 'unknown-event-type'
-  | 'stale-version'
-  | 'handler-failed'
-  | 'handler-permanent'
-  | 'unsupported-schema-version';
-
-export interface RawDelivery {
-  content: Buffer;
-  fields: { exchange: string; routingKey: string; redelivered?: boolean };
-  properties: { messageId?: unknown; headers?: Record<string, unknown> | undefined };
-}
+export type { QuarantineReason, RawDelivery } from './types.js';
 
 export interface QuarantineEntry {
   consumer: string;
@@ -35,19 +19,23 @@ export interface QuarantineEntry {
  * Keeps a message for a person: raw body, properties and headers, reason and time. The
  * database is the right place for the payload; logs only ever see the quarantine id.
  */
-export async function quarantine(executor: Executor, schema: string, entry: QuarantineEntry): Promise<string> {
-  const headers = entry.delivery.properties.headers;
+export async function quarantine(executor: Executor, schema: SchemaRef, entry: QuarantineEntry): Promise<string> {
+  const origin = originOf(entry.delivery);
+  const metadata = bodyMetadata(entry.delivery.content);
   const { rows } = await executor.query<{ id: string }>(inboxSql(schema).quarantine, [
     entry.consumer,
     entry.eventId,
     entry.reason,
     entry.detail,
     entry.fingerprint,
-    String(headers?.[ORIGIN_EXCHANGE_HEADER] ?? entry.delivery.fields.exchange),
-    String(headers?.[ORIGIN_ROUTING_KEY_HEADER] ?? entry.delivery.fields.routingKey),
-    JSON.stringify(entry.delivery.properties, (_, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    origin.exchange,
+    origin.routingKey,
+    JSON.stringify(entry.delivery.properties, (_, value: unknown) =>
+      typeof value === 'bigint' ? value.toString() : value,
+    ),
     entry.delivery.content,
-    ...Object.values(bodyMetadata(entry.delivery.content)),
+    metadata.eventType,
+    metadata.schemaVersion,
     failureClass(entry.reason),
     readAttempt(entry.delivery),
   ]);
@@ -68,7 +56,10 @@ export function bodyMetadata(content: Buffer): { eventType: string | null; schem
     if (typeof body !== 'object' || body === null) return none;
     return {
       eventType: typeof body.eventType === 'string' ? body.eventType.slice(0, 200) : null,
-      schemaVersion: Number.isInteger(body.schemaVersion) && Math.abs(body.schemaVersion as number) < 2 ** 31 ? (body.schemaVersion as number) : null,
+      schemaVersion:
+        Number.isInteger(body.schemaVersion) && Math.abs(body.schemaVersion as number) < 2 ** 31
+          ? (body.schemaVersion as number)
+          : null,
     };
   } catch {
     return none;

@@ -14,7 +14,12 @@ export interface RampUpPolicy {
   untilPerSecond: number;
 }
 
-export const DEFAULT_RAMP_UP: RampUpPolicy = { initialPerSecond: 100, factor: 2, stepMs: 1_000, untilPerSecond: 10_000 };
+export const DEFAULT_RAMP_UP: RampUpPolicy = {
+  initialPerSecond: 100,
+  factor: 2,
+  stepMs: 1_000,
+  untilPerSecond: 10_000,
+};
 
 /** The rate allowed `elapsedMs` after recovery began; null once the ramp is over. */
 export function rampLimit(elapsedMs: number, policy: RampUpPolicy): number | null {
@@ -75,4 +80,42 @@ export class RampGate {
 
 function burst(rate: number): number {
   return Math.max(1, rate / 10);
+}
+
+/**
+ * A consumer's admission of batches while recovering: waits for the gate, and reports each
+ * change of the limit once (a number while ramping, null once lifted).
+ */
+export class RampAdmission {
+  readonly #gate: RampGate;
+  readonly #onChange: (limit: number | null) => void;
+  #reported: number | null = null;
+
+  constructor(gate: RampGate, onChange: (limit: number | null) => void) {
+    this.#gate = gate;
+    this.#onChange = onChange;
+  }
+
+  /** Starts (or restarts) the ramp: after a new broker session, or when the database comes back. */
+  begin(): void {
+    this.#gate.begin();
+    this.#report();
+  }
+
+  /** How many deliveries the next transaction may take (at least one), waiting for the gate if none may go now. */
+  async admit(wanted: number): Promise<number> {
+    for (;;) {
+      const { granted, waitMs } = this.#gate.take(wanted);
+      this.#report();
+      if (granted > 0) return granted;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
+
+  #report(): void {
+    const limit = this.#gate.limit();
+    if (limit === this.#reported) return;
+    this.#reported = limit;
+    this.#onChange(limit);
+  }
 }

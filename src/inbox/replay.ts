@@ -1,7 +1,8 @@
 import type { Executor } from '../db/executor.js';
 import { runStatement } from '../db/statement.js';
 import { readReplayOf } from './headers.js';
-import type { RawDelivery } from './quarantine.js';
+import type { RawDelivery, Settlement } from './types.js';
+import type { SchemaRef } from '../runtime/identifier.js';
 import { inboxSql } from './sql.js';
 
 /** What the consumer did with a replayed message, recorded on the quarantine row it came from. */
@@ -18,7 +19,11 @@ export interface ReplayRecord {
  * One statement for the replayed deliveries among `records`, none when there are none: normal
  * deliveries cost a header lookup and nothing more.
  */
-export async function recordReplayOutcomes(executor: Executor, schema: string, records: readonly ReplayRecord[]): Promise<void> {
+export async function recordReplayOutcomes(
+  executor: Executor,
+  schema: SchemaRef,
+  records: readonly ReplayRecord[],
+): Promise<void> {
   const replays = records.flatMap((record) => {
     const replayOf = readReplayOf(record.delivery);
     return replayOf === null ? [] : [{ replayOf, ...record }];
@@ -29,4 +34,15 @@ export async function recordReplayOutcomes(executor: Executor, schema: string, r
     replays.map((r) => r.outcome),
     replays.map((r) => r.quarantineId ?? null),
   ]);
+}
+
+/** The outcome to record for a settled replay; retries are still in flight and record nothing. */
+export function replayRecord(delivery: RawDelivery, settlement: Settlement): ReplayRecord | null {
+  if (settlement.action === 'retry') return null;
+  if (settlement.outcome !== 'quarantined') return { delivery, outcome: settlement.outcome };
+  return {
+    delivery,
+    outcome: settlement.reason === 'content-conflict' ? 'conflict' : 'quarantined',
+    quarantineId: settlement.quarantineId,
+  };
 }

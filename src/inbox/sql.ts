@@ -1,5 +1,8 @@
-/** Statements of the inbox and quarantine tables, for one quoted schema. */
-export function inboxSql(schema: string) {
+import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+
+/** Statements of the inbox, parked and quarantine tables of one schema, built once per schema. */
+export const inboxSql = perSchema((ref: SchemaRef) => {
+  const schema = ref.quoted;
   return {
     /**
      * One statement for a whole batch; the unique key arbitrates concurrent deliveries of one
@@ -88,4 +91,4 @@ export function inboxSql(schema: string) {
         FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, outcome, quarantine_id)
        WHERE q.id = r.id AND (q.replay_outcome IS NULL OR q.replay_outcome = 'parked')`,
   };
-}
+});

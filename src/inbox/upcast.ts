@@ -17,11 +17,23 @@ export type SchemaEvolution = Record<string, { current: number; upcasters?: Reco
 export function upcast(envelope: EventEnvelope, evolution: SchemaEvolution): EventEnvelope {
   const spec = evolution[envelope.eventType];
   if (!spec || envelope.schemaVersion === spec.current) return envelope;
-  if (envelope.schemaVersion > spec.current) throw new UnsupportedSchemaVersionError(envelope.eventType, envelope.schemaVersion, spec.current, 'newer than this consumer knows');
+  if (envelope.schemaVersion > spec.current)
+    throw new UnsupportedSchemaVersionError(
+      envelope.eventType,
+      envelope.schemaVersion,
+      spec.current,
+      'newer than this consumer knows',
+    );
   let payload = envelope.payload;
   for (let version = envelope.schemaVersion; version < spec.current; version++) {
     const step = spec.upcasters?.[version];
-    if (!step) throw new UnsupportedSchemaVersionError(envelope.eventType, envelope.schemaVersion, spec.current, `no upcaster from version ${version}`);
+    if (!step)
+      throw new UnsupportedSchemaVersionError(
+        envelope.eventType,
+        envelope.schemaVersion,
+        spec.current,
+        `no upcaster from version ${version}`,
+      );
     payload = step(payload);
   }
   return { ...envelope, payload, schemaVersion: spec.current };

@@ -210,7 +210,7 @@ function gapFindings(gaps: GapFacts, stallAfterSeconds: number): Finding[] {
     stage: 'ordering',
     evidence: `${gaps.stuckAggregates} aggregate(s) missing a version for over ${stallAfterSeconds} s, oldest ${round(gaps.oldestAgeSeconds ?? 0)} s (${examples})`,
     lookAt: 'routing of the aggregate (partitioning), the retry queue, a lost or quarantined predecessor (converge dlq list), a poison message',
-    recovered: 'the missing version arrives or is repaired (consumer.repairGaps, converge reconcile --repair) and later increments apply',
+    recovered: 'the missing version arrives or is repaired (repairGaps(consumer, …), converge reconcile --repair) and later increments apply',
   }];
 }
 

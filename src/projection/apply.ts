@@ -1,11 +1,13 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { StaleVersionError, VersionGapError, type AggregateKey } from '../runtime/errors.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { projectionSql, type StateRow } from './sql.js';
 import { aggregateKey, consecutiveRuns, judgeIncrement, planIncrements } from './versions.js';
 import { runStatement } from '../db/statement.js';
+import { RetryTransactionSignal } from '../db/transaction.js';
+import { reportBlocked } from './guard.js';
 
 export interface ProjectionTarget {
   /** Name of the read model, e.g. `order_search`; versions are tracked per projection. */
@@ -17,8 +19,7 @@ export interface ProjectionTarget {
 }
 
 export type ApplyResult =
-  | { applied: true; version: number }
-  | { applied: false; reason: 'covered-by-baseline' | 'not-newer'; version: number };
+  { applied: true; version: number } | { applied: false; reason: 'covered-by-baseline' | 'not-newer'; version: number };
 
 export interface ProjectionState {
   version: number;
@@ -29,25 +30,38 @@ export interface ProjectionState {
 /**
  * Applies an incremental event only on top of exactly the previous version. The version
  * row moves first (and stays locked until commit), then `apply` writes the read model on
- * the same transaction. If the previous version is missing this throws VersionGapError,
- * which must roll back the whole consumer transaction, inbox row included, so the event
- * waits and is retried; it is never skipped. An event at or below the baseline of a
- * trusted snapshot returns `covered-by-baseline` without calling `apply`.
+ * the same transaction. If the previous version is missing this throws VersionGapError
+ * (StaleVersionError if the version is taken), which must roll back the whole consumer
+ * transaction, inbox row included, so the event waits and is retried; it is never skipped.
+ * An event at or below the baseline of a trusted snapshot returns `covered-by-baseline`
+ * without calling `apply`.
+ *
+ * Inside a consumer handler, pass the context's `tx`: the verdict is also reported to the
+ * consumer, which rolls back and parks (or retries) the event even if the handler catches
+ * the error. Catching it cannot make a gap count as applied. See docs/consumer.md.
  */
-export async function applyIncrement(tx: Executor, target: ProjectionTarget, apply: () => Promise<void>): Promise<ApplyResult> {
+export async function applyIncrement(
+  tx: Executor,
+  target: ProjectionTarget,
+  apply: () => Promise<void>,
+): Promise<ApplyResult> {
   const { sql, params, key } = prepare(target);
   const version = target.event.aggregateVersion;
   // One statement on the happy path: the first version starts the row, any later one advances it.
-  const moved = version === 1 ? await runStatement(tx, sql.start, params) : await runStatement(tx, sql.advance, [...params, version]);
+  const moved =
+    version === 1
+      ? await runStatement(tx, sql.start, params)
+      : await runStatement(tx, sql.advance, [...params, version]);
   if (moved.rowCount === 1) {
     await apply();
     return { applied: true, version };
   }
   const current = toState((await runStatement<StateRow>(tx, sql.lock, params)).rows[0]);
   const verdict = judgeIncrement(version, current);
-  if (verdict === 'covered-by-baseline') return { applied: false, reason: 'covered-by-baseline', version: current!.version };
-  if (verdict === 'stale') throw new StaleVersionError(key, version, current!.version);
-  throw new VersionGapError(key, version, current?.version ?? 0);
+  if (verdict === 'covered-by-baseline')
+    return { applied: false, reason: 'covered-by-baseline', version: current!.version };
+  if (verdict === 'stale') throw reportBlocked(tx, new StaleVersionError(key, version, current!.version));
+  throw reportBlocked(tx, new VersionGapError(key, version, current?.version ?? 0));
 }
 
 export interface SnapshotTarget extends ProjectionTarget {
@@ -60,7 +74,11 @@ export interface SnapshotTarget extends ProjectionTarget {
  * version becomes the baseline watermark, so late incremental events it already contains
  * are acknowledged without effect. Not newer → `not-newer`, `apply` is not called.
  */
-export async function applySnapshot(tx: Executor, target: SnapshotTarget, apply: () => Promise<void>): Promise<ApplyResult> {
+export async function applySnapshot(
+  tx: Executor,
+  target: SnapshotTarget,
+  apply: () => Promise<void>,
+): Promise<ApplyResult> {
   const { sql, params } = prepare(target);
   const version = target.event.aggregateVersion;
   const result = await runStatement(tx, sql.snapshot, [...params, version, target.deleted ?? false]);
@@ -68,7 +86,7 @@ export async function applySnapshot(tx: Executor, target: SnapshotTarget, apply:
     await apply();
     return { applied: true, version };
   }
-  const current = toState((await tx.query<StateRow>(sql.read, params)).rows[0]);
+  const current = toState((await runStatement<StateRow>(tx, sql.read, params)).rows[0]);
   return { applied: false, reason: 'not-newer', version: current?.version ?? 0 };
 }
 
@@ -77,14 +95,30 @@ export async function readProjectionState(
   executor: Executor,
   key: AggregateKey & { schema?: string },
 ): Promise<ProjectionState | null> {
-  const sql = projectionSql(quoteIdentifier(key.schema ?? DEFAULT_SCHEMA, 'schema'));
-  const { rows } = await executor.query<StateRow>(sql.read, [key.projection, key.aggregateType, key.aggregateId]);
+  return readState(executor, schemaRef(key.schema ?? DEFAULT_SCHEMA), key);
+}
+
+/** readProjectionState for converge's own callers, which hold a SchemaRef already. */
+export async function readState(
+  executor: Executor,
+  schema: SchemaRef,
+  key: AggregateKey,
+): Promise<ProjectionState | null> {
+  const { rows } = await runStatement<StateRow>(executor, projectionSql(schema).read, [
+    key.projection,
+    key.aggregateType,
+    key.aggregateId,
+  ]);
   return toState(rows[0]);
 }
 
 function prepare(target: ProjectionTarget) {
-  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA, 'schema'));
-  const key: AggregateKey = { projection: target.projection, aggregateType: target.event.aggregateType, aggregateId: target.event.aggregateId };
+  const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
+  const key: AggregateKey = {
+    projection: target.projection,
+    aggregateType: target.event.aggregateType,
+    aggregateId: target.event.aggregateId,
+  };
   return { sql, key, params: [key.projection, key.aggregateType, key.aggregateId] as unknown[] };
 }
 
@@ -118,14 +152,14 @@ export interface BatchApplyResult<E> {
  * (the common case: nothing else is needed). Whatever did not move is locked and planned in
  * memory; the first event that cannot apply throws VersionGapError / StaleVersionError
  * before `apply` runs. Some aggregates may already have moved by then, so the caller's
- * transaction must roll back whole (the consumer does). `apply` is called once with the events to write.
+ * transaction must roll back whole: the consumer does, even when its batch handler catches
+ * the error (the verdict is reported to it as by applyIncrement). `apply` is called once
+ * with the events to write.
  */
-export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>>(
-  tx: Executor,
-  target: BatchTarget<E>,
-  apply: (events: E[]) => Promise<void>,
-): Promise<BatchApplyResult<E>> {
-  const sql = projectionSql(quoteIdentifier(target.schema ?? DEFAULT_SCHEMA, 'schema'));
+export async function applyIncrements<
+  E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>,
+>(tx: Executor, target: BatchTarget<E>, apply: (events: E[]) => Promise<void>): Promise<BatchApplyResult<E>> {
+  const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
   if (target.events.length === 0) return { applied: [], covered: [] };
   let moved: E[] = [];
   let rest: readonly E[] = target.events;
@@ -138,7 +172,9 @@ export async function applyIncrements<E extends Pick<EventEnvelope, 'aggregateTy
       runs.map((r) => r.first),
       runs.map((r) => r.last),
     ]);
-    const movedKeys = new Set(result.rows.map((row) => aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id })));
+    const movedKeys = new Set(
+      result.rows.map((row) => aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id })),
+    );
     moved = runs.filter((r) => movedKeys.has(aggregateKey(r))).flatMap((r) => r.events);
     rest = runs.filter((r) => !movedKeys.has(aggregateKey(r))).flatMap((r) => r.events);
   }
@@ -161,12 +197,22 @@ async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggr
     keys.map((k) => k.aggregateType),
     keys.map((k) => k.aggregateId),
   ]);
-  const current = new Map(locked.rows.map((row) => [aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }), toState(row)!]));
+  const current = new Map(
+    locked.rows.map((row) => [
+      aggregateKey({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }),
+      toState(row)!,
+    ]),
+  );
   const plan = planIncrements(events, current);
   if (plan.blocked) {
     const { event, verdict, currentVersion } = plan.blocked;
     const key: AggregateKey = { projection, aggregateType: event.aggregateType, aggregateId: event.aggregateId };
-    throw verdict === 'stale' ? new StaleVersionError(key, event.aggregateVersion, currentVersion) : new VersionGapError(key, event.aggregateVersion, currentVersion);
+    throw reportBlocked(
+      tx,
+      verdict === 'stale'
+        ? new StaleVersionError(key, event.aggregateVersion, currentVersion)
+        : new VersionGapError(key, event.aggregateVersion, currentVersion),
+    );
   }
   const moved = keys.filter((k) => plan.finalVersions.has(aggregateKey(k)));
   const existing = moved.filter((k) => current.has(aggregateKey(k)));
@@ -189,16 +235,17 @@ async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggr
     ]);
     if ((started.rowCount ?? 0) !== fresh.length) {
       // Another transaction started one of these aggregates after our read: re-run from the top.
-      const err = new Error('concurrent first version of an aggregate') as Error & { code: string };
-      err.code = '40001';
-      throw err;
+      throw reportBlocked(tx, new RetryTransactionSignal('concurrent first version of an aggregate'));
     }
   }
   return { apply: plan.apply, covered: plan.covered };
 }
 
-function uniqueAggregates(events: readonly Pick<EventEnvelope, 'aggregateType' | 'aggregateId'>[]): { aggregateType: string; aggregateId: string }[] {
+function uniqueAggregates(
+  events: readonly Pick<EventEnvelope, 'aggregateType' | 'aggregateId'>[],
+): { aggregateType: string; aggregateId: string }[] {
   const seen = new Map<string, { aggregateType: string; aggregateId: string }>();
-  for (const event of events) seen.set(aggregateKey(event), { aggregateType: event.aggregateType, aggregateId: event.aggregateId });
+  for (const event of events)
+    seen.set(aggregateKey(event), { aggregateType: event.aggregateType, aggregateId: event.aggregateId });
   return [...seen.values()];
 }

@@ -1,4 +1,13 @@
-export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } from './apply.js';
-export type { ApplyResult, BatchApplyResult, BatchTarget, ProjectionState, ProjectionTarget, SnapshotTarget } from './apply.js';
+export { applyIncrement, applyIncrements, applySnapshot, readProjectionState, readState } from './apply.js';
+export type {
+  ApplyResult,
+  BatchApplyResult,
+  BatchTarget,
+  ProjectionState,
+  ProjectionTarget,
+  SnapshotTarget,
+} from './apply.js';
 export { aggregateKey, judgeIncrement, planIncrements } from './versions.js';
 export type { IncrementPlan, IncrementVerdict, VersionedEvent } from './versions.js';
+export { watchVersions, reportBlocked } from './guard.js';
+export type { BlockedVerdict, VersionWatch } from './guard.js';

@@ -1,10 +1,12 @@
+import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+
 /**
  * Statements on `projection_state`, which holds the applied version (and the baseline
  * watermark of the last trusted full snapshot) of every aggregate in every projection.
  * $1 projection, $2 aggregate type, $3 aggregate id throughout.
  */
-export function projectionSql(schema: string) {
-  const table = `${schema}.projection_state`;
+export const projectionSql = perSchema((schema: SchemaRef) => {
+  const table = `${schema.quoted}.projection_state`;
   return {
     /** The fast path: only moves from exactly version $4 - 1 to $4. */
     advance: `UPDATE ${table} SET version = $4::bigint, updated_at = now()
@@ -66,7 +68,7 @@ export function projectionSql(schema: string) {
                   FROM unnest($2::text[], $3::text[], $4::bigint[]) AS k(aggregate_type, aggregate_id, version)
                 ON CONFLICT DO NOTHING`,
   };
-}
+});
 
 export interface StateRow {
   version: string;

@@ -10,7 +10,10 @@ export type IncrementVerdict =
   /** Version already present without a baseline covering it: another event claimed it. */
   | 'stale';
 
-export function judgeIncrement(eventVersion: number, current: { version: number; baselineVersion: number | null } | null): IncrementVerdict {
+export function judgeIncrement(
+  eventVersion: number,
+  current: { version: number; baselineVersion: number | null } | null,
+): IncrementVerdict {
   if (current === null) return 'gap';
   if (current.baselineVersion !== null && eventVersion <= current.baselineVersion) return 'covered-by-baseline';
   if (eventVersion <= current.version) return 'stale';
@@ -61,7 +64,10 @@ export function planIncrements<E extends VersionedEvent>(
       plan.finalVersions.set(key, event.aggregateVersion);
       continue;
     }
-    const verdict = judgeIncrement(event.aggregateVersion, { version, baselineVersion: state?.baselineVersion ?? null });
+    const verdict = judgeIncrement(event.aggregateVersion, {
+      version,
+      baselineVersion: state?.baselineVersion ?? null,
+    });
     if (verdict === 'covered-by-baseline') plan.covered.push(event);
     else {
       plan.blocked ??= { event, verdict, currentVersion: version };
@@ -96,9 +102,16 @@ export function consecutiveRuns<E extends VersionedEvent>(events: readonly E[]):
   const runs: VersionRun<E>[] = [];
   for (const key of [...byAggregate.keys()].sort()) {
     const list = byAggregate.get(key)!.sort((a, b) => a.aggregateVersion - b.aggregateVersion);
-    for (let i = 1; i < list.length; i++) if (list[i]!.aggregateVersion !== list[i - 1]!.aggregateVersion + 1) return null;
+    for (let i = 1; i < list.length; i++)
+      if (list[i]!.aggregateVersion !== list[i - 1]!.aggregateVersion + 1) return null;
     const head = list[0]!;
-    runs.push({ aggregateType: head.aggregateType, aggregateId: head.aggregateId, first: head.aggregateVersion, last: list[list.length - 1]!.aggregateVersion, events: list });
+    runs.push({
+      aggregateType: head.aggregateType,
+      aggregateId: head.aggregateId,
+      first: head.aggregateVersion,
+      last: list[list.length - 1]!.aggregateVersion,
+      events: list,
+    });
   }
   return runs;
 }

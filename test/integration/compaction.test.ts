@@ -11,12 +11,11 @@ import {
   applyIncrement,
   applyIncrements,
   compactInbox,
-  createDeliveryProcessor,
+  DeliveryProcessor,
   encodeMessage,
   routingKeyFromTemplate,
   silentLogger,
   type CompactionOptions,
-  type DeliveryProcessor,
   type EventEnvelope,
   type EventHandler,
   type Logger,
@@ -57,7 +56,7 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
       q,
       processor(options = {}) {
         const handlers = options.batchHandler ? {} : { handlers: { AmountAdded: addAmount(db.schema) } };
-        const processor = createDeliveryProcessor({ consumer: CONSUMER, pool: db.pool, schema: db.schema, logger: silentLogger, ...handlers, ...options });
+        const processor = new DeliveryProcessor({ consumer: CONSUMER, pool: db.pool, schema: db.schema, logger: silentLogger, ...handlers, ...options });
         processors.push(processor);
         return processor;
       },

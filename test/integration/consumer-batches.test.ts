@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
-import { applyIncrements, createDeliveryProcessor, silentLogger } from '../../src/index.js';
+import { applyIncrements, DeliveryProcessor, silentLogger } from '../../src/index.js';
 import { withEnv, envelope, applyOrder, PROJECTION } from '../support/consumer-env.js';
 import { describe, test, waitFor } from '../support/rig.js';
 
@@ -16,7 +16,7 @@ describe('batches', () => {
         await ch.bindQueue(env.queue, env.exchange, '#');
       });
       const calls: string[] = [];
-      const processor = createDeliveryProcessor({
+      const processor = new DeliveryProcessor({
         consumer: 'batch-test',
         pool: env.pool,
         schema: env.schema,

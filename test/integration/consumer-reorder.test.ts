@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import {
   ConfigError,
   ContentConflictError,
-  createDeliveryProcessor,
+  DeliveryProcessor,
+  repairGaps,
   readGaps,
   silentLogger,
   type EventEnvelope,
@@ -226,8 +227,8 @@ describe('reorder buffer', () => {
         logger: silentLogger,
         handlers: { AmountAdded: handler },
       };
-      const first = createDeliveryProcessor(options);
-      const second = createDeliveryProcessor(options);
+      const first = new DeliveryProcessor(options);
+      const second = new DeliveryProcessor(options);
       const delivery = (e: EventEnvelope) => deliveryOf(e, { exchange: env.exchange });
       try {
         const e2 = first.process(delivery(envelope('E2', 'o1', 2)));
@@ -262,7 +263,7 @@ describe('reorder buffer', () => {
         await waitFor(async () => (await parkedRows(env)).rows.length === 2, 'E3 and E4 parked');
         assert.equal(consumer.stats.applied, 1);
 
-        const unknown = await consumer.repairGaps({
+        const unknown = await repairGaps(consumer, {
           loadSnapshot: async () => null,
           apply: async () => assert.fail('nothing to write'),
         });
@@ -270,7 +271,7 @@ describe('reorder buffer', () => {
         assert.equal((await parkedRows(env)).rows.length, 2, 'absence at the source changes nothing');
 
         // The source is at version 3 with a total of 60 (E1 + E2 + E3).
-        const report = await consumer.repairGaps({
+        const report = await repairGaps(consumer, {
           loadSnapshot: async (gap) => (gap.aggregateId === 'o1' ? { version: 3, amount: 60 } : null),
           apply: async (tx, snapshot, gap) => {
             await tx.query(`DELETE FROM "${env.schema}".applied WHERE aggregate_id = $1`, [gap.aggregateId]);
@@ -306,7 +307,7 @@ describe('reorder buffer', () => {
         );
         assert.equal(await env.count(`SELECT sum(amount) AS n FROM $schema.applied`), 100, 'the late E2 had no effect');
         assert.deepEqual(
-          await consumer.repairGaps({
+          await repairGaps(consumer, {
             loadSnapshot: async () => assert.fail('no gap left'),
             apply: async () => undefined,
           }),
@@ -349,7 +350,7 @@ describe('reorder buffer', () => {
   test('rejects invalid limits with ConfigError naming the field', () => {
     assert.throws(
       () =>
-        createDeliveryProcessor({
+        new DeliveryProcessor({
           consumer: 'c',
           handlers: { X: async () => undefined },
           reorderBuffer: { maxPerAggregate: 0 },

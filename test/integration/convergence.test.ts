@@ -10,13 +10,12 @@ import fc from 'fast-check';
 import {
   applyIncrement,
   applySnapshot,
-  createDeliveryProcessor,
+  DeliveryProcessor,
   DEFAULT_ROUTING_KEY,
   encodeMessage,
   reconcile,
   routingKeyFromTemplate,
   silentLogger,
-  type DeliveryProcessor,
   type EventEnvelope,
   type EventHandler,
 } from '../../src/index.js';
@@ -90,7 +89,7 @@ describe('convergence over random histories', () => {
       },
     };
     const options = { consumer: 'totals', pool: db.pool, schema: db.schema, logger: silentLogger, handlers, maxAttempts: 1_000 };
-    consumers = [createDeliveryProcessor(options), createDeliveryProcessor(options)];
+    consumers = [new DeliveryProcessor(options), new DeliveryProcessor(options)];
   });
 
   after(async () => {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import {
   applyIncrement,
-  createDeliveryProcessor,
+  DeliveryProcessor,
   DEFAULT_ROUTING_KEY,
   encodeMessage,
   rebuildProjection,
@@ -29,7 +29,7 @@ describe('rebuildProjection', () => {
     const q = `"${db.schema}"`;
     await db.pool.query(`CREATE TABLE ${q}.orders (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`);
     await db.pool.query(`CREATE TABLE ${q}.order_view (id text PRIMARY KEY, amount integer NOT NULL)`);
-    const processor = createDeliveryProcessor({
+    const processor = new DeliveryProcessor({
       consumer: 'view',
       pool: db.pool,
       schema: db.schema,

@@ -1,4 +1,4 @@
-/** classifyFailure: which consumer failures wait (retry), and which go to a person (quarantine). */
+/** The failure policy without an event: which consumer failures wait (retry), and which go to a person (quarantine). */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
@@ -10,7 +10,7 @@ import {
   VersionGapError,
   PermanentError,
   TransientError,
-  classifyFailure,
+  decideFailure,
 } from '../../src/index.js';
 import { describeError } from '../../src/runtime/logger.js';
 
@@ -20,7 +20,13 @@ function pgError(code: string, message = `simulated ${code}`): Error & { code: s
   return Object.assign(new Error(message), { code });
 }
 
-describe('classifyFailure', () => {
+/** The policy's verdict for a failure with no event to park, without the quarantine detail. */
+function classifyFailure(err: unknown, attempt: number, maxAttempts: number): { action: string; reason?: string } {
+  const decision = decideFailure(err, { envelope: null, attempt, maxAttempts, reorderBuffer: false, parked: false });
+  return decision.action === 'quarantine' ? { action: 'quarantine', reason: decision.reason } : decision;
+}
+
+describe('decideFailure without an event', () => {
   test('a content conflict is quarantined at once, whatever the attempt', () => {
     const err = new ContentConflictError('orders', 'E1', 'a'.repeat(64), 'b'.repeat(64));
     for (const attempt of [1, 2, 10, 1000]) {
@@ -49,39 +55,35 @@ describe('classifyFailure', () => {
   test('a version gap waits without limit, even far past maxAttempts', () => {
     const err = new VersionGapError(key, 7, 5);
     for (const attempt of [1, 3, 10, 11, 1000]) {
-      assert.deepEqual(classifyFailure(err, attempt, 3), { action: 'retry', endless: true, reason: 'version-gap' });
+      assert.deepEqual(classifyFailure(err, attempt, 3), { action: 'retry', reason: 'version-gap' });
     }
   });
 
   for (const code of ['40001', '40P01', '57P01', '08006', 'ECONNREFUSED']) {
     test(`a database error with code ${code} waits without limit (database-unavailable)`, () => {
       for (const attempt of [1, 3, 1000]) {
-        assert.deepEqual(classifyFailure(pgError(code), attempt, 3), { action: 'retry', endless: true, reason: 'database-unavailable' });
+        assert.deepEqual(classifyFailure(pgError(code), attempt, 3), { action: 'retry', reason: 'database-unavailable' });
       }
     });
   }
 
   test('a plain object carrying a transient code (not an Error instance) is also transient', () => {
-    assert.deepEqual(classifyFailure({ code: '40001' }, 50, 3), { action: 'retry', endless: true, reason: 'database-unavailable' });
+    assert.deepEqual(classifyFailure({ code: '40001' }, 50, 3), { action: 'retry', reason: 'database-unavailable' });
   });
 
   test('a lost connection recognised by its message waits without limit', () => {
-    assert.deepEqual(classifyFailure(new Error('Connection terminated unexpectedly'), 1000, 3), {
-      action: 'retry',
-      endless: true,
-      reason: 'database-unavailable',
-    });
+    assert.deepEqual(classifyFailure(new Error('Connection terminated unexpectedly'), 1000, 3), { action: 'retry', reason: 'database-unavailable' });
   });
 
   test('a non-transient SQLSTATE (unique violation) is an ordinary handler error', () => {
-    assert.deepEqual(classifyFailure(pgError('23505'), 1, 3), { action: 'retry', endless: false, reason: 'handler-error' });
+    assert.deepEqual(classifyFailure(pgError('23505'), 1, 3), { action: 'retry', reason: 'handler-error' });
     assert.deepEqual(classifyFailure(pgError('23505'), 3, 3), { action: 'quarantine', reason: 'handler-failed' });
   });
 
   test('a plain Error retries (bounded) below maxAttempts and is quarantined from maxAttempts on', () => {
     const err = new Error('handler blew up');
     for (const attempt of [1, 2, 4]) {
-      assert.deepEqual(classifyFailure(err, attempt, 5), { action: 'retry', endless: false, reason: 'handler-error' });
+      assert.deepEqual(classifyFailure(err, attempt, 5), { action: 'retry', reason: 'handler-error' });
     }
     for (const attempt of [5, 6, 1000]) {
       assert.deepEqual(classifyFailure(err, attempt, 5), { action: 'quarantine', reason: 'handler-failed' });
@@ -94,7 +96,7 @@ describe('classifyFailure', () => {
 
   test('thrown non-Error values are handler errors, never a crash', () => {
     for (const thrown of ['a string', 42, null, undefined, { message: 'no code' }]) {
-      assert.deepEqual(classifyFailure(thrown, 1, 2), { action: 'retry', endless: false, reason: 'handler-error' });
+      assert.deepEqual(classifyFailure(thrown, 1, 2), { action: 'retry', reason: 'handler-error' });
       assert.deepEqual(classifyFailure(thrown, 2, 2), { action: 'quarantine', reason: 'handler-failed' });
     }
   });
@@ -107,7 +109,7 @@ describe('handler-chosen classification', () => {
 
   test('TransientError waits without limit, even past maxAttempts', () => {
     for (const attempt of [1, 10, 11, 500]) {
-      assert.deepEqual(classifyFailure(new TransientError('search cluster unavailable'), attempt, 10), { action: 'retry', endless: true, reason: 'handler-transient' });
+      assert.deepEqual(classifyFailure(new TransientError('search cluster unavailable'), attempt, 10), { action: 'retry', reason: 'handler-transient' });
     }
   });
 

@@ -1,0 +1,122 @@
+import type pg from 'pg';
+import { withTransaction } from '../db/transaction.js';
+import type { Logger } from '../runtime/logger.js';
+import { readGaps, type AggregateRef, type Gap } from '../inbox/index.js';
+import { readProjectionState } from '../projection/index.js';
+import { repairFromSnapshot } from './repair.js';
+
+/** What the source of truth says about one aggregate, read consistently (one snapshot). */
+export interface SourceSnapshot {
+  version: number;
+  /** The source says the aggregate is gone: the repair writes a versioned tombstone. */
+  deleted?: boolean;
+}
+
+export interface GapRepairOptions<S extends SourceSnapshot> {
+  /** Only gaps open at least this long. Default 0. */
+  olderThanMs?: number;
+  /** Most gaps repaired in one call, oldest first. Default 100. */
+  limit?: number;
+  /**
+   * Reads the aggregate from the source. Return null if the source cannot say (nothing is
+   * written then: a deletion is never inferred from absence); return `deleted: true` for a
+   * known deletion.
+   */
+  loadSnapshot: (gap: Gap) => Promise<S | null>;
+  /** Writes the read model from the snapshot, on the repair's transaction; runs only if the repair wins. */
+  apply: (tx: pg.PoolClient, snapshot: S, gap: Gap) => Promise<void>;
+}
+
+export interface GapRepairReport {
+  gaps: number;
+  /** Projection moved to the source's version (baseline watermark set). */
+  repaired: number;
+  /** The projection already had the source's version or a later one. */
+  notNewer: number;
+  /** loadSnapshot returned null; the gap stays. */
+  unknownAtSource: number;
+  /** Parked events applied (or recorded as covered by the baseline) after the repairs. */
+  drained: number;
+}
+
+/**
+ * What gap repair needs of a consumer: its pool, inbox scope and schema, and a way to drain
+ * one aggregate's reorder buffer. A Consumer and a DeliveryProcessor both have it.
+ */
+export interface GapRepairTarget {
+  readonly pool: pg.Pool;
+  readonly options: { readonly schema: string; readonly consumer: string; readonly logger: Logger };
+  drainAggregate(aggregate: AggregateRef): Promise<number>;
+}
+
+/**
+ * Repairs aggregates stuck on a missing version from the source: a conditional snapshot
+ * write that sets the baseline watermark (never regressing what a live consumer wrote
+ * meanwhile: on a lost race it re-reads and compares again), then drains the parked
+ * events through the consumer. Those at or below the baseline are recorded in the inbox
+ * without effect; the ones above apply in order. Late copies of covered events are acked
+ * as done when they arrive.
+ */
+export async function repairGaps<S extends SourceSnapshot>(
+  consumer: GapRepairTarget,
+  options: GapRepairOptions<S>,
+): Promise<GapRepairReport> {
+  const { pool } = consumer;
+  const { schema, logger } = consumer.options;
+  const gaps = await readGaps(pool, {
+    schema,
+    consumer: consumer.options.consumer,
+    olderThanMs: options.olderThanMs ?? 0,
+    limit: options.limit ?? 100,
+  });
+  const report: GapRepairReport = { gaps: gaps.length, repaired: 0, notNewer: 0, unknownAtSource: 0, drained: 0 };
+  for (const gap of gaps) {
+    const snapshot = await options.loadSnapshot(gap);
+    if (snapshot === null) {
+      report.unknownAtSource++;
+      continue;
+    }
+    const outcome = await repairOne(pool, schema, gap, snapshot, options.apply);
+    report[outcome]++;
+    logger.info(
+      {
+        aggregateType: gap.aggregateType,
+        aggregateId: gap.aggregateId,
+        projection: gap.projection,
+        sourceVersion: snapshot.version,
+        outcome,
+      },
+      'gap repair',
+    );
+    report.drained += await consumer.drainAggregate(gap);
+  }
+  return report;
+}
+
+async function repairOne<S extends SourceSnapshot>(
+  pool: pg.Pool,
+  schema: string,
+  gap: Gap,
+  snapshot: S,
+  apply: GapRepairOptions<S>['apply'],
+): Promise<'repaired' | 'notNewer'> {
+  const key = { projection: gap.projection, aggregateType: gap.aggregateType, aggregateId: gap.aggregateId, schema };
+  for (;;) {
+    const result = await withTransaction(pool, async (tx) => {
+      const state = await readProjectionState(tx, key);
+      return repairFromSnapshot(
+        tx,
+        {
+          ...key,
+          sourceVersion: snapshot.version,
+          deleted: snapshot.deleted ?? false,
+          observedVersion: state?.version ?? null,
+        },
+        () => apply(tx, snapshot, gap),
+      );
+    });
+    if (result.repaired) return 'repaired';
+    if (result.reason === 'not-newer') return 'notNewer';
+    // stale-observation: the live consumer moved the aggregate since it was read; compare again.
+  }
+}
