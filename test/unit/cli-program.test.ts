@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, mock, test } from 'node:test';
 import type { Command, Option } from 'commander';
-import { createProgram, errorLine, run } from '../src/cli/program.js';
-import { gapTable, quarantineTable } from '../src/cli/format.js';
-import { relayOptions, resolveRelayOptions } from '../src/relay/options.js';
-import { optionDefault } from '../src/runtime/options.js';
-import { ConfigError, ConvergeError, PermanentError } from '../src/runtime/errors.js';
-import type { Gap } from '../src/inbox/index.js';
-import type { QuarantineSummary } from '../src/ops/dlq.js';
+import { createProgram, errorLine, run } from '../../src/cli/program.js';
+import { gapTable, quarantineTable } from '../../src/cli/format.js';
+import { relayOptions, resolveRelayOptions } from '../../src/relay/options.js';
+import { optionDefault } from '../../src/runtime/options.js';
+import { ConfigError, ConvergeError, PermanentError } from '../../src/runtime/errors.js';
+import type { Gap } from '../../src/inbox/index.js';
+import type { QuarantineSummary } from '../../src/ops/dlq.js';
 
 // The program is built and inspected in-process: no database, no broker, no child process.
 
