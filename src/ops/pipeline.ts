@@ -1,7 +1,9 @@
-import amqp from 'amqplib';
+import type amqp from 'amqplib';
 import type pg from 'pg';
 import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { readGaps } from '../inbox/index.js';
+import { silentLogger } from '../runtime/logger.js';
+import { openConnection } from '../transport/connection.js';
 import { parseOptions, poolOption } from '../runtime/options.js';
 import { pipelineStatusOptions, type PipelineStatusOptions, type ResolvedSourceTable } from './pipeline-options.js';
 import {
@@ -67,7 +69,7 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
   const queues = options.queues.map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
   const broker =
     queues.length > 0
-      ? await amqp.connect(options.amqpUrl!, { clientProperties: { connection_name: 'converge-status' } })
+      ? await openConnection(options.amqpUrl!, 'converge-status', silentLogger, () => undefined)
       : undefined;
   try {
     const before = await sampleOutbox(pool, sql);
