@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { appendToOutbox, encodeMessage, migrate, outboxRowToEnvelope, reconcile, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, type OutboxEnvelopeRow, type ReconcileRow } from '../src/index.js';
+import { appendToOutbox, migrate, reconcile, type ReconcileRow } from '../src/index.js';
+import { encodeMessage, outboxRowToEnvelope, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, type OutboxEnvelopeRow } from '../src/testing/index.js';
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
 import type { WorkerConfig } from './worker.js';
 

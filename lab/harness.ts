@@ -9,15 +9,14 @@ import pg from 'pg';
 import {
   appendToOutbox,
   applyIncrement,
-  encodeMessage,
   migrate,
-  routingKeyFromTemplate,
   silentLogger,
   updateExactlyOne,
   withTransaction,
   type EventEnvelope,
   type EventHandler,
 } from '../src/index.js';
+import { encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type amqp from 'amqplib';
 import { pino } from 'pino';
-import { applyIncrement, fingerprint, parseEnvelope, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../src/index.js';
+import { applyIncrement, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../src/index.js';
+import { fingerprint, parseEnvelope } from '../src/testing/index.js';
 import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';

@@ -1,7 +1,8 @@
 /** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { appendToOutbox, cleanup, ConfigError, Relay, scheduleCleanup, silentLogger, withTransaction } from '../src/index.js';
+import { appendToOutbox, ConfigError, Relay, silentLogger, withTransaction } from '../src/index.js';
+import { cleanup, scheduleCleanup } from '../src/ops/index.js';
 import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 const HOUR = 3_600_000;

@@ -8,21 +8,15 @@ import { describe, it } from 'node:test';
 import {
   type Settlement,
   ConfigError,
-  DEFAULT_ROUTING_KEY,
   applyIncrement,
   applyIncrements,
-  compactInbox,
-  DeliveryProcessor,
-  encodeMessage,
-  routingKeyFromTemplate,
   silentLogger,
-  type CompactionOptions,
   type EventEnvelope,
   type EventHandler,
   type Logger,
-  type ProcessorOptions,
-  type RawDelivery,
 } from '../src/index.js';
+import { compactInbox, type CompactionOptions } from '../src/ops/index.js';
+import { DEFAULT_ROUTING_KEY, DeliveryProcessor, encodeMessage, routingKeyFromTemplate, type ProcessorOptions, type RawDelivery } from '../src/testing/index.js';
 import { createTestSchema, trackCreatedSchemas, type TestDatabase } from './support/services.js';
 
 const PROJECTION = 'order_totals';

@@ -11,22 +11,16 @@ import { describe, test } from 'node:test';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import {
-  ATTEMPT_HEADER,
   ConfigError,
   ContentConflictError,
-  DEFAULT_ROUTING_KEY,
   PermanentError,
   TransientError,
   Relay,
   appendToOutbox,
   applyIncrement,
   applyIncrements,
-  DeliveryProcessor,
   repairGaps,
-  encodeMessage,
-  fingerprint,
   readGaps,
-  routingKeyFromTemplate,
   silentLogger,
   startConsumer,
   withTransaction,
@@ -37,6 +31,8 @@ import {
   type Logger,
   type Settlement,
 } from '../src/index.js';
+import { DEFAULT_ROUTING_KEY, DeliveryProcessor, encodeMessage, fingerprint, routingKeyFromTemplate } from '../src/testing/index.js';
+import { ATTEMPT_HEADER } from '../src/inbox/index.js';
 import { AMQP_URL, DATABASE_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 const run = promisify(execFile);

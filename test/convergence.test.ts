@@ -11,15 +11,12 @@ import fc from 'fast-check';
 import {
   applyIncrement,
   applySnapshot,
-  DeliveryProcessor,
-  DEFAULT_ROUTING_KEY,
-  encodeMessage,
   reconcile,
-  routingKeyFromTemplate,
   silentLogger,
   type EventEnvelope,
   type EventHandler,
 } from '../src/index.js';
+import { DeliveryProcessor, DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 import { createTestSchema, type TestDatabase } from './support/services.js';
 
 const PROJECTION = 'totals';

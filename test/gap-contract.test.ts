@@ -7,20 +7,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
-  DEFAULT_ROUTING_KEY,
-  DeliveryProcessor,
   applyIncrement,
   applyIncrements,
-  encodeMessage,
-  routingKeyFromTemplate,
   silentLogger,
   type BatchHandler,
   type EventEnvelope,
   type EventHandler,
-  type ProcessorOptions,
-  type RawDelivery,
   type Settlement,
 } from '../src/index.js';
+import { DEFAULT_ROUTING_KEY, DeliveryProcessor, encodeMessage, routingKeyFromTemplate, type ProcessorOptions, type RawDelivery } from '../src/testing/index.js';
 import { createTestSchema, trackCreatedSchemas, type TestDatabase } from './support/services.js';
 
 const PROJECTION = 'order_totals';

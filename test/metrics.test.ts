@@ -3,7 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import prom from 'prom-client';
-import { Consumer, ContentConflictError, appendToOutbox, withTransaction, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, serveRelayMetrics, serveConsumerMetrics, silentLogger } from '../src/index.js';
+import { Consumer, ContentConflictError, appendToOutbox, withTransaction, Relay, silentLogger } from '../src/index.js';
+import { instrumentConsumer, instrumentRelay, registerConvergenceMetrics, serveMetrics, serveRelayMetrics, serveConsumerMetrics } from '../src/metrics/index.js';
 import { AMQP_URL, DATABASE_URL, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase } from './support/services.js';
 
 describe('convergence metrics', () => {

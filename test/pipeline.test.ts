@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type amqp from 'amqplib';
-import { appendToOutbox, readPipelineStatus, withTransaction, type PipelineStatus, type PipelineStatusOptions } from '../src/index.js';
+import { appendToOutbox, withTransaction } from '../src/index.js';
+import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../src/ops/index.js';
 import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, type TestDatabase } from './support/services.js';
 
 describe('pipeline status', () => {

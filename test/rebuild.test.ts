@@ -7,14 +7,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   applyIncrement,
-  DeliveryProcessor,
-  DEFAULT_ROUTING_KEY,
-  encodeMessage,
   rebuildProjection,
-  routingKeyFromTemplate,
   silentLogger,
   type EventEnvelope,
 } from '../src/index.js';
+import { DeliveryProcessor, DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 import { createTestSchema } from './support/services.js';
 
 const PROJECTION = 'order_view';

@@ -5,11 +5,8 @@ import { describe, it } from 'node:test';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import {
-  CONTENT_TYPE,
   ConfigError,
-  HEADER,
   Relay,
-  parseEnvelope,
   silentLogger,
   startRelay,
   withTransaction,
@@ -18,6 +15,8 @@ import {
   type NewEvent,
   type RelayOptions,
 } from '../src/index.js';
+import { HEADER, parseEnvelope } from '../src/testing/index.js';
+import { CONTENT_TYPE } from '../src/transport/wire.js';
 import { relaySql } from '../src/relay/sql.js';
 import { AMQP_URL, DATABASE_URL, type TestDatabase, connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
 

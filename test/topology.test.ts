@@ -6,15 +6,13 @@ import {
   appendManyToOutbox,
   applyIncrement,
   declarePartitionedTopology,
-  encodeMessage,
-  parseEnvelope,
-  routingKeyFromTemplate,
   silentLogger,
   startPartitionedConsumers,
   withTransaction,
   type Consumer,
   type EventHandler,
 } from '../src/index.js';
+import { encodeMessage, parseEnvelope, routingKeyFromTemplate } from '../src/testing/index.js';
 import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
 
 const PLUGIN_HINT = 'enable it with: rabbitmq-plugins enable rabbitmq_consistent_hash_exchange';

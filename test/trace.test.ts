@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
-  HEADER,
   appendToOutbox,
   silentLogger,
   startConsumer,
@@ -15,6 +14,7 @@ import {
   type EventEnvelope,
   type Logger,
 } from '../src/index.js';
+import { HEADER } from '../src/testing/index.js';
 import { AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
