@@ -19,7 +19,7 @@ export interface ErrorCodeDoc {
 export const ERROR_CODES = {
   CONVERGE_INVALID_CONFIG: {
     error: 'ConfigError',
-    carries: '`field` (first bad path), `problems: { path, message }[]`',
+    carries: '`problems: { path, message }[]`, `field` = the first path',
     when: 'An options object (or a CLI flag) failed validation: unknown key, wrong type, out of range, a retention shorter than the retry horizon. Every problem is listed at once.',
     action: 'Fix the options named in `problems`; for an unknown key the message suggests the closest known name.',
   },
