@@ -18,6 +18,7 @@ import {
 import { HEADER, parseEnvelope } from '../src/testing/index.js';
 import { CONTENT_TYPE } from '../src/transport/wire.js';
 import { relaySql } from '../src/relay/sql.js';
+import { schemaRef } from '../src/runtime/identifier.js';
 import { AMQP_URL, DATABASE_URL, type TestDatabase, connectRabbit, createTestSchema, uniqueName, waitFor } from './support/services.js';
 
 const run = promisify(execFile);
@@ -454,7 +455,7 @@ describe('relay', () => {
       assert.equal((await relayA.runOnce()).claimed, 0);
 
       // SQL-level: the relay's own fenced statements, run as A, change nothing.
-      const sql = relaySql(`"${rig.schema}"`);
+      const sql = relaySql(schemaRef(rig.schema));
       const mark = await rig.db.pool.query(sql.markPublished, [relayA.options.relayId, [heldByB.position]]);
       assert.equal(mark.rowCount, 0);
       const reschedule = await rig.db.pool.query(sql.reschedule, [relayA.options.relayId, [heldByB.position], ['CONVERGE_PUBLISH_RETURNED'], [1000], 10, [false]]);

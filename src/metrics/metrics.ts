@@ -4,9 +4,9 @@ import type pg from 'pg';
 import client from 'prom-client';
 import { z } from 'zod';
 import { defineOptions } from '../runtime/options.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { opsSql } from '../ops/sql.js';
+import { readOutboxByStatus, readReorderBuffer } from '../ops/gauges.js';
 import type { Relay } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
 
@@ -26,15 +26,15 @@ export interface ConvergenceMetricsOptions {
  */
 export function registerConvergenceMetrics(options: ConvergenceMetricsOptions): client.Registry {
   const registry = options.registry ?? new client.Registry();
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
-  registerReorderGauges(registry, options.pool, sql, options.gapAfterMs ?? 60_000);
-  registerOutboxGauges(registry, options.pool, sql);
+  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
+  registerReorderGauges(registry, options.pool, schema, options.gapAfterMs ?? 60_000);
+  registerOutboxGauges(registry, options.pool, schema);
   return registry;
 }
 
 /** Parked events, aggregates stuck on a missing version and the oldest wait, per consumer. */
-function registerReorderGauges(registry: client.Registry, pool: pg.Pool, sql: ReturnType<typeof opsSql>, gapAfterMs: number): void {
-  const read = sharedPerScrape(() => pool.query<{ consumer: string; parked: string; gaps: string; oldest_age_seconds: string | null }>(sql.reorderBuffer, [gapAfterMs]).then((r) => r.rows));
+function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef, gapAfterMs: number): void {
+  const read = sharedPerScrape(() => readReorderBuffer(pool, schema, gapAfterMs));
   const gauge = (name: string, help: string, value: (row: Awaited<ReturnType<typeof read>>[number]) => number) =>
     new client.Gauge({
       name,
@@ -46,14 +46,14 @@ function registerReorderGauges(registry: client.Registry, pool: pg.Pool, sql: Re
         for (const row of await read()) this.set({ consumer: row.consumer }, value(row));
       },
     });
-  gauge('converge_parked_events', 'Incremental events waiting in the reorder buffer for their predecessor.', (row) => Number(row.parked));
-  gauge('converge_gap_aggregates', `Aggregates whose next version has been missing for longer than ${gapAfterMs} ms.`, (row) => Number(row.gaps));
-  gauge('converge_oldest_parked_seconds', 'Age of the oldest event in the reorder buffer.', (row) => Number(row.oldest_age_seconds ?? 0));
+  gauge('converge_parked_events', 'Incremental events waiting in the reorder buffer for their predecessor.', (row) => row.parked);
+  gauge('converge_gap_aggregates', `Aggregates whose next version has been missing for longer than ${gapAfterMs} ms.`, (row) => row.gaps);
+  gauge('converge_oldest_parked_seconds', 'Age of the oldest event in the reorder buffer.', (row) => row.oldestAgeSeconds ?? 0);
 }
 
 /** Outbox rows by status and the age of the oldest pending one: the relay's backlog, from the database. */
-function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, sql: ReturnType<typeof opsSql>): void {
-  const read = sharedPerScrape(() => pool.query<{ status: string; n: string; oldest_age_seconds: string | null }>(sql.outboxStatus).then((r) => r.rows));
+function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef): void {
+  const read = sharedPerScrape(() => readOutboxByStatus(pool, schema));
   new client.Gauge({
     name: 'converge_outbox_rows',
     help: 'Outbox rows by status (pending, published, failed).',
@@ -62,7 +62,7 @@ function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, sql: Ret
     async collect() {
       this.reset();
       for (const status of ['pending', 'published', 'failed']) this.set({ status }, 0);
-      for (const row of await read()) this.set({ status: row.status }, Number(row.n));
+      for (const row of await read()) this.set({ status: row.status }, row.rows);
     },
   });
   new client.Gauge({
@@ -71,7 +71,7 @@ function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, sql: Ret
     registers: [registry],
     async collect() {
       const row = (await read()).find((r) => r.status === 'pending');
-      this.set(Number(row?.oldest_age_seconds ?? 0));
+      this.set(row?.oldestAgeSeconds ?? 0);
     },
   });
 }
@@ -162,7 +162,7 @@ export function serveRelayMetrics(relay: Relay, input: MetricsEndpoint): ServedM
   const endpoint = metricsEndpointOptions.parse(input);
   const registry = endpoint.registry ?? new client.Registry();
   instrumentRelay(relay, registry);
-  registerOutboxGauges(registry, relay.pool, opsSql(quoteIdentifier(relay.options.schema, 'schema')));
+  registerOutboxGauges(registry, relay.pool, schemaRef(relay.options.schema));
   return serveUntilClosed(registry, endpoint, () => relay.connected);
 }
 
@@ -171,7 +171,7 @@ export function serveConsumerMetrics(consumer: Consumer, input: MetricsEndpoint)
   const endpoint = metricsEndpointOptions.parse(input);
   const registry = endpoint.registry ?? new client.Registry();
   instrumentConsumer(consumer, registry);
-  registerReorderGauges(registry, consumer.pool, opsSql(quoteIdentifier(consumer.options.schema, 'schema')), endpoint.gapAfterMs);
+  registerReorderGauges(registry, consumer.pool, schemaRef(consumer.options.schema), endpoint.gapAfterMs);
   return serveUntilClosed(registry, endpoint, () => consumer.subscribed);
 }
 

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { ConfigError } from '../runtime/errors.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { functionOption, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
@@ -75,7 +75,7 @@ export async function cleanup(pool: pg.Pool, input: CleanupOptions): Promise<Cle
   parseOptions(poolOption, pool, 'pool');
   const options = parseOptions(schema, input);
   validateRetention(options);
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
+  const sql = opsSql(schemaRef(options.schema ?? DEFAULT_SCHEMA));
   const batchSize = options.batchSize ?? 1_000;
   const result: CleanupResult = { outboxDeleted: 0, inboxDeleted: 0, batches: 0 };
   const drain = async (text: string, retentionMs: number): Promise<number> => {

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { validateRetention } from './cleanup.js';
 import { identifierOption, parseOptions, poolOption } from '../runtime/options.js';
@@ -69,7 +69,7 @@ export async function compactInbox(pool: pg.Pool, input: CompactionOptions): Pro
     },
     'olderThanMs',
   );
-  const sql = opsSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
+  const sql = opsSql(schemaRef(options.schema ?? DEFAULT_SCHEMA));
   const batchSize = options.batchSize ?? 1_000;
   const result: CompactionResult = { compacted: 0, watermarks: 0, batches: 0 };
   for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {

@@ -1,6 +1,6 @@
 import type amqp from 'amqplib';
 import pg from 'pg';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
 import { ConfigError, QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
@@ -59,7 +59,7 @@ export interface QuarantinedMessage extends Omit<QuarantineSummary, 'ageSeconds'
 /** Quarantined messages, newest first, without their bodies. */
 export async function listQuarantine(executor: Executor, input: QuarantineFilter = {}): Promise<QuarantineSummary[]> {
   const filter = quarantineFilterOptions.parse(input);
-  const sql = opsSql(quoteIdentifier(filter.schema, 'schema'));
+  const sql = opsSql(schemaRef(filter.schema));
   const { rows } = await executor.query<Record<string, unknown>>(sql.listQuarantine, [
     filter.consumer ?? null,
     filter.reason ?? null,
@@ -74,7 +74,11 @@ export async function listQuarantine(executor: Executor, input: QuarantineFilter
 /** One quarantined message with its raw body and properties, for a person to inspect. */
 export async function showQuarantined(executor: Executor, id: string, options: z.input<typeof showQuarantinedOptions.schema> = {}): Promise<QuarantinedMessage | null> {
   const { schema } = showQuarantinedOptions.parse(options);
-  const { rows } = await executor.query<Record<string, unknown>>(opsSql(quoteIdentifier(schema, 'schema')).quarantined, [id]);
+  return readQuarantined(executor, schemaRef(schema), id);
+}
+
+async function readQuarantined(executor: Executor, schema: SchemaRef, id: string): Promise<QuarantinedMessage | null> {
+  const { rows } = await executor.query<Record<string, unknown>>(opsSql(schema).quarantined, [id]);
   const row = rows[0];
   if (!row) return null;
   return { ...summary(row), exchange: (row.exchange as string | null) ?? null, properties: row.properties as QuarantinedMessage['properties'], body: row.body as Buffer };
@@ -95,7 +99,7 @@ export async function showQuarantined(executor: Executor, id: string, options: z
  * connection, inside the caller's transaction if there is one.
  */
 export async function replayQuarantined(executor: Executor, channel: amqp.ConfirmChannel, options: { id: string; queue: string; schema?: string; note?: string }): Promise<void> {
-  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const schema = quarantineSchema(options.schema);
   const replay = async (tx: Executor) => {
     const message = await openRow(tx, options.id, schema);
     // Closing first takes the row lock: a second operator replaying the same row waits, then finds it closed.
@@ -118,20 +122,25 @@ async function publishReplay(channel: amqp.ConfirmChannel, queue: string, id: st
 /** Closes an open quarantined message without processing it; the reason is required and kept. */
 export async function discardQuarantined(executor: Executor, options: { id: string; reason: string; schema?: string }): Promise<void> {
   if (!options.reason.trim()) throw new ConfigError('reason', 'a discard needs a reason, which is recorded');
-  const schema = options.schema ?? DEFAULT_SCHEMA;
+  const schema = quarantineSchema(options.schema);
   await openRow(executor, options.id, schema);
   await resolve(executor, options.id, 'discarded', options.reason, schema);
 }
 
-async function openRow(executor: Executor, id: string, schema: string): Promise<QuarantinedMessage> {
-  const message = await showQuarantined(executor, id, { schema });
+/** Validated like showQuarantined's option, so a bad name fails the same way (ConfigError) before anything runs. */
+function quarantineSchema(name: string | undefined): SchemaRef {
+  return schemaRef(showQuarantinedOptions.parse(name === undefined ? {} : { schema: name }).schema);
+}
+
+async function openRow(executor: Executor, id: string, schema: SchemaRef): Promise<QuarantinedMessage> {
+  const message = await readQuarantined(executor, schema, id);
   if (!message) throw new QuarantineNotFoundError(id);
   if (message.resolvedAt) throw new QuarantineResolvedError(id, message.resolution ?? undefined);
   return message;
 }
 
-async function resolve(executor: Executor, id: string, resolution: 'replayed' | 'discarded', note: string, schema: string): Promise<void> {
-  const { rows } = await executor.query(opsSql(quoteIdentifier(schema, 'schema')).resolveQuarantine, [id, resolution, note]);
+async function resolve(executor: Executor, id: string, resolution: 'replayed' | 'discarded', note: string, schema: SchemaRef): Promise<void> {
+  const { rows } = await executor.query(opsSql(schema).resolveQuarantine, [id, resolution, note]);
   if (rows.length === 0) throw new QuarantineResolvedError(id);
 }
 
@@ -149,6 +158,6 @@ function summary(row: Record<string, unknown>): Omit<QuarantineSummary, 'ageSeco
     resolutionNote: (row.resolution_note as string | null) ?? null,
     replayOutcome: (row.replay_outcome as ReplayOutcome | null) ?? null,
     replayOutcomeAt: (row.replay_outcome_at as Date | null) ?? null,
-    replayQuarantineId: row.replay_quarantine_id == null ? null : String(row.replay_quarantine_id),
+    replayQuarantineId: row.replay_quarantine_id == null ? null : (row.replay_quarantine_id as string | number).toString(),
   };
 }

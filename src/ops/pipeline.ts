@@ -1,11 +1,12 @@
 import amqp from 'amqplib';
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { readGaps } from '../inbox/index.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { amqpUrlRequired, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
 import { diagnose, queueThroughput, relayThroughput, type Finding, type GapFacts, type OutboxFacts, type PipelineFacts, type QueueFacts, type SourceFacts, type Throughput } from './diagnose.js';
+import { readReorderBuffer } from './gauges.js';
 import { opsSql, sourceAheadSql } from './sql.js';
 
 /** A business table whose rows carry the aggregate version their outbox events must match. */
@@ -104,7 +105,7 @@ const SAMPLE_IDS = 5;
 export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOptions): Promise<PipelineStatus> {
   parseOptions(poolOption, pool, 'pool');
   const options = parseOptions(optionsSchema, input);
-  const schema = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema');
+  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
   const sql = opsSql(schema);
   const windowMs = options.windowMs ?? 60_000;
   const sampleMs = options.sampleMs ?? 5_000;
@@ -149,8 +150,8 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       sources: await checkSources(pool, schema, options.sources ?? [], options.sourceLookbackMs ?? 3_600_000),
       outbox,
       queues: queueFacts,
-      gaps: await gapFacts(pool, options.schema ?? DEFAULT_SCHEMA, sql, stallAfterMs),
-      failures: { outboxFailed: outbox.failed, quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then(Object.fromEntries) },
+      gaps: await gapFacts(pool, schema, stallAfterMs),
+      failures: { outboxFailed: outbox.failed, quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then((counts) => Object.fromEntries(counts)) },
     };
     const findings = diagnose(facts);
     return {
@@ -208,7 +209,8 @@ async function countRows<R>(pool: pg.Pool, text: string, params: unknown[], key:
   return new Map(rows.map((row) => [key(row), Number(row.n)]));
 }
 
-async function checkSources(pool: pg.Pool, schema: string, sources: SourceTable[], lookbackMs: number): Promise<SourceFacts[]> {
+/** The business tables and columns are the caller's own identifiers (not converge's schema), quoted per check. */
+async function checkSources(pool: pg.Pool, schema: SchemaRef, sources: SourceTable[], lookbackMs: number): Promise<SourceFacts[]> {
   const facts: SourceFacts[] = [];
   for (const source of sources) {
     const text = sourceAheadSql(schema, {
@@ -223,13 +225,13 @@ async function checkSources(pool: pg.Pool, schema: string, sources: SourceTable[
   return facts;
 }
 
-async function gapFacts(pool: pg.Pool, schema: string, sql: ReturnType<typeof opsSql>, stallAfterMs: number): Promise<GapFacts> {
-  const { rows } = await pool.query<{ parked: string; gaps: string; oldest_age_seconds: string | null }>(sql.reorderBuffer, [stallAfterMs]);
-  const sample = await readGaps(pool, { schema, olderThanMs: stallAfterMs, limit: SAMPLE_IDS });
-  const oldest = rows.map((r) => Number(r.oldest_age_seconds ?? 0));
+async function gapFacts(pool: pg.Pool, schema: SchemaRef, stallAfterMs: number): Promise<GapFacts> {
+  const rows = await readReorderBuffer(pool, schema, stallAfterMs);
+  const sample = await readGaps(pool, { schema: schema.name, olderThanMs: stallAfterMs, limit: SAMPLE_IDS });
+  const oldest = rows.map((r) => r.oldestAgeSeconds ?? 0);
   return {
-    stuckAggregates: rows.reduce((sum, r) => sum + Number(r.gaps), 0),
-    parked: rows.reduce((sum, r) => sum + Number(r.parked), 0),
+    stuckAggregates: rows.reduce((sum, r) => sum + r.gaps, 0),
+    parked: rows.reduce((sum, r) => sum + r.parked, 0),
     oldestAgeSeconds: oldest.length > 0 ? Math.max(...oldest) : null,
     sample: sample.map((g) => ({ consumer: g.consumer, aggregateType: g.aggregateType, aggregateId: g.aggregateId, currentVersion: g.currentVersion, parkedVersions: g.parkedVersions })),
   };

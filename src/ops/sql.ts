@@ -1,41 +1,43 @@
+import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+
 /**
  * Source rows (of a validated, quoted table and columns) whose version is above the newest
  * outbox event of their aggregate: business changes committed without their event. $1
  * aggregate type, $2 only rows changed in the last $2 ms (when a change column is given), $3 limit.
  */
-export function sourceAheadSql(schema: string, source: { table: string; id: string; version: string; changedAt?: string }): string {
+export function sourceAheadSql(schema: SchemaRef, source: { table: string; id: string; version: string; changedAt?: string }): string {
   const recent = source.changedAt ? `WHERE ${source.changedAt} >= now() - make_interval(secs => $2::double precision / 1000)` : 'WHERE $2::double precision IS NOT NULL';
   return `
     SELECT s.id FROM (SELECT ${source.id}::text AS id, ${source.version}::bigint AS version FROM ${source.table} ${recent}) AS s
-     WHERE s.version > coalesce((SELECT max(o.aggregate_version) FROM ${schema}.outbox o WHERE o.aggregate_type = $1 AND o.aggregate_id = s.id), 0)
+     WHERE s.version > coalesce((SELECT max(o.aggregate_version) FROM ${schema.quoted}.outbox o WHERE o.aggregate_type = $1 AND o.aggregate_id = s.id), 0)
      LIMIT $3`;
 }
 
-/** Read-mostly operational queries over converge's tables, for one quoted schema. */
-export function opsSql(schema: string) {
+/** Read-mostly operational queries over converge's tables of one schema, built once per schema. */
+export const opsSql = perSchema((schema: SchemaRef) => {
   return {
     outboxStatus: `
       SELECT status, count(*)::bigint AS n,
              EXTRACT(EPOCH FROM now() - min(occurred_at)) AS oldest_age_seconds
-        FROM ${schema}.outbox GROUP BY status`,
-    openQuarantine: `SELECT reason, count(*)::bigint AS n FROM ${schema}.quarantine WHERE resolved_at IS NULL GROUP BY reason`,
+        FROM ${schema.quoted}.outbox GROUP BY status`,
+    openQuarantine: `SELECT reason, count(*)::bigint AS n FROM ${schema.quoted}.quarantine WHERE resolved_at IS NULL GROUP BY reason`,
     /** Per consumer: parked events, aggregates waiting longer than $1 ms for a missing version, age of the oldest park. */
     reorderBuffer: `
       SELECT consumer, count(*)::bigint AS parked,
              count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE parked_at <= now() - make_interval(secs => $1::double precision / 1000))::bigint AS gaps,
              EXTRACT(EPOCH FROM now() - min(parked_at)) AS oldest_age_seconds
-        FROM ${schema}.parked GROUP BY consumer`,
+        FROM ${schema.quoted}.parked GROUP BY consumer`,
     /** One bounded batch of published outbox rows older than $1 ms; $2 rows at most; rows another cleaner holds are skipped. */
     deletePublishedOutbox: `
-      DELETE FROM ${schema}.outbox
-       WHERE position IN (SELECT position FROM ${schema}.outbox
+      DELETE FROM ${schema.quoted}.outbox
+       WHERE position IN (SELECT position FROM ${schema.quoted}.outbox
                            WHERE status = 'published' AND published_at < now() - make_interval(secs => $1::double precision / 1000)
                            ORDER BY position LIMIT $2
                            FOR UPDATE SKIP LOCKED)`,
     /** One bounded batch of inbox rows received more than $1 ms ago; $2 rows at most. */
     deleteOldInbox: `
-      DELETE FROM ${schema}.inbox
-       WHERE ctid IN (SELECT ctid FROM ${schema}.inbox
+      DELETE FROM ${schema.quoted}.inbox
+       WHERE ctid IN (SELECT ctid FROM ${schema.quoted}.inbox
                        WHERE received_at < now() - make_interval(secs => $1::double precision / 1000)
                        LIMIT $2
                        FOR UPDATE SKIP LOCKED)`,
@@ -50,8 +52,8 @@ export function opsSql(schema: string) {
     compactInbox: `
       WITH picked AS (
         SELECT i.event_id
-          FROM ${schema}.inbox i
-          JOIN ${schema}.projection_state s
+          FROM ${schema.quoted}.inbox i
+          JOIN ${schema.quoted}.projection_state s
             ON s.projection = $2 AND s.aggregate_type = i.aggregate_type AND s.aggregate_id = i.aggregate_id
          WHERE i.consumer = $1
            AND i.received_at < now() - make_interval(secs => $3::double precision / 1000)
@@ -59,11 +61,11 @@ export function opsSql(schema: string) {
          LIMIT $4
          FOR UPDATE OF i SKIP LOCKED
       ), deleted AS (
-        DELETE FROM ${schema}.inbox d USING picked p
+        DELETE FROM ${schema.quoted}.inbox d USING picked p
          WHERE d.consumer = $1 AND d.event_id = p.event_id
         RETURNING d.aggregate_type, d.aggregate_id, d.aggregate_version
       ), marked AS (
-        INSERT INTO ${schema}.inbox_watermark AS w (consumer, aggregate_type, aggregate_id, version)
+        INSERT INTO ${schema.quoted}.inbox_watermark AS w (consumer, aggregate_type, aggregate_id, version)
         SELECT $1, aggregate_type, aggregate_id, max(aggregate_version)
           FROM deleted GROUP BY aggregate_type, aggregate_id
          ORDER BY aggregate_type, aggregate_id
@@ -76,7 +78,7 @@ export function opsSql(schema: string) {
     listOutbox: `
       SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, status, attempts, last_error,
              occurred_at, EXTRACT(EPOCH FROM now() - occurred_at) AS age_seconds
-        FROM ${schema}.outbox WHERE status = $1 ORDER BY position LIMIT $2`,
+        FROM ${schema.quoted}.outbox WHERE status = $1 ORDER BY position LIMIT $2`,
     /**
      * Quarantined messages, newest first, without bodies: $1 consumer, $2 reason, $3 event
      * type (from the stored body, when it parses), $4 minimum age in ms, $5 include resolved, $6 limit.
@@ -85,7 +87,7 @@ export function opsSql(schema: string) {
       SELECT id, consumer, event_id, reason, detail, routing_key, quarantined_at, resolved_at, resolution, resolution_note,
              replay_outcome, replay_outcome_at, replay_quarantine_id,
              EXTRACT(EPOCH FROM now() - quarantined_at) AS age_seconds, length(body) AS body_bytes
-        FROM ${schema}.quarantine
+        FROM ${schema.quoted}.quarantine
        WHERE ($1::text IS NULL OR consumer = $1)
          AND ($2::text IS NULL OR reason = $2)
          AND ($3::text IS NULL OR properties->>'type' = $3)
@@ -94,27 +96,27 @@ export function opsSql(schema: string) {
        ORDER BY id DESC LIMIT $6`,
     quarantined: `SELECT id, consumer, event_id, reason, detail, exchange, routing_key, properties, body, quarantined_at, resolved_at, resolution, resolution_note,
                          replay_outcome, replay_outcome_at, replay_quarantine_id
-                    FROM ${schema}.quarantine WHERE id = $1`,
+                    FROM ${schema.quoted}.quarantine WHERE id = $1`,
     /** Closes one open row; nothing if it was closed already (by another operator). */
-    resolveQuarantine: `UPDATE ${schema}.quarantine SET resolved_at = now(), resolution = $2, resolution_note = $3
+    resolveQuarantine: `UPDATE ${schema.quoted}.quarantine SET resolved_at = now(), resolution = $2, resolution_note = $3
                          WHERE id = $1 AND resolved_at IS NULL RETURNING id`,
     /**
      * One sample of the outbox for rates: pending (partial index), failed (the unpublished
      * index), the newest position (appends since the last sample) and the oldest pending age.
      */
     outboxSample: `
-      SELECT (SELECT count(*) FROM ${schema}.outbox WHERE status = 'pending')::bigint AS pending,
-             (SELECT count(*) FROM ${schema}.outbox WHERE status = 'failed')::bigint AS failed,
-             (SELECT coalesce(max(position), 0) FROM ${schema}.outbox)::bigint AS max_position,
-             EXTRACT(EPOCH FROM now() - (SELECT min(occurred_at) FROM ${schema}.outbox WHERE status = 'pending')) AS oldest_age_seconds,
+      SELECT (SELECT count(*) FROM ${schema.quoted}.outbox WHERE status = 'pending')::bigint AS pending,
+             (SELECT count(*) FROM ${schema.quoted}.outbox WHERE status = 'failed')::bigint AS failed,
+             (SELECT coalesce(max(position), 0) FROM ${schema.quoted}.outbox)::bigint AS max_position,
+             EXTRACT(EPOCH FROM now() - (SELECT min(occurred_at) FROM ${schema.quoted}.outbox WHERE status = 'pending')) AS oldest_age_seconds,
              clock_timestamp() AS sampled_at`,
     /** Inbox rows per consumer ($2) recorded since $1 (the BRIN index on received_at keeps this off a full scan). */
     inboxSince: `
-      SELECT consumer, count(*)::bigint AS n FROM ${schema}.inbox
+      SELECT consumer, count(*)::bigint AS n FROM ${schema.quoted}.inbox
        WHERE received_at >= $1 AND consumer = ANY($2::text[]) GROUP BY consumer`,
     /** projection_state rows of the projections $1 changed in the last $2 ms. */
     projectionUpdates: `
-      SELECT projection, count(*)::bigint AS n FROM ${schema}.projection_state
+      SELECT projection, count(*)::bigint AS n FROM ${schema.quoted}.projection_state
        WHERE projection = ANY($1::text[]) AND updated_at >= now() - make_interval(secs => $2::double precision / 1000)
        GROUP BY projection`,
     /** Lag from occurredAt to the inbox row, per consumer, over the last $1 ms. */
@@ -124,14 +126,14 @@ export function opsSql(schema: string) {
              percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) AS p99,
              max(lag) AS max, count(*)::bigint AS events
         FROM (SELECT consumer, greatest(0, EXTRACT(EPOCH FROM received_at - occurred_at)) AS lag
-                FROM ${schema}.inbox
+                FROM ${schema.quoted}.inbox
                WHERE received_at >= now() - make_interval(secs => $1::double precision / 1000) AND occurred_at IS NOT NULL) AS recent
        GROUP BY consumer ORDER BY consumer`,
     /** Puts failed events back in line; `$1` limits it to one event id when given. */
     retryFailed: `
-      UPDATE ${schema}.outbox
+      UPDATE ${schema.quoted}.outbox
          SET status = 'pending', attempts = 0, next_attempt_at = now(), claimed_by = NULL, claim_expires_at = NULL
        WHERE status = 'failed' AND ($1::text IS NULL OR event_id = $1)
       RETURNING event_id`,
   };
-}
+});

@@ -1,8 +1,9 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
+import { readOutboxByStatus } from './gauges.js';
 import { opsSql } from './sql.js';
 
 const schemaField = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
@@ -26,13 +27,13 @@ export interface ConvergeStatus {
 /** Where work is stuck: unpublished and failed outbox rows, age of the oldest pending, open quarantine by reason. */
 export async function readStatus(executor: Executor, options: z.input<typeof statusOptions.schema> = {}): Promise<ConvergeStatus> {
   const { schema } = statusOptions.parse(options);
-  const sql = opsSql(quoteIdentifier(schema, 'schema'));
+  const ref = schemaRef(schema);
   const status: ConvergeStatus = { outbox: { pending: 0, published: 0, failed: 0, oldestPendingAgeSeconds: null }, quarantine: {} };
-  const outbox = await executor.query<{ status: 'pending' | 'published' | 'failed'; n: string; oldest_age_seconds: string | null }>(sql.outboxStatus);
-  for (const row of outbox.rows) {
-    status.outbox[row.status] = Number(row.n);
-    if (row.status === 'pending' && row.oldest_age_seconds !== null) status.outbox.oldestPendingAgeSeconds = Number(row.oldest_age_seconds);
+  for (const row of await readOutboxByStatus(executor, ref)) {
+    status.outbox[row.status] = row.rows;
+    if (row.status === 'pending' && row.oldestAgeSeconds !== null) status.outbox.oldestPendingAgeSeconds = row.oldestAgeSeconds;
   }
+  const sql = opsSql(ref);
   const quarantine = await executor.query<{ reason: string; n: string }>(sql.openQuarantine);
   for (const row of quarantine.rows) status.quarantine[row.reason] = Number(row.n);
   return status;
@@ -41,7 +42,7 @@ export async function readStatus(executor: Executor, options: z.input<typeof sta
 /** Sends failed outbox events (all, or one by id) through the relay again, with their original eventIds. */
 export async function retryFailedEvents(executor: Executor, input: z.input<typeof retryFailedOptions.schema> = {}): Promise<string[]> {
   const options = retryFailedOptions.parse(input);
-  const sql = opsSql(quoteIdentifier(options.schema, 'schema'));
+  const sql = opsSql(schemaRef(options.schema));
   const { rows } = await executor.query<{ event_id: string }>(sql.retryFailed, [options.eventId ?? null]);
   return rows.map((row) => row.event_id);
 }
@@ -63,7 +64,7 @@ export interface OutboxRow {
 /** Lists outbox rows of one status (default `failed`), oldest first, without payloads. */
 export async function listOutbox(executor: Executor, input: z.input<typeof listOutboxOptions.schema> = {}): Promise<OutboxRow[]> {
   const options = listOutboxOptions.parse(input);
-  const sql = opsSql(quoteIdentifier(options.schema, 'schema'));
+  const sql = opsSql(schemaRef(options.schema));
   const { rows } = await executor.query<{
     event_id: string;
     aggregate_type: string;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { ConcurrencyConflictError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
@@ -33,7 +33,7 @@ export async function appendToOutbox(executor: Executor, event: NewEvent, option
  * Every event is validated before anything is sent, so one bad event fails the call whole.
  */
 export async function appendManyToOutbox(executor: Executor, events: readonly NewEvent[], options: OutboxOptions = {}): Promise<AppendedEvent[]> {
-  const sql = outboxSql(quoteIdentifier(options.schema ?? DEFAULT_SCHEMA, 'schema'));
+  const sql = outboxSql(schemaRef(options.schema ?? DEFAULT_SCHEMA));
   if (events.length === 0) return [];
   const envelopes = events.map(toEnvelope);
   const { rows } = await runStatement<{ position: string; event_id: string }>(executor, sql.insert, [

@@ -1,11 +1,13 @@
+import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+
 /**
  * One set-based insert serves single events and batches: eleven parallel arrays, one row per
- * index. A NULL occurred_at takes the transaction's now(), like the column default.
+ * index. A NULL occurred_at takes the transaction's now(), like the column default. Built once per schema.
  */
-export function outboxSql(schema: string) {
+export const outboxSql = perSchema((schema: SchemaRef) => {
   return {
     insert: `
-      INSERT INTO ${schema}.outbox
+      INSERT INTO ${schema.quoted}.outbox
         (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, schema_version, kind, payload, occurred_at, traceparent, tenant_id)
       SELECT e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version, e.event_type, e.schema_version, e.kind,
              e.payload, COALESCE(e.occurred_at, now()), e.traceparent, e.tenant_id
@@ -16,4 +18,4 @@ export function outboxSql(schema: string) {
        ORDER BY e.ord
       RETURNING position, event_id`,
   };
-}
+});

@@ -2,8 +2,9 @@ import type pg from 'pg';
 import { withTransaction } from '../db/transaction.js';
 import type { Logger } from '../runtime/logger.js';
 import { readGaps, type AggregateRef, type Gap } from '../inbox/index.js';
-import { readProjectionState } from '../projection/index.js';
-import { repairFromSnapshot } from './repair.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
+import { readState } from '../projection/index.js';
+import { repairAt } from './repair.js';
 
 /** What the source of truth says about one aggregate, read consistently (one snapshot). */
 export interface SourceSnapshot {
@@ -62,9 +63,10 @@ export async function repairGaps<S extends SourceSnapshot>(
   options: GapRepairOptions<S>,
 ): Promise<GapRepairReport> {
   const { pool } = consumer;
-  const { schema, logger } = consumer.options;
+  const { logger } = consumer.options;
+  const schema = schemaRef(consumer.options.schema);
   const gaps = await readGaps(pool, {
-    schema,
+    schema: schema.name,
     consumer: consumer.options.consumer,
     olderThanMs: options.olderThanMs ?? 0,
     limit: options.limit ?? 100,
@@ -95,17 +97,18 @@ export async function repairGaps<S extends SourceSnapshot>(
 
 async function repairOne<S extends SourceSnapshot>(
   pool: pg.Pool,
-  schema: string,
+  schema: SchemaRef,
   gap: Gap,
   snapshot: S,
   apply: GapRepairOptions<S>['apply'],
 ): Promise<'repaired' | 'notNewer'> {
-  const key = { projection: gap.projection, aggregateType: gap.aggregateType, aggregateId: gap.aggregateId, schema };
+  const key = { projection: gap.projection, aggregateType: gap.aggregateType, aggregateId: gap.aggregateId };
   for (;;) {
     const result = await withTransaction(pool, async (tx) => {
-      const state = await readProjectionState(tx, key);
-      return repairFromSnapshot(
+      const state = await readState(tx, schema, key);
+      return repairAt(
         tx,
+        schema,
         {
           ...key,
           sourceVersion: snapshot.version,

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { z } from 'zod';
 import { functionOption, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import type { ReconcileRow } from './compare.js';
@@ -46,14 +46,14 @@ export interface RebuildOptions {
 export async function rebuildProjection(pool: pg.Pool, input: RebuildOptions): Promise<ReconcileReport> {
   const options = parseOptions(optionsSchema, input);
   parseOptions(poolOption, pool, 'pool');
-  const schema = options.schema ?? DEFAULT_SCHEMA;
-  const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
+  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
+  const sql = reconcileSql(schema);
   await withTransaction(pool, async (tx) => {
     await tx.query(sql.forget, [options.projection, options.aggregateType]);
     await options.reset(tx);
   });
   return reconcile(pool, {
-    schema,
+    schema: schema.name,
     projection: options.projection,
     aggregateType: options.aggregateType,
     source: options.source,

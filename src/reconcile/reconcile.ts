@@ -1,12 +1,12 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
 import { functionOption, identifierOption, parseOptions, poolOption, signalOption } from '../runtime/options.js';
-import { readProjectionState } from '../projection/index.js';
+import { readState } from '../projection/index.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { classify, DIFFERENCES, mergePages, type Difference, type ReconcileRow } from './compare.js';
-import { repairFromSnapshot } from './repair.js';
+import { repairAt } from './repair.js';
 import { reconcileSql } from './sql.js';
 
 /**
@@ -107,8 +107,8 @@ const emptyCounts = <T>(value: () => T) =>
 export async function reconcile(pool: pg.Pool, input: ReconcileOptions): Promise<ReconcileReport> {
   parseOptions(poolOption, pool, 'pool');
   const options = parseOptions(optionsSchema, input);
-  const schema = options.schema ?? DEFAULT_SCHEMA;
-  const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
+  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
+  const sql = reconcileSql(schema);
   const pageSize = options.pageSize ?? 500;
   const sampleSize = options.sampleSize ?? 10;
   const target: PagedReader =
@@ -205,12 +205,12 @@ class Repairer {
 
   constructor(
     readonly pool: pg.Pool,
-    readonly schema: string,
+    readonly schema: SchemaRef,
     readonly projection: string,
     readonly aggregateType: string,
     readonly hooks: ReconcileRepair,
   ) {
-    this.#sql = reconcileSql(quoteIdentifier(schema, 'schema'));
+    this.#sql = reconcileSql(schema);
   }
 
   async repair(
@@ -254,14 +254,14 @@ class Repairer {
       projection: this.projection,
       aggregateType: this.aggregateType,
       aggregateId: source.id,
-      schema: this.schema,
     };
     for (;;) {
       const outcome = await withTransaction(this.pool, async (tx) => {
-        const state = await readProjectionState(tx, key);
+        const state = await readState(tx, this.schema, key);
         if ((state?.version ?? 0) >= source.version) return 'skipped' as const;
-        const result = await repairFromSnapshot(
+        const result = await repairAt(
           tx,
+          this.schema,
           {
             ...key,
             sourceVersion: source.version,

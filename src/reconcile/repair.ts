@@ -1,7 +1,7 @@
 import type { Executor } from '../db/executor.js';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { readProjectionState, type ProjectionState } from '../projection/index.js';
+import { readState, type ProjectionState } from '../projection/index.js';
 import { reconcileSql } from './sql.js';
 
 /** A full state read from the source of truth at a known version, in one consistent read. */
@@ -36,8 +36,17 @@ export type RepairResult =
  * `apply` writes the read model on the same transaction and runs only if the repair won.
  */
 export async function repairFromSnapshot(tx: Executor, snapshot: TrustedSnapshot, apply: () => Promise<void>): Promise<RepairResult> {
-  const schema = snapshot.schema ?? DEFAULT_SCHEMA;
-  const sql = reconcileSql(quoteIdentifier(schema, 'schema'));
+  return repairAt(tx, schemaRef(snapshot.schema ?? DEFAULT_SCHEMA), snapshot, apply);
+}
+
+/** repairFromSnapshot for converge's own callers, which hold a SchemaRef already (`snapshot.schema` is not read). */
+export async function repairAt(
+  tx: Executor,
+  schema: SchemaRef,
+  snapshot: Omit<TrustedSnapshot, 'schema'>,
+  apply: () => Promise<void>,
+): Promise<RepairResult> {
+  const sql = reconcileSql(schema);
   const key = [snapshot.projection, snapshot.aggregateType, snapshot.aggregateId];
   const deleted = snapshot.deleted ?? false;
   const result =
@@ -48,7 +57,7 @@ export async function repairFromSnapshot(tx: Executor, snapshot: TrustedSnapshot
     await apply();
     return { repaired: true, version: snapshot.sourceVersion };
   }
-  const current = await readProjectionState(tx, { schema, projection: snapshot.projection, aggregateType: snapshot.aggregateType, aggregateId: snapshot.aggregateId });
+  const current = await readState(tx, schema, { projection: snapshot.projection, aggregateType: snapshot.aggregateType, aggregateId: snapshot.aggregateId });
   const stale = (current?.version ?? null) !== snapshot.observedVersion;
   return { repaired: false, reason: stale ? 'stale-observation' : 'not-newer', current };
 }

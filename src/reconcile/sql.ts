@@ -1,6 +1,11 @@
-/** Repair statements on converge's projection_state; $1 projection, $2 aggregate type, $3 aggregate id. */
-export function reconcileSql(schema: string) {
-  const table = `${schema}.projection_state`;
+import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+
+/**
+ * Repair statements on converge's projection_state, built once per schema; $1 projection,
+ * $2 aggregate type, $3 aggregate id.
+ */
+export const reconcileSql = perSchema((schema: SchemaRef) => {
+  const table = `${schema.quoted}.projection_state`;
   return {
     /** Repair: conditional on the version observed ($5) still being there and the source ($4) being newer. */
     repair: `UPDATE ${table} SET version = $4, baseline_version = $4, deleted = $6, updated_at = now()
@@ -21,4 +26,4 @@ export function reconcileSql(schema: string) {
     lockState: `SELECT version FROM ${table} WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 FOR UPDATE`,
     setDeleted: `UPDATE ${table} SET deleted = $4, updated_at = now() WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
   };
-}
+});

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
 import type pg from 'pg';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { leasePool } from '../db/pool.js';
 import { isTransientDatabaseError } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
@@ -65,9 +65,10 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.options = resolveRelayOptions(options);
     const lease = leasePool(this.options.pool, { connectionString: this.options.connectionString, max: this.options.concurrency + 1, applicationName: 'converge-relay', logger: this.options.logger });
     this.#pool = lease.pool;
-    this.#releasePool = lease.release;
-    this.#sql = relaySql(quoteIdentifier(this.options.schema));
-    if (this.options.listen) this.#listener = new OutboxListener(this.#pool, this.options.schema, () => this.#idle.wake(), this.options.logger);
+    this.#releasePool = () => lease.release();
+    const schema = schemaRef(this.options.schema);
+    this.#sql = relaySql(schema);
+    if (this.options.listen) this.#listener = new OutboxListener(this.#pool, schema, () => this.#idle.wake(), this.options.logger);
   }
 
   /** Starts the background loop and returns at once. */

@@ -1,10 +1,12 @@
+import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+
 /**
- * All statements the relay runs, built for one quoted schema. Every write after the claim
+ * All statements the relay runs, built once per schema. Every write after the claim
  * is fenced by `claimed_by = $owner`: a relay whose lease expired and was re-claimed by
  * another cannot mark or reschedule rows it no longer owns.
  */
-export function relaySql(schema: string) {
-  const outbox = `${schema}.outbox`;
+export const relaySql = perSchema((schema: SchemaRef) => {
+  const outbox = `${schema.quoted}.outbox`;
   return {
     /**
      * Claims up to $2 due rows for owner $1 with a lease of $3 ms. Only the earliest
@@ -60,9 +62,8 @@ export function relaySql(schema: string) {
         FROM unnest($2::bigint[], $3::text[], $4::double precision[], $6::boolean[]) AS f(position, error, delay_ms, give_up)
        WHERE o.position = f.position AND o.claimed_by = $1 AND o.status = 'pending'
       RETURNING o.event_id, o.status, o.attempts`,
-
   };
-}
+});
 
 /** The outbox columns an envelope is made of, as node-postgres returns them. */
 export type OutboxEnvelopeRow = Omit<ClaimedRow, 'position' | 'attempts'>;

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { OUTBOX_CHANNEL } from '../runtime/defaults.js';
+import type { SchemaRef } from '../runtime/identifier.js';
 import type { Logger } from '../runtime/logger.js';
 import { describeError } from '../runtime/logger.js';
 
@@ -10,16 +11,16 @@ import { describeError } from '../runtime/logger.js';
  */
 export class OutboxListener {
   readonly #pool: pg.Pool;
-  readonly #schema: string;
+  readonly #schema: SchemaRef;
   readonly #onInsert: () => void;
   readonly #logger: Logger;
   #client: pg.PoolClient | undefined;
   #connecting: Promise<void> | undefined;
   #closed = false;
 
-  constructor(pool: pg.Pool, schemaName: string, onInsert: () => void, logger: Logger) {
+  constructor(pool: pg.Pool, schema: SchemaRef, onInsert: () => void, logger: Logger) {
     this.#pool = pool;
-    this.#schema = schemaName;
+    this.#schema = schema;
     this.#onInsert = onInsert;
     this.#logger = logger;
   }
@@ -42,7 +43,7 @@ export class OutboxListener {
     try {
       client = await this.#pool.connect();
       client.on('notification', (message) => {
-        if (message.channel === OUTBOX_CHANNEL && message.payload === this.#schema) this.#onInsert();
+        if (message.channel === OUTBOX_CHANNEL && message.payload === this.#schema.name) this.#onInsert();
       });
       client.on('error', (err) => {
         this.#logger.warn(describeError(err), 'outbox listener lost; falling back to polling until it reconnects');

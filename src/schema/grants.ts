@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { quoteIdentifier, schemaRef } from '../runtime/identifier.js';
 import { identifierOption, parseOptions } from '../runtime/options.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 
@@ -51,17 +51,19 @@ const optionsSchema = z.strictObject({
  * Tables added by later migrations need the statements run again after upgrading.
  */
 export function grantsSql(input: GrantsOptions): string {
-  const options = parseOptions(optionsSchema, input) as GrantsOptions;
-  const s = quoteIdentifier(options.schema ?? DEFAULT_SCHEMA);
+  const options: GrantsOptions = parseOptions(optionsSchema, input);
+  const schema = schemaRef(options.schema ?? DEFAULT_SCHEMA);
+  // Roles and the read-model tables are not converge's schema: quoteIdentifier, per call, since
+  // the text depends on them (a one-off script, not a hot path).
   const consumers = [...(options.consumerRole ? [options.consumerRole] : []), ...(options.consumerRoles ?? [])];
-  const lines: string[] = [`-- converge grants for schema ${s}; run as the role that owns it (the migration role).`];
+  const lines: string[] = [`-- converge grants for schema ${schema.quoted}; run as the role that owns it (the migration role).`];
 
   if (options.relayRole) {
     const r = quoteIdentifier(options.relayRole);
     lines.push(
       `-- relay ${r}: claim and mark outbox rows`,
-      `GRANT USAGE ON SCHEMA ${s} TO ${r};`,
-      `GRANT SELECT, UPDATE ON ${s}.outbox TO ${r};`,
+      `GRANT USAGE ON SCHEMA ${schema.quoted} TO ${r};`,
+      `GRANT SELECT, UPDATE ON ${schema.quoted}.outbox TO ${r};`,
     );
   }
 
@@ -69,10 +71,10 @@ export function grantsSql(input: GrantsOptions): string {
     const p = quoteIdentifier(options.producerRole);
     lines.push(
       `-- producer ${p}: append events in business transactions`,
-      `GRANT USAGE ON SCHEMA ${s} TO ${p};`,
-      `GRANT INSERT ON ${s}.outbox TO ${p};`,
-      `GRANT SELECT (position, event_id) ON ${s}.outbox TO ${p};`,
-      `GRANT USAGE ON SEQUENCE ${s}.outbox_position_seq TO ${p};`,
+      `GRANT USAGE ON SCHEMA ${schema.quoted} TO ${p};`,
+      `GRANT INSERT ON ${schema.quoted}.outbox TO ${p};`,
+      `GRANT SELECT (position, event_id) ON ${schema.quoted}.outbox TO ${p};`,
+      `GRANT USAGE ON SEQUENCE ${schema.quoted}.outbox_position_seq TO ${p};`,
     );
   }
 
@@ -80,13 +82,13 @@ export function grantsSql(input: GrantsOptions): string {
     const c = quoteIdentifier(consumer);
     lines.push(
       `-- consumer ${c}: inbox, reorder buffer, watermarks, quarantine, projection versions`,
-      `GRANT USAGE ON SCHEMA ${s} TO ${c};`,
-      `GRANT SELECT, INSERT ON ${s}.inbox TO ${c};`,
-      `GRANT SELECT ON ${s}.inbox_watermark TO ${c};`,
-      `GRANT SELECT, INSERT, DELETE ON ${s}.parked TO ${c};`,
-      `GRANT SELECT, INSERT, UPDATE ON ${s}.quarantine TO ${c};`,
-      `GRANT USAGE ON SEQUENCE ${s}.quarantine_id_seq TO ${c};`,
-      `GRANT SELECT, INSERT, UPDATE ON ${s}.projection_state TO ${c};`,
+      `GRANT USAGE ON SCHEMA ${schema.quoted} TO ${c};`,
+      `GRANT SELECT, INSERT ON ${schema.quoted}.inbox TO ${c};`,
+      `GRANT SELECT ON ${schema.quoted}.inbox_watermark TO ${c};`,
+      `GRANT SELECT, INSERT, DELETE ON ${schema.quoted}.parked TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.quarantine TO ${c};`,
+      `GRANT USAGE ON SEQUENCE ${schema.quoted}.quarantine_id_seq TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.projection_state TO ${c};`,
     );
     for (const table of options.projectionTables ?? []) {
       const [tableSchema, tableName] = table.split('.') as [string, string];

@@ -1,8 +1,9 @@
 import pg from 'pg';
-import { quoteIdentifier } from '../runtime/identifier.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { SchemaTooNewError } from '../runtime/errors.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { LATEST_MIGRATION, migrations } from './migrations.js';
+import { LATEST_MIGRATION } from './migrations.js';
+import { migrateSql } from './sql.js';
 import { z } from 'zod';
 import { defineOptions, parseOptions, poolOption } from '../runtime/options.js';
 
@@ -12,7 +13,7 @@ const migrateTarget = z.union([poolOption, z.string().min(1)], { error: 'a pg.Po
 export const migrateOptions = defineOptions(
   'migrate',
   z.strictObject({
-    // Checked by quoteIdentifier below, which names the option in an InvalidIdentifierError.
+    // Checked by schemaRef() below, which names the option in an InvalidIdentifierError.
     schema: z.string().default(DEFAULT_SCHEMA).describe("Schema to create or upgrade converge's tables in."),
   }),
 );
@@ -35,38 +36,35 @@ export interface MigrateResult {
  */
 export async function migrate(target: MigrateTarget, input: MigrateOptions = {}): Promise<MigrateResult> {
   const connection = parseOptions(migrateTarget, target, 'target');
-  const { schema: schemaName } = migrateOptions.parse(input);
+  const options = migrateOptions.parse(input);
   // Checked before a pool exists, so a bad name never reaches a connection.
-  const schema = quoteIdentifier(schemaName, 'schema');
+  const schema = schemaRef(options.schema);
+  const sql = migrateSql(schema);
   const ownPool = typeof connection === 'string' ? new pg.Pool({ connectionString: connection, max: 1 }) : undefined;
   const pool = ownPool ?? (connection as pg.Pool);
   let client: pg.PoolClient | undefined;
   try {
     client = await pool.connect();
     await client.query('BEGIN');
-    await client.query(`SELECT pg_advisory_xact_lock(hashtext('converge.migrate'), hashtext($1))`, [schemaName]);
+    await client.query(sql.lock, [schema.name]);
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database even when the schema exists; skipping
     // it lets a migration role that owns a schema a DBA created run without that database privilege.
-    const existing = await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [schemaName]);
-    if (existing.rowCount === 0) await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${schema}.migrations (
-      version    integer PRIMARY KEY,
-      name       text NOT NULL,
-      applied_at timestamptz NOT NULL DEFAULT now()
-    )`);
-    const { rows } = await client.query<{ version: number }>(`SELECT version FROM ${schema}.migrations`);
+    const existing = await client.query(sql.schemaExists, [schema.name]);
+    if (existing.rowCount === 0) await client.query(sql.createSchema);
+    await client.query(sql.createMigrationsTable);
+    const { rows } = await client.query<{ version: number }>(sql.appliedVersions);
     const done = new Set(rows.map((row) => row.version));
     const newest = Math.max(0, ...done);
     if (newest > LATEST_MIGRATION) throw new SchemaTooNewError(newest, LATEST_MIGRATION);
     const applied: number[] = [];
-    for (const migration of migrations) {
-      if (done.has(migration.version)) continue;
-      for (const statement of migration.statements(schema)) await client.query(statement);
-      await client.query(`INSERT INTO ${schema}.migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
-      applied.push(migration.version);
+    for (const step of sql.steps) {
+      if (done.has(step.version)) continue;
+      for (const statement of step.statements) await client.query(statement);
+      await client.query(sql.recordMigration, [step.version, step.name]);
+      applied.push(step.version);
     }
     await client.query('COMMIT');
-    return { schema: schemaName, applied, version: LATEST_MIGRATION };
+    return { schema: schema.name, applied, version: LATEST_MIGRATION };
   } catch (err) {
     await client?.query('ROLLBACK').catch(() => undefined);
     throw err;
@@ -78,13 +76,5 @@ export async function migrate(target: MigrateTarget, input: MigrateOptions = {})
 
 /** The SQL `migrate()` would run on an empty database, for DBAs who apply schema changes themselves. */
 export function migrationSql(schemaName = DEFAULT_SCHEMA): string {
-  const schema = quoteIdentifier(schemaName, 'schema');
-  const parts = [`CREATE SCHEMA IF NOT EXISTS ${schema};`];
-  parts.push(`CREATE TABLE IF NOT EXISTS ${schema}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());`);
-  for (const migration of migrations) {
-    parts.push(`-- migration ${migration.version}: ${migration.name}`);
-    for (const statement of migration.statements(schema)) parts.push(`${statement};`);
-    parts.push(`INSERT INTO ${schema}.migrations (version, name) VALUES (${migration.version}, '${migration.name.replace(/'/g, "''")}') ON CONFLICT DO NOTHING;`);
-  }
-  return parts.join('\n');
+  return migrateSql(schemaRef(schemaName)).script;
 }

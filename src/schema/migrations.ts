@@ -1,11 +1,13 @@
+import type { SchemaRef } from '../runtime/identifier.js';
+
 /**
  * Numbered schema changes. A migration is never edited once released; changes come as a
- * new number. Each statement list receives the already-quoted schema identifier.
+ * new number. Each statement list receives the validated schema; its text uses `quoted`.
  */
 export interface Migration {
   version: number;
   name: string;
-  statements: (schema: string) => string[];
+  statements: (schema: SchemaRef) => string[];
 }
 
 export const migrations: readonly Migration[] = [
@@ -13,7 +15,7 @@ export const migrations: readonly Migration[] = [
     version: 1,
     name: 'outbox, inbox, quarantine and projection state',
     statements: (s) => [
-      `CREATE TABLE IF NOT EXISTS ${s}.outbox (
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.outbox (
         position          bigserial PRIMARY KEY,
         event_id          text NOT NULL UNIQUE,
         aggregate_type    text NOT NULL,
@@ -36,10 +38,10 @@ export const migrations: readonly Migration[] = [
         UNIQUE (aggregate_type, aggregate_id, aggregate_version)
       )`,
       // The relay scans only what is still to do, so published history does not slow it down.
-      `CREATE INDEX IF NOT EXISTS outbox_pending_idx ON ${s}.outbox (position) WHERE status = 'pending'`,
+      `CREATE INDEX IF NOT EXISTS outbox_pending_idx ON ${s.quoted}.outbox (position) WHERE status = 'pending'`,
       `CREATE INDEX IF NOT EXISTS outbox_unpublished_aggregate_idx
-         ON ${s}.outbox (aggregate_type, aggregate_id, aggregate_version) WHERE status <> 'published'`,
-      `CREATE TABLE IF NOT EXISTS ${s}.inbox (
+         ON ${s.quoted}.outbox (aggregate_type, aggregate_id, aggregate_version) WHERE status <> 'published'`,
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.inbox (
         consumer          text NOT NULL,
         event_id          text NOT NULL,
         fingerprint       text NOT NULL,
@@ -50,7 +52,7 @@ export const migrations: readonly Migration[] = [
         received_at       timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (consumer, event_id)
       )`,
-      `CREATE TABLE IF NOT EXISTS ${s}.quarantine (
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.quarantine (
         id             bigserial PRIMARY KEY,
         consumer       text NOT NULL,
         event_id       text,
@@ -64,8 +66,8 @@ export const migrations: readonly Migration[] = [
         quarantined_at timestamptz NOT NULL DEFAULT now(),
         resolved_at    timestamptz
       )`,
-      `CREATE INDEX IF NOT EXISTS quarantine_open_idx ON ${s}.quarantine (consumer, quarantined_at) WHERE resolved_at IS NULL`,
-      `CREATE TABLE IF NOT EXISTS ${s}.projection_state (
+      `CREATE INDEX IF NOT EXISTS quarantine_open_idx ON ${s.quoted}.quarantine (consumer, quarantined_at) WHERE resolved_at IS NULL`,
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.projection_state (
         projection       text NOT NULL,
         aggregate_type   text NOT NULL,
         aggregate_id     text NOT NULL,
@@ -83,14 +85,14 @@ export const migrations: readonly Migration[] = [
     statements: (s) => [
       // Statement-level, so a batch insert sends one notification; identical notifications
       // in one transaction are folded by PostgreSQL, so the cost is one per transaction.
-      `CREATE OR REPLACE FUNCTION ${s}.notify_outbox_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+      `CREATE OR REPLACE FUNCTION ${s.quoted}.notify_outbox_insert() RETURNS trigger LANGUAGE plpgsql AS $$
        BEGIN
          PERFORM pg_notify('converge_outbox', TG_TABLE_SCHEMA);
          RETURN NULL;
        END $$`,
-      `DROP TRIGGER IF EXISTS outbox_notify_insert ON ${s}.outbox`,
-      `CREATE TRIGGER outbox_notify_insert AFTER INSERT ON ${s}.outbox
-         FOR EACH STATEMENT EXECUTE FUNCTION ${s}.notify_outbox_insert()`,
+      `DROP TRIGGER IF EXISTS outbox_notify_insert ON ${s.quoted}.outbox`,
+      `CREATE TRIGGER outbox_notify_insert AFTER INSERT ON ${s.quoted}.outbox
+         FOR EACH STATEMENT EXECUTE FUNCTION ${s.quoted}.notify_outbox_insert()`,
     ],
   },
   {
@@ -100,9 +102,9 @@ export const migrations: readonly Migration[] = [
       // The relay claims, marks and re-claims the same rows; free space on each page lets those
       // updates stay HOT (claimed_by, claim_expires_at and attempts are not indexed), and early
       // autovacuum/analyze keep the pending-row statistics fresh for the claim's plan.
-      `ALTER TABLE ${s}.outbox SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.01)`,
-      `ALTER TABLE ${s}.projection_state SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.05)`,
-      `ALTER TABLE ${s}.inbox SET (autovacuum_analyze_scale_factor = 0.02)`,
+      `ALTER TABLE ${s.quoted}.outbox SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.01)`,
+      `ALTER TABLE ${s.quoted}.projection_state SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.05)`,
+      `ALTER TABLE ${s.quoted}.inbox SET (autovacuum_analyze_scale_factor = 0.02)`,
     ],
   },
   {
@@ -111,7 +113,7 @@ export const migrations: readonly Migration[] = [
     statements: (s) => [
       // Distinct from the inbox: a parked event is not processed yet. It keeps the raw delivery
       // so that draining it later runs the normal consumer path (inbox, handler, versions).
-      `CREATE TABLE IF NOT EXISTS ${s}.parked (
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.parked (
         consumer          text NOT NULL,
         event_id          text NOT NULL,
         fingerprint       text NOT NULL,
@@ -125,7 +127,7 @@ export const migrations: readonly Migration[] = [
         parked_at         timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (consumer, event_id)
       )`,
-      `CREATE INDEX IF NOT EXISTS parked_aggregate_idx ON ${s}.parked (consumer, aggregate_type, aggregate_id, aggregate_version)`,
+      `CREATE INDEX IF NOT EXISTS parked_aggregate_idx ON ${s.quoted}.parked (consumer, aggregate_type, aggregate_id, aggregate_version)`,
     ],
   },
   {
@@ -134,7 +136,7 @@ export const migrations: readonly Migration[] = [
     statements: (s) => [
       // The reconciler walks projections and sources in the same order, by UTF-8 bytes
       // (COLLATE "C"), whatever the database's default collation; this keeps each page an index range.
-      `CREATE INDEX IF NOT EXISTS projection_state_reconcile_idx ON ${s}.projection_state (projection, aggregate_type, aggregate_id COLLATE "C")`,
+      `CREATE INDEX IF NOT EXISTS projection_state_reconcile_idx ON ${s.quoted}.projection_state (projection, aggregate_type, aggregate_id COLLATE "C")`,
     ],
   },
   {
@@ -143,7 +145,7 @@ export const migrations: readonly Migration[] = [
     statements: (s) => [
       // received_at grows with insertion order, so a BRIN index stays tiny and nearly free to
       // maintain on the consumer's hot path, yet lets cleanup find old rows without a full scan.
-      `CREATE INDEX IF NOT EXISTS inbox_received_brin ON ${s}.inbox USING brin (received_at)`,
+      `CREATE INDEX IF NOT EXISTS inbox_received_brin ON ${s.quoted}.inbox USING brin (received_at)`,
     ],
   },
   {
@@ -151,7 +153,7 @@ export const migrations: readonly Migration[] = [
     name: 'quarantine resolutions',
     statements: (s) => [
       // How a person closed a quarantined message (replayed or discarded) and why; kept, not deleted.
-      `ALTER TABLE ${s}.quarantine
+      `ALTER TABLE ${s.quoted}.quarantine
          ADD COLUMN IF NOT EXISTS resolution text CHECK (resolution IN ('replayed', 'discarded')),
          ADD COLUMN IF NOT EXISTS resolution_note text`,
     ],
@@ -160,7 +162,7 @@ export const migrations: readonly Migration[] = [
     version: 8,
     name: 'quarantine: what failed, how often, since when',
     statements: (s) => [
-      `ALTER TABLE ${s}.quarantine
+      `ALTER TABLE ${s.quoted}.quarantine
          ADD COLUMN IF NOT EXISTS event_type text,
          ADD COLUMN IF NOT EXISTS schema_version integer,
          ADD COLUMN IF NOT EXISTS failure_class text,
@@ -169,7 +171,7 @@ export const migrations: readonly Migration[] = [
          ADD COLUMN IF NOT EXISTS last_seen_at timestamptz NOT NULL DEFAULT now()`,
       // The same message quarantined again while its row is open (a redelivery, a failed
       // replay) updates that row instead of adding one: first seen, last seen, how often.
-      `CREATE UNIQUE INDEX IF NOT EXISTS quarantine_open_message_idx ON ${s}.quarantine (consumer, event_id, fingerprint)
+      `CREATE UNIQUE INDEX IF NOT EXISTS quarantine_open_message_idx ON ${s.quoted}.quarantine (consumer, event_id, fingerprint)
          WHERE resolved_at IS NULL AND event_id IS NOT NULL AND fingerprint IS NOT NULL`,
     ],
   },
@@ -179,10 +181,10 @@ export const migrations: readonly Migration[] = [
     statements: (s) => [
       // When the event happened, next to when the consumer recorded it: status reads lag
       // percentiles from durable rows instead of from one process's memory.
-      `ALTER TABLE ${s}.inbox ADD COLUMN IF NOT EXISTS occurred_at timestamptz`,
+      `ALTER TABLE ${s.quoted}.inbox ADD COLUMN IF NOT EXISTS occurred_at timestamptz`,
       // Per consumer and aggregate: every inbox row at or below this version was compacted away.
       // The projection's version check still refuses those events; this says they were done.
-      `CREATE TABLE IF NOT EXISTS ${s}.inbox_watermark (
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.inbox_watermark (
         consumer       text NOT NULL,
         aggregate_type text NOT NULL,
         aggregate_id   text NOT NULL,
@@ -191,7 +193,7 @@ export const migrations: readonly Migration[] = [
         PRIMARY KEY (consumer, aggregate_type, aggregate_id)
       )`,
       // What became of a replayed message once the consumer judged it again.
-      `ALTER TABLE ${s}.quarantine
+      `ALTER TABLE ${s.quoted}.quarantine
          ADD COLUMN IF NOT EXISTS replay_outcome text,
          ADD COLUMN IF NOT EXISTS replay_outcome_at timestamptz,
          ADD COLUMN IF NOT EXISTS replay_quarantine_id bigint`,

@@ -1,0 +1,56 @@
+import type { Executor } from '../db/executor.js';
+import type { SchemaRef } from '../runtime/identifier.js';
+import { opsSql } from './sql.js';
+
+/** Outbox rows of one status and, for `pending`, the age of the oldest. */
+export interface OutboxStatusCount {
+  status: 'pending' | 'published' | 'failed';
+  rows: number;
+  oldestAgeSeconds: number | null;
+}
+
+/** One consumer's reorder buffer: parked events, aggregates waiting past the gap threshold, the oldest wait. */
+export interface ReorderBufferCount {
+  consumer: string;
+  parked: number;
+  gaps: number;
+  oldestAgeSeconds: number | null;
+}
+
+/** Outbox rows by status (statuses without rows are absent): the relay's backlog, read from the database. */
+export async function readOutboxByStatus(executor: Executor, schema: SchemaRef): Promise<OutboxStatusCount[]> {
+  const { rows } = await executor.query<{
+    status: OutboxStatusCount['status'];
+    n: string;
+    oldest_age_seconds: string | null;
+  }>(opsSql(schema).outboxStatus);
+  return rows.map((row) => ({
+    status: row.status,
+    rows: Number(row.n),
+    oldestAgeSeconds: ageOrNull(row.oldest_age_seconds),
+  }));
+}
+
+/** Per consumer with parked events; an aggregate is a gap once its oldest parked event waited `gapAfterMs`. */
+export async function readReorderBuffer(
+  executor: Executor,
+  schema: SchemaRef,
+  gapAfterMs: number,
+): Promise<ReorderBufferCount[]> {
+  const { rows } = await executor.query<{
+    consumer: string;
+    parked: string;
+    gaps: string;
+    oldest_age_seconds: string | null;
+  }>(opsSql(schema).reorderBuffer, [gapAfterMs]);
+  return rows.map((row) => ({
+    consumer: row.consumer,
+    parked: Number(row.parked),
+    gaps: Number(row.gaps),
+    oldestAgeSeconds: ageOrNull(row.oldest_age_seconds),
+  }));
+}
+
+function ageOrNull(seconds: string | null): number | null {
+  return seconds === null ? null : Number(seconds);
+}
