@@ -1,2 +1,4 @@
 #!/usr/bin/env node
-import '../dist/cli/main.js';
+import { run } from '../dist/cli/program.js';
+
+await run(process.argv);

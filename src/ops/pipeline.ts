@@ -1,8 +1,10 @@
-import amqp from 'amqplib';
+import type amqp from 'amqplib';
 import type pg from 'pg';
 import { z } from 'zod';
 import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { readGaps } from '../inbox/index.js';
+import { silentLogger } from '../runtime/logger.js';
+import { openConnection } from '../transport/connection.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { amqpUrlRequired, identifierOption, parseOptions, poolOption } from '../runtime/options.js';
 import { diagnose, queueThroughput, relayThroughput, type Finding, type GapFacts, type OutboxFacts, type PipelineFacts, type QueueFacts, type SourceFacts, type Throughput } from './diagnose.js';
@@ -111,7 +113,7 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
   const sampleMs = options.sampleMs ?? 5_000;
   const stallAfterMs = options.stallAfterMs ?? 30_000;
   const queues = (options.queues ?? []).map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
-  const broker = queues.length > 0 ? await amqp.connect(options.amqpUrl!, { clientProperties: { connection_name: 'converge-status' } }) : undefined;
+  const broker = queues.length > 0 ? await openConnection(options.amqpUrl!, 'converge-status', silentLogger, () => undefined) : undefined;
   try {
     const before = await sampleOutbox(pool, sql);
     const depthsBefore = await queueDepths(broker, queues.map((q) => q.queue));

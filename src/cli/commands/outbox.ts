@@ -1,0 +1,43 @@
+import { Command } from 'commander';
+import { listOutbox, retryFailedEvents } from '../../ops/status.js';
+import { integer, withPool, type CommandContext } from '../context.js';
+import { outboxTable } from '../format.js';
+
+/** `outbox list`, `outbox retry`, and `retry-failed`: the same retry command under its older top-level name. */
+export function registerOutbox(program: Command, context: CommandContext): void {
+  const outbox = program.command('outbox').description('inspect and retry outbox rows');
+
+  outbox
+    .command('list')
+    .description('outbox rows of one status, oldest first (default: failed), without payloads')
+    .option('--failed', 'rows the relay gave up on (default)')
+    .option('--pending', 'rows not yet published')
+    .option('--limit <n>', 'most rows', integer, 100)
+    .option('--json', 'one JSON document instead of a table')
+    .action(async (options: { failed?: boolean; pending?: boolean; limit: number; json?: boolean }) => {
+      const { databaseUrl, schema } = context.globals();
+      const status = options.pending && !options.failed ? 'pending' : 'failed';
+      const rows = await withPool(databaseUrl, (pool) => listOutbox(pool, { schema, status, limit: options.limit }));
+      console.log(options.json ? JSON.stringify(rows, null, 2) : outboxTable(rows));
+    });
+
+  outbox.addCommand(retryCommand('retry', context));
+  // commander aliases stay under one parent, so the top-level name is a second instance of the one definition.
+  program.addCommand(
+    retryCommand('retry-failed', context).description(
+      'same as outbox retry: put failed outbox events back in line, same eventIds',
+    ),
+  );
+}
+
+function retryCommand(name: string, context: CommandContext): Command {
+  return new Command(name)
+    .description('put failed events back in line, with their original eventIds')
+    .option('--event-id <id>', 'only this event')
+    .action(async (options: { eventId?: string }) => {
+      const { databaseUrl, schema } = context.globals();
+      const only = options.eventId ? { eventId: options.eventId } : {};
+      const ids = await withPool(databaseUrl, (pool) => retryFailedEvents(pool, { schema, ...only }));
+      console.log(`requeued ${ids.length} event(s)`);
+    });
+}

@@ -1,0 +1,67 @@
+import { Option, type Command } from 'commander';
+import { serveRelayMetrics } from '../../metrics/metrics.js';
+import { startRelay } from '../../relay/index.js';
+import { createLogger } from '../../runtime/logger.js';
+import { AMQP_URL_HELP, integer, untilShutdownSignal, type CommandContext } from '../context.js';
+import { amqpUrl, logLevel, relayFlagDefaults } from '../env.js';
+
+interface RelayCliOptions {
+  amqpUrl?: string;
+  exchange: string;
+  routingKey: string;
+  batchSize: number;
+  leaseMs: number;
+  pollMs: number;
+  maxAttempts: number;
+  relayId?: string;
+  metricsPort?: number;
+  metricsHost: string;
+}
+
+/** `relay`: runs a relay (and optionally its metrics endpoint) until SIGTERM/SIGINT; flag defaults are the relay's own. */
+export function registerRelay(program: Command, context: CommandContext): void {
+  program
+    .command('relay')
+    .description('publish committed outbox events to RabbitMQ until SIGTERM/SIGINT')
+    .option('--amqp-url <url>', AMQP_URL_HELP)
+    .option('--exchange <name>', 'topic exchange to publish to', relayFlagDefaults.exchange)
+    .option('--routing-key <template>', 'routing key template', relayFlagDefaults.routingKey)
+    .option('--batch-size <n>', 'rows claimed per cycle', integer, relayFlagDefaults.batchSize)
+    .option('--lease-ms <n>', 'claim lease in ms', integer, relayFlagDefaults.leaseMs)
+    .option('--poll-ms <n>', 'idle poll interval in ms', integer, relayFlagDefaults.pollIntervalMs)
+    .option('--max-attempts <n>', 'attempts before an event is marked failed', integer, relayFlagDefaults.maxAttempts)
+    .option('--relay-id <id>', 'identity recorded in claimed_by')
+    .addOption(
+      new Option('--metrics-port <n>', 'serve /metrics, /healthz and /readyz on this port')
+        .env('CONVERGE_METRICS_PORT')
+        .argParser(integer),
+    )
+    .option('--metrics-host <host>', 'address the metrics endpoint binds', '127.0.0.1')
+    .action(async (options: RelayCliOptions) => {
+      const { databaseUrl, schema } = context.globals();
+      const logger = createLogger('converge-relay', logLevel());
+      const relay = startRelay({
+        connectionString: databaseUrl,
+        amqpUrl: amqpUrl(options.amqpUrl),
+        schema,
+        exchange: options.exchange,
+        routingKey: options.routingKey,
+        batchSize: options.batchSize,
+        leaseMs: options.leaseMs,
+        pollIntervalMs: options.pollMs,
+        maxAttempts: options.maxAttempts,
+        ...(options.relayId ? { relayId: options.relayId } : {}),
+        logger,
+      });
+      const metrics =
+        options.metricsPort === undefined
+          ? undefined
+          : serveRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
+      const started = { relayId: relay.options.relayId, schema, exchange: options.exchange };
+      logger.info({ ...started, metrics: metrics ? await metrics.url : undefined }, 'relay started');
+      await untilShutdownSignal();
+      await relay.stop();
+      await metrics?.close();
+      logger.info({ relayId: relay.options.relayId }, 'relay stopped');
+    });
+}

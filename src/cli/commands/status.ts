@@ -1,0 +1,212 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import type pg from 'pg';
+import type { Finding } from '../../ops/diagnose.js';
+import { readPipelineStatus, type PipelineStatus, type SourceTable, type WatchedQueue } from '../../ops/pipeline.js';
+import { integer, withPool, type CommandContext } from '../context.js';
+import { amqpUrl, LOCAL_AMQP_URL } from '../env.js';
+import { rate, seconds, table } from '../format.js';
+
+export interface StatusCliOptions {
+  source: SourceTable[];
+  queue: WatchedQueue[];
+  amqpUrl?: string;
+  windowMs: number;
+  sampleMs: number;
+  stallAfterMs: number;
+  sourceLookbackMs: number;
+  json?: boolean;
+}
+
+/** `status`: each stage of the pipeline from durable progress. */
+export function registerStatus(program: Command, context: CommandContext): void {
+  program
+    .command('status')
+    .description(
+      'where the pipeline stalls: each stage from durable progress, rates, drain time, lag and permanent failures (exit 2 while stalled)',
+    )
+    .option(
+      '--source <spec>',
+      'a business table to check for changes without an outbox event: table=public.orders,type=order[,id=id][,version=version][,changed-at=updated_at] (repeatable)',
+      parseSource,
+      [],
+    )
+    .option(
+      '--queue <spec>',
+      'a queue to watch: name[,consumer=inbox scope][,projection=name] (repeatable)',
+      parseQueue,
+      [],
+    )
+    .option('--amqp-url <url>', `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`)
+    .option('--window-ms <ms>', 'lag and projection activity over this window', integer, 60_000)
+    .option('--sample-ms <ms>', 'rates from two samples this far apart', integer, 5_000)
+    .option('--stall-after-ms <ms>', 'pending events and missing versions older than this are stalls', integer, 30_000)
+    .option(
+      '--source-lookback-ms <ms>',
+      'with changed-at: source rows changed this recently are checked',
+      integer,
+      3_600_000,
+    )
+    .option('--json', 'one JSON document instead of the table')
+    .action(async (options: StatusCliOptions) => {
+      const { databaseUrl, schema } = context.globals();
+      process.exitCode = await withPool(databaseUrl, (pool) => statusCommand(pool, schema, options));
+    });
+}
+
+/** Exit code 2 while any stage is stalled, so a cron job or a probe can alert on it. */
+export async function statusCommand(pool: pg.Pool, schema: string, options: StatusCliOptions): Promise<number> {
+  const status = await readPipelineStatus(pool, {
+    schema,
+    sources: options.source,
+    queues: options.queue,
+    amqpUrl: amqpUrl(options.amqpUrl),
+    windowMs: options.windowMs,
+    sampleMs: options.sampleMs,
+    stallAfterMs: options.stallAfterMs,
+    sourceLookbackMs: options.sourceLookbackMs,
+  });
+  console.log(options.json ? JSON.stringify(status, null, 2) : formatStatus(status));
+  return status.stalled ? 2 : 0;
+}
+
+/** `table=public.orders,type=order[,id=id][,version=version][,changed-at=updated_at]`, repeatable. */
+export function parseSource(value: string, previous: SourceTable[] = []): SourceTable[] {
+  const fields = keyValues(value, ['table', 'type', 'id', 'version', 'changed-at']);
+  if (!fields.table || !fields.type) throw new InvalidArgumentError('needs table=… and type=…');
+  const source: SourceTable = { table: fields.table, aggregateType: fields.type };
+  if (fields.id) source.idColumn = fields.id;
+  if (fields.version) source.versionColumn = fields.version;
+  if (fields['changed-at']) source.changedAtColumn = fields['changed-at'];
+  return [...previous, source];
+}
+
+/** `name` or `name,consumer=search,projection=order_search`, repeatable. */
+export function parseQueue(value: string, previous: WatchedQueue[] = []): WatchedQueue[] {
+  const [name, ...rest] = value.split(',');
+  if (!name) throw new InvalidArgumentError('needs a queue name');
+  const fields = keyValues(rest.join(','), ['consumer', 'projection']);
+  return [
+    ...previous,
+    {
+      queue: name,
+      ...(fields.consumer ? { consumer: fields.consumer } : {}),
+      ...(fields.projection ? { projection: fields.projection } : {}),
+    },
+  ];
+}
+
+function keyValues(value: string, allowed: string[]): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const part of value.split(',').filter(Boolean)) {
+    const [key, ...rest] = part.split('=');
+    if (!key || !allowed.includes(key) || rest.length === 0)
+      throw new InvalidArgumentError(`expected ${allowed.map((k) => `${k}=…`).join(',')}`);
+    fields[key] = rest.join('=');
+  }
+  return fields;
+}
+
+export function formatStatus(status: PipelineStatus): string {
+  const checks = checkRows(status);
+  const sections = [
+    `converge status at ${status.checkedAt}: rates over ${status.sampleSeconds} s, lag over ${status.windowSeconds} s, stall after ${status.stallAfterSeconds} s`,
+    table(['stage', 'check', 'state', 'evidence'], checks),
+    table(
+      ['backlog', 'arrival', 'completion', 'pending', 'drain'],
+      [
+        [
+          'outbox → broker',
+          rate(status.outbox.throughput.arrivalPerSecond),
+          rate(status.outbox.throughput.completionPerSecond),
+          String(status.outbox.pending),
+          drain(status.outbox.throughput.drainSeconds),
+        ],
+        ...status.queues.map((q) => [
+          `queue ${q.queue}`,
+          rate(q.throughput.arrivalPerSecond),
+          rate(q.throughput.completionPerSecond),
+          q.depth === null ? '-' : String(q.depth),
+          q.depth === null ? '-' : drain(q.throughput.drainSeconds),
+        ]),
+      ],
+    ),
+    status.lag.length === 0
+      ? `lag: no event recorded in the last ${status.windowSeconds} s`
+      : table(
+          ['lag (occurredAt → inbox)', 'events', 'p50', 'p99', 'max'],
+          status.lag.map((l) => [
+            l.consumer,
+            String(l.events),
+            seconds(l.p50Seconds),
+            seconds(l.p99Seconds),
+            seconds(l.maxSeconds),
+          ]),
+        ),
+    status.findings.length === 0 ? 'no stall found' : status.findings.map(describeFinding).join('\n\n'),
+  ];
+  return sections.join('\n\n');
+}
+
+function checkRows(status: PipelineStatus): string[][] {
+  const state = (match: (f: Finding) => boolean) => status.findings.find(match)?.severity.toUpperCase() ?? 'ok';
+  return [
+    ...status.sources.map((s) => [
+      'producer',
+      `${s.source} → outbox`,
+      state((f) => f.kind === 'source-without-event' && f.subject === s.source),
+      `${s.ahead} row(s) ahead of their outbox event`,
+    ]),
+    [
+      'relay',
+      'unpublished outbox',
+      state((f) => f.kind === 'outbox-growing'),
+      `${status.outbox.pending} pending, oldest ${seconds(status.outbox.oldestPendingAgeSeconds)}`,
+    ],
+    ['relay', 'failed events', state((f) => f.kind === 'outbox-failed'), String(status.outbox.failed)],
+    ...status.queues.flatMap((q) => {
+      const rows = [
+        [
+          'consumer',
+          `queue ${q.queue}`,
+          state((f) => (f.kind === 'broker-backlog' || f.kind === 'queue-missing') && f.subject === q.queue),
+          q.depth === null
+            ? 'missing'
+            : `${q.depth} ready, ${q.consumers} subscriber(s), ${rate(q.completedPerSecond)} recorded by ${q.consumer}`,
+        ],
+      ];
+      if (q.projection)
+        rows.push([
+          'projection',
+          `${q.consumer} → ${q.projection}`,
+          state((f) => f.kind === 'inbox-without-projection' && f.subject === q.queue),
+          `${q.inboxInWindow} inbox row(s), ${q.projectionUpdatesInWindow} projection change(s) in ${status.windowSeconds} s`,
+        ]);
+      return rows;
+    }),
+    [
+      'ordering',
+      'missing versions',
+      state((f) => f.kind === 'missing-versions'),
+      `${status.gaps.stuckAggregates} stuck aggregate(s), ${status.gaps.parked} parked event(s)`,
+    ],
+    [
+      'consumer',
+      'quarantine',
+      state((f) => f.kind === 'quarantined'),
+      `${Object.values(status.failures.quarantined).reduce((a, b) => a + b, 0)} open`,
+    ],
+  ];
+}
+
+function describeFinding(finding: Finding): string {
+  return [
+    `${finding.severity.toUpperCase()} ${finding.stage}: ${finding.kind}${finding.subject ? ` (${finding.subject})` : ''}`,
+    `  evidence:  ${finding.evidence}`,
+    `  look at:   ${finding.lookAt}`,
+    `  recovered: ${finding.recovered}`,
+  ].join('\n');
+}
+
+function drain(value: number | null): string {
+  return value === null ? 'not draining' : seconds(value);
+}

@@ -1,0 +1,41 @@
+import type { Command } from 'commander';
+import { declarePartitionedTopology } from '../../transport/topology.js';
+import { AMQP_URL_HELP, integer, withBroker, type CommandContext } from '../context.js';
+import { amqpUrl, relayFlagDefaults } from '../env.js';
+
+interface TopologyCliOptions {
+  queuePrefix: string;
+  partitions: number;
+  amqpUrl?: string;
+  exchange: string;
+  binding: string[];
+  queueType: 'quorum' | 'classic';
+}
+
+/** `topology`: declares a partitioned consumer group on the broker. */
+export function registerTopology(program: Command, _context: CommandContext): void {
+  program
+    .command('topology')
+    .description(
+      'declare a partitioned consumer group: consistent-hash routing by aggregate id, single-active-consumer queues',
+    )
+    .requiredOption('--queue-prefix <name>', 'partition queues are <prefix>.p0 … <prefix>.p<N-1>')
+    .requiredOption('--partitions <n>', 'number of partition queues', integer)
+    .option('--amqp-url <url>', AMQP_URL_HELP)
+    .option('--exchange <name>', 'topic exchange the relay publishes to', relayFlagDefaults.exchange)
+    .option('--binding <pattern...>', 'topic patterns the group receives', ['#'])
+    .option('--queue-type <type>', 'quorum or classic', 'quorum')
+    .action(async (options: TopologyCliOptions) => {
+      await withBroker(amqpUrl(options.amqpUrl), 'topology', async (connection) => {
+        const channel = await connection.createChannel();
+        const topology = await declarePartitionedTopology(channel, {
+          exchange: options.exchange,
+          queuePrefix: options.queuePrefix,
+          partitions: options.partitions,
+          bindings: options.binding,
+          queueType: options.queueType,
+        });
+        console.log(`declared ${topology.hashExchange} -> ${topology.queues.join(', ')}`);
+      });
+    });
+}
