@@ -3,15 +3,11 @@
  * machine (it floods them and drops what it creates), names everything it creates uniquely,
  * and keeps a stack of undo steps that runs even when a measurement fails.
  */
-import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
 import pg from 'pg';
+import { AMQP_HINT, AMQP_URL, DATABASE_URL, PG_HINT, redactUrl as redact, uniqueName } from '../kit/services.js';
 
-const PG_HINT = 'start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start';
-const AMQP_HINT = 'start it with: rabbitmq-server -detached';
-
-export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+export { AMQP_URL, DATABASE_URL };
 
 /** Refuses anything but loopback: a benchmark pointed at a shared server would hurt it and measure the network. */
 export function assertLoopback(): void {
@@ -21,10 +17,8 @@ export function assertLoopback(): void {
   }
 }
 
-/** Lower-case and short enough to be a schema name as well as a queue or exchange name. */
-export function unique(prefix: string): string {
-  return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
-}
+/** Lower-case and short enough to be a schema name as well as a queue or exchange name (the kit's uniqueName). */
+export const unique = uniqueName;
 
 /**
  * Aborted on SIGINT/SIGTERM: no new measurement or worker starts after it, so the cleanup
@@ -70,12 +64,6 @@ export async function openBroker(): Promise<amqp.ChannelModel> {
   } catch (err) {
     throw new Error(`RabbitMQ is not reachable at ${redact(AMQP_URL)} (${(err as Error).message}); ${AMQP_HINT}`);
   }
-}
-
-function redact(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password) parsed.password = '***';
-  return parsed.toString();
 }
 
 /**

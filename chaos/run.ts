@@ -5,18 +5,19 @@
  * is stuck. The last line is `faults=N events=N lost=0 double_applied=0 mismatched=0 stuck=0`;
  * the exit code is 1 on any defect. The same --seed replays the same faults in the same order.
  */
-import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { appendToOutbox, migrate, reconcile, type ReconcileRow } from '../src/index.js';
 import { encodeMessage, outboxRowToEnvelope, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, type OutboxEnvelopeRow } from '../src/testing/index.js';
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
 import type { WorkerConfig } from './worker.js';
+import { AMQP_URL, DATABASE_URL, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
+import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
 
-const run = promisify(execFile);
 const { values: flags } = parseArgs({
   options: {
     duration: { type: 'string', default: '180' },
@@ -36,10 +37,10 @@ const seed = flags.seed === undefined ? randomBytes(4).readUInt32BE() : Number(f
 const orders = Number(flags.orders);
 const ratePerSecond = Number(flags.rate);
 const quiesceMs = Number(flags['quiesce-timeout']) * 1000;
-const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const amqpUrl = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
-const runId = `${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
-const schema = `chaos_${runId}`;
+const databaseUrl = DATABASE_URL;
+const amqpUrl = AMQP_URL;
+const schema = uniqueName('chaos');
+const runId = schema.slice('chaos_'.length);
 const q = `"${schema}"`;
 const exchange = `chaos.${runId}`;
 const queue = `chaos.${runId}.projection`;
@@ -240,9 +241,8 @@ async function inject(kind: FaultKind): Promise<void> {
   }
 }
 
-async function rabbitmqctl(...args: string[]): Promise<string> {
-  const { stdout } = await run('rabbitmqctl', ['-q', ...args], { timeout: 60_000 });
-  return stdout;
+function rabbitmqctl(...args: string[]): Promise<string> {
+  return brokerctl(args, 60_000);
 }
 
 async function closeOurConnections(): Promise<void> {
@@ -425,12 +425,9 @@ function reproduction(): string {
 async function cleanup(): Promise<void> {
   producing = false;
   await Promise.all(workers.map(kill));
-  const connection = await amqp.connect(amqpUrl).catch(() => undefined);
+  const connection = await connectRabbit().catch(() => undefined);
   if (connection) {
-    const channel = await connection.createChannel();
-    await channel.deleteQueue(queue).catch(() => undefined);
-    await channel.deleteQueue(`${queue}.retry`).catch(() => undefined);
-    await channel.deleteExchange(exchange).catch(() => undefined);
+    await dropBrokerNames(connection, [queue, exchange]);
     await connection.close().catch(() => undefined);
   }
   await pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`).catch(() => undefined);

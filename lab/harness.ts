@@ -3,9 +3,9 @@
  * RabbitMQ exchange and queue, and an `order_projection` read model kept by a consumer.
  * Every environment has its own schema, exchange and queue names and removes them on close.
  */
-import { randomBytes } from 'node:crypto';
-import amqp from 'amqplib';
-import pg from 'pg';
+import type amqp from 'amqplib';
+import type pg from 'pg';
+import { AMQP_URL, DATABASE_URL, connectPostgres, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
 import {
   appendToOutbox,
   applyIncrement,
@@ -18,8 +18,7 @@ import {
 } from '../src/index.js';
 import { encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 
-export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+export { AMQP_URL, DATABASE_URL };
 export const PROJECTION = 'order_projection';
 
 export class LabCheckError extends Error {}
@@ -28,10 +27,6 @@ export class LabCheckError extends Error {}
 export function check(checks: string[], condition: boolean, description: string, observed?: unknown): void {
   if (!condition) throw new LabCheckError(`${description}${observed === undefined ? '' : ` (observed ${JSON.stringify(observed)})`}`);
   checks.push(description);
-}
-
-function unique(prefix: string): string {
-  return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
 }
 
 export interface LabEnv {
@@ -47,24 +42,17 @@ export interface LabEnv {
 }
 
 export async function createLabEnv(): Promise<LabEnv> {
-  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 8, connectionTimeoutMillis: 5000 });
-  pool.on('error', () => undefined);
-  try {
-    await pool.query('SELECT 1');
-  } catch (err) {
-    await pool.end().catch(() => undefined);
-    throw new Error(`PostgreSQL is not reachable (${(err as Error).message}); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)`);
-  }
+  const pool = await connectPostgres(8);
   let connection: amqp.ChannelModel;
   try {
-    connection = await amqp.connect(AMQP_URL);
+    connection = await connectRabbit();
   } catch (err) {
     await pool.end();
-    throw new Error(`RabbitMQ is not reachable (${(err as Error).message}); start it with: rabbitmq-server -detached (or set AMQP_URL)`);
+    throw err;
   }
-  const schema = unique('lab');
-  const exchange = unique('lab.events');
-  const queue = unique('lab.orders');
+  const schema = uniqueName('lab');
+  const exchange = uniqueName('lab.events');
+  const queue = uniqueName('lab.orders');
   await migrate(pool, { schema });
   await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount integer NOT NULL, version bigint NOT NULL)`);
   await pool.query(`CREATE TABLE "${schema}".order_projection (id text PRIMARY KEY, amount integer NOT NULL)`);
@@ -98,9 +86,7 @@ export async function createLabEnv(): Promise<LabEnv> {
     queue,
     handlers,
     async close() {
-      await channel.deleteQueue(queue).catch(() => undefined);
-      await channel.deleteQueue(`${queue}.retry`).catch(() => undefined);
-      await channel.deleteExchange(exchange).catch(() => undefined);
+      await dropBrokerNames(connection, [queue, exchange]);
       await connection.close().catch(() => undefined);
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await pool.end();

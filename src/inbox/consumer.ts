@@ -160,6 +160,9 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     if (this.options.declare) await declareQueues(channel, this.options);
     await channel.prefetch(this.options.prefetch);
     this.#buffer = [];
+    // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
+    // Begun before subscribing, so no delivery of the backlog slips in ahead of the ramp.
+    if (++this.#sessions > 1) this.#ramp?.begin();
     const { consumerTag } = await channel.consume(
       this.options.queue,
       (message) => {
@@ -178,8 +181,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
       { noAck: false },
     );
     this.#consumerTag = consumerTag;
-    // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
-    if (++this.#sessions > 1) this.#ramp?.begin();
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();
     onConnected();

@@ -1,0 +1,167 @@
+/**
+ * Service plumbing shared by the tests, the lab, the bench, chaos and the drift scenario:
+ * the one place for the default URLs, the "service missing: how to start it" messages,
+ * unique names and broker teardown. It imports nothing from node:test, so tools can use it.
+ *
+ * Every name, schema and pool made here is reported to `registry`; the test rig listens
+ * there to clean up after each test and to prove after each file that nothing leaked.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import amqp from 'amqplib';
+import pg from 'pg';
+
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+
+export const PG_HINT =
+  'start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)';
+export const AMQP_HINT = 'start it with: rabbitmq-server -detached (or set AMQP_URL)';
+
+/** What one scope (a test, or a whole file) created, so it can be dropped or kept together. */
+export class Scope {
+  readonly names = new Set<string>();
+  readonly pools = new Set<pg.Pool>();
+  readonly connections = new Set<amqp.ChannelModel>();
+}
+
+/**
+ * Where creations are recorded: the scope of the running test (async context) or, outside
+ * any test (hooks, tools), the process-wide scope. Each test file runs in its own process.
+ */
+export const registry = {
+  process: new Scope(),
+  all: new Scope(),
+  storage: new AsyncLocalStorage<Scope>(),
+  current(): Scope {
+    return this.storage.getStore() ?? this.process;
+  },
+  name(name: string): void {
+    this.current().names.add(name);
+    this.all.names.add(name);
+  },
+  pool(pool: pg.Pool): void {
+    this.current().pools.add(pool);
+    this.all.pools.add(pool);
+  },
+  connection(connection: amqp.ChannelModel): void {
+    this.current().connections.add(connection);
+    this.all.connections.add(connection);
+  },
+};
+
+/**
+ * Lower-case and short enough to be a schema name as well as a queue or exchange name, and
+ * random so concurrent runs never share one. Recorded: the rig drops it as schema, queue,
+ * `<queue>.retry` and exchange after the test, and checks after the file that none is left.
+ */
+export function uniqueName(prefix: string): string {
+  const name = `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+  registry.name(name);
+  return name;
+}
+
+/** Hides the password of a service URL for messages. */
+export function redactUrl(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password) parsed.password = '***';
+  return parsed.toString();
+}
+
+/** Opens a pool and proves the server answers; a missing service fails with how to start it. */
+export async function connectPostgres(max = 5, options: pg.PoolConfig = {}): Promise<pg.Pool> {
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max, connectionTimeoutMillis: 5000, ...options });
+  pool.on('error', () => undefined); // an idle connection dying must not crash; the next query reports it
+  try {
+    await pool.query('SELECT 1');
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw new Error(
+      `PostgreSQL is not reachable at ${redactUrl(DATABASE_URL)} (${(err as Error).message}); ${PG_HINT}`,
+    );
+  }
+  registry.pool(pool);
+  return pool;
+}
+
+export async function connectRabbit(
+  options: amqp.Options.Connect | Record<string, unknown> = {},
+): Promise<amqp.ChannelModel> {
+  let connection: amqp.ChannelModel;
+  try {
+    connection = await amqp.connect(AMQP_URL, options);
+  } catch (err) {
+    throw new Error(`RabbitMQ is not reachable at ${redactUrl(AMQP_URL)} (${(err as Error).message}); ${AMQP_HINT}`);
+  }
+  registry.connection(connection);
+  return connection;
+}
+
+/** Runs `work` on a throwaway channel: a failed broker operation closes only that channel. */
+export async function withChannel<T>(
+  connection: amqp.ChannelModel,
+  work: (channel: amqp.Channel) => Promise<T>,
+): Promise<T> {
+  const channel = await connection.createChannel();
+  channel.on('error', () => undefined);
+  try {
+    return await work(channel);
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
+}
+
+/** The broker objects one name can stand for: a queue, its `.retry` companion, an exchange. */
+export function brokerObjects(name: string): { queues: string[]; exchanges: string[] } {
+  return { queues: [name, `${name}.retry`], exchanges: [name] };
+}
+
+/** Deletes queues (with their `.retry`) and exchanges named `names`; deleting what is not there is a no-op. */
+export async function dropBrokerNames(connection: amqp.ChannelModel, names: Iterable<string>): Promise<void> {
+  for (const name of names) {
+    const { queues, exchanges } = brokerObjects(name);
+    for (const queue of queues) await withChannel(connection, (ch) => ch.deleteQueue(queue)).catch(() => undefined);
+    for (const exchange of exchanges)
+      await withChannel(connection, (ch) => ch.deleteExchange(exchange)).catch(() => undefined);
+  }
+}
+
+/** Which of `names` still exist on the broker, as queue or exchange (passive declares, one channel each). */
+export async function existingBrokerObjects(connection: amqp.ChannelModel, names: Iterable<string>): Promise<string[]> {
+  const left: string[] = [];
+  for (const name of names) {
+    const { queues, exchanges } = brokerObjects(name);
+    for (const queue of queues) {
+      if (
+        await withChannel(connection, (ch) => ch.checkQueue(queue)).then(
+          () => true,
+          () => false,
+        )
+      )
+        left.push(`queue ${queue}`);
+    }
+    for (const exchange of exchanges) {
+      if (
+        await withChannel(connection, (ch) => ch.checkExchange(exchange)).then(
+          () => true,
+          () => false,
+        )
+      )
+        left.push(`exchange ${exchange}`);
+    }
+  }
+  return left;
+}
+
+/** Which of `names` exist as PostgreSQL schemas. */
+export async function existingSchemas(pool: pg.Pool, names: Iterable<string>): Promise<string[]> {
+  const { rows } = await pool.query<{ nspname: string }>(
+    `SELECT nspname FROM pg_namespace WHERE nspname = ANY($1::text[])`,
+    [[...names]],
+  );
+  return rows.map((row) => row.nspname);
+}
+
+export async function dropSchemas(pool: pg.Pool, names: Iterable<string>): Promise<void> {
+  for (const name of names) await pool.query(`DROP SCHEMA IF EXISTS "${name.replaceAll('"', '""')}" CASCADE`);
+}
