@@ -37,7 +37,7 @@ export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.m
 export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: string][] = [
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
-  [processorOptions, 'new DeliveryProcessor(options)'],
+  [processorOptions, "new DeliveryProcessor(options) (from 'converge/testing')"],
   [partitionedTopologyOptions, 'declarePartitionedTopology(channel, options)'],
   [
     partitionedConsumerOptions,

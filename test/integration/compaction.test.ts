@@ -7,21 +7,15 @@ import assert from 'node:assert/strict';
 import {
   type Settlement,
   ConfigError,
-  DEFAULT_ROUTING_KEY,
   applyIncrement,
   applyIncrements,
-  compactInbox,
-  DeliveryProcessor,
-  encodeMessage,
-  routingKeyFromTemplate,
   silentLogger,
-  type CompactionOptions,
   type EventEnvelope,
   type EventHandler,
   type Logger,
-  type ProcessorOptions,
-  type RawDelivery,
 } from '../../src/index.js';
+import { compactInbox, type CompactionOptions } from '../../src/ops/index.js';
+import { DEFAULT_ROUTING_KEY, DeliveryProcessor, encodeMessage, routingKeyFromTemplate, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, type TestDatabase, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';

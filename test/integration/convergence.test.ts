@@ -10,15 +10,12 @@ import fc from 'fast-check';
 import {
   applyIncrement,
   applySnapshot,
-  DeliveryProcessor,
-  DEFAULT_ROUTING_KEY,
-  encodeMessage,
   reconcile,
-  routingKeyFromTemplate,
   silentLogger,
   type EventEnvelope,
   type EventHandler,
 } from '../../src/index.js';
+import { DeliveryProcessor, DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
 import { after, before, describe, it, createTestSchema, type TestDatabase, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'totals';

@@ -6,20 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import {
-  DEFAULT_ROUTING_KEY,
-  DeliveryProcessor,
   applyIncrement,
   applyIncrements,
-  encodeMessage,
-  routingKeyFromTemplate,
   silentLogger,
   type BatchHandler,
   type EventEnvelope,
   type EventHandler,
-  type ProcessorOptions,
-  type RawDelivery,
   type Settlement,
 } from '../../src/index.js';
+import { DEFAULT_ROUTING_KEY, DeliveryProcessor, encodeMessage, routingKeyFromTemplate, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, type TestDatabase } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';

@@ -6,14 +6,11 @@
 import assert from 'node:assert/strict';
 import {
   applyIncrement,
-  DeliveryProcessor,
-  DEFAULT_ROUTING_KEY,
-  encodeMessage,
   rebuildProjection,
-  routingKeyFromTemplate,
   silentLogger,
   type EventEnvelope,
 } from '../../src/index.js';
+import { DeliveryProcessor, DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_view';

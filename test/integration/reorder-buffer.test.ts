@@ -5,16 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import {
-  DEFAULT_ROUTING_KEY,
   applyIncrement,
-  encodeMessage,
-  routingKeyFromTemplate,
   silentLogger,
   type DrainedEvent,
   type EventEnvelope,
   type EventHandler,
-  type RawDelivery,
 } from '../../src/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate, type RawDelivery } from '../../src/testing/index.js';
 import { DeliveryProcessor, ProcessorSetup } from '../../src/inbox/processor.js';
 import { resolveProcessorOptions } from '../../src/inbox/options.js';
 import { describe, it, createTestSchema } from '../support/rig.js';
