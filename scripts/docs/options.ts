@@ -26,7 +26,9 @@ import { compactionOptions } from '../../src/ops/compaction.js';
 import { gapQueryOptions } from '../../src/inbox/parking.js';
 import { reconcileOptions } from '../../src/reconcile/reconcile.js';
 import { rebuildOptions } from '../../src/reconcile/rebuild.js';
-import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
+import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
+import { outboxOptions } from '../../src/outbox/append.js';
+import { convergenceMetricsOptions, metricsEndpointOptions, serveMetricsOptions } from '../../src/metrics/metrics.js';
 
 export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
 
@@ -35,6 +37,7 @@ export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.m
  * tools (inspect, DLQ, retention, repair), then metrics. Each entry is the spec, the call it configures and an optional note.
  */
 export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: string][] = [
+  [outboxOptions, 'appendToOutbox(executor, event, options) / appendManyToOutbox(executor, events, options)'],
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
   [processorOptions, "new DeliveryProcessor(options) (from 'converge/testing')"],
@@ -60,8 +63,10 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [compactionOptions, 'compactInbox(pool, options)'],
   [reconcileOptions, 'reconcile(pool, options)'],
   [rebuildOptions, 'rebuildProjection(pool, options)'],
+  [gapRepairOptions, 'repairGaps(consumer, options)'],
   [convergenceMetricsOptions, 'registerConvergenceMetrics(pool, options)'],
   [metricsEndpointOptions, 'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint)'],
+  [serveMetricsOptions, 'serveMetrics(registry, options)'],
 ];
 
 type Def = Record<string, unknown> & { type: string };

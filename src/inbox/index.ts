@@ -3,7 +3,7 @@ export type { ConsumerEvents, ConsumerStats } from './consumer.js';
 export { DeliveryProcessor } from './processor.js';
 export { ATTEMPT_HEADER, REPLAY_OF_HEADER } from './headers.js';
 export type { Settlement, DrainedEvent, DrainSink, RawDelivery, QuarantineReason, AggregateRef } from './types.js';
-export { DEFAULT_REORDER_BUFFER, readGaps } from './parking.js';
+export { DEFAULT_REORDER_BUFFER, readGaps, gapQueryOptions } from './parking.js';
 export type { ReorderBufferLimits, Gap, GapQuery } from './parking.js';
 export { decideFailure } from './failure-policy.js';
 export type { FailureDecision, FailureContext } from './failure-policy.js';

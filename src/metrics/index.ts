@@ -9,5 +9,7 @@ export {
   instrumentConsumer,
   serveRelayMetrics,
   serveConsumerMetrics,
+  convergenceMetricsOptions,
+  serveMetricsOptions,
 } from './metrics.js';
 export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics.js';

@@ -3,7 +3,14 @@ import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
 import { z } from 'zod';
-import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
+import {
+  defineOptions,
+  functionOption,
+  identifierOption,
+  parseOptions,
+  poolOption,
+  type OptionsInput,
+} from '../runtime/options.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { readOutboxByStatus, readReorderBuffer } from '../ops/gauges.js';
@@ -269,14 +276,26 @@ function serveUntilClosed(
   };
 }
 
+export const serveMetricsOptions = defineOptions(
+  'serveMetrics',
+  z.strictObject({
+    port: z.number().int().min(0).max(65_535).describe('Port to listen on (0 picks a free one).'),
+    host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
+    ready: functionOption<() => boolean | Promise<boolean>>('() => boolean | Promise<boolean>')
+      .optional()
+      .describe('Answers /readyz: 200 while it returns true, 503 otherwise; always ready when omitted.'),
+  }),
+);
+
 /**
  * Serves `registry` on `/metrics` (Prometheus text format), `/healthz` (the process answers)
  * and `/readyz` (200 once `ready()` says so, 503 before). Resolves once listening.
  */
 export async function serveMetrics(
   registry: client.Registry,
-  options: { port: number; host?: string; ready?: () => boolean | Promise<boolean> },
+  input: OptionsInput<typeof serveMetricsOptions>,
 ): Promise<http.Server> {
+  const options = serveMetricsOptions.parse(input);
   const server = http.createServer((req, res) => {
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
@@ -302,7 +321,7 @@ export async function serveMetrics(
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host ?? '127.0.0.1', () => resolve());
+    server.listen(options.port, options.host, () => resolve());
   });
   return server;
 }

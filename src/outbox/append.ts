@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { schemaRef } from '../runtime/identifier.js';
+import { z } from 'zod';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
+import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import type { Executor } from '../db/executor.js';
 import { ConcurrencyConflictError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
@@ -8,9 +10,29 @@ import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { outboxSql } from './sql.js';
 import { runStatement } from '../db/statement.js';
 
-export interface OutboxOptions {
-  /** Schema that holds converge's tables; defaults to `converge`. */
-  schema?: string;
+export const outboxOptions = defineOptions(
+  'appendToOutbox',
+  z.strictObject({
+    // A plain string here: the name check stays schemaRef's, so a bad name still throws InvalidIdentifierError.
+    schema: z.string().default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  }),
+);
+
+export type OutboxOptions = OptionsInput<typeof outboxOptions>;
+
+/**
+ * The schema an options object names. This runs inside the caller's transaction for every
+ * event, so each options object is validated once (again only if its schema changes).
+ */
+const resolved = new WeakMap<OutboxOptions, { input: unknown; ref: SchemaRef }>();
+
+function schemaOf(options: OutboxOptions | undefined): SchemaRef {
+  if (options === undefined) return schemaRef(DEFAULT_SCHEMA);
+  const cached = resolved.get(options);
+  if (cached && cached.input === options.schema) return cached.ref;
+  const ref = schemaRef(outboxOptions.parse(options).schema);
+  resolved.set(options, { input: options.schema, ref });
+  return ref;
 }
 
 export interface AppendedEvent {
@@ -23,7 +45,11 @@ export interface AppendedEvent {
  * connection that holds the caller's business transaction: the event commits or rolls
  * back with the business change. Nothing is buffered in memory and no connection is opened.
  */
-export async function appendToOutbox(executor: Executor, event: NewEvent, options: OutboxOptions = {}): Promise<AppendedEvent> {
+export async function appendToOutbox(
+  executor: Executor,
+  event: NewEvent,
+  options?: OutboxOptions,
+): Promise<AppendedEvent> {
   const [appended] = await appendManyToOutbox(executor, [event], options);
   return appended!;
 }
@@ -32,8 +58,12 @@ export async function appendToOutbox(executor: Executor, event: NewEvent, option
  * Inserts many events with one statement on the caller's transaction, in the given order.
  * Every event is validated before anything is sent, so one bad event fails the call whole.
  */
-export async function appendManyToOutbox(executor: Executor, events: readonly NewEvent[], options: OutboxOptions = {}): Promise<AppendedEvent[]> {
-  const sql = outboxSql(schemaRef(options.schema ?? DEFAULT_SCHEMA));
+export async function appendManyToOutbox(
+  executor: Executor,
+  events: readonly NewEvent[],
+  options?: OutboxOptions,
+): Promise<AppendedEvent[]> {
+  const sql = outboxSql(schemaOf(options));
   if (events.length === 0) return [];
   const envelopes = events.map(toEnvelope);
   const { rows } = await runStatement<{ position: string; event_id: string }>(executor, sql.insert, [
@@ -54,8 +84,10 @@ export async function appendManyToOutbox(executor: Executor, events: readonly Ne
 
 /** Applies defaults and validates, so a bad event fails in the caller's transaction, not at the relay. */
 function toEnvelope(event: NewEvent): EventEnvelope {
-  if (event.occurredAt instanceof Date && Number.isNaN(event.occurredAt.getTime())) throw new EnvelopeValidationError('occurredAt', 'invalid date');
-  const occurredAt = event.occurredAt instanceof Date ? event.occurredAt.toISOString() : event.occurredAt ?? new Date().toISOString();
+  if (event.occurredAt instanceof Date && Number.isNaN(event.occurredAt.getTime()))
+    throw new EnvelopeValidationError('occurredAt', 'invalid date');
+  const occurredAt =
+    event.occurredAt instanceof Date ? event.occurredAt.toISOString() : (event.occurredAt ?? new Date().toISOString());
   const candidate: Record<string, unknown> = {
     eventId: event.eventId ?? randomUUID(),
     aggregateType: event.aggregateType,

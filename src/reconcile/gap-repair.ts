@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { z } from 'zod';
+import { defineOptions, functionOption } from '../runtime/options.js';
 import { withTransaction } from '../db/transaction.js';
 import type { Logger } from '../runtime/logger.js';
 import { readGaps, type AggregateRef, type Gap } from '../inbox/index.js';
@@ -13,20 +15,30 @@ export interface SourceSnapshot {
   deleted?: boolean;
 }
 
-export interface GapRepairOptions<S extends SourceSnapshot> {
-  /** Only gaps open at least this long. Default 0. */
-  olderThanMs?: number;
-  /** Most gaps repaired in one call, oldest first. Default 100. */
-  limit?: number;
-  /**
-   * Reads the aggregate from the source. Return null if the source cannot say (nothing is
-   * written then: a deletion is never inferred from absence); return `deleted: true` for a
-   * known deletion.
-   */
+export const gapRepairOptions = defineOptions(
+  'repairGaps',
+  z.strictObject({
+    olderThanMs: z.number().int().min(0).default(0).describe('Only gaps open at least this long, in ms.'),
+    limit: z.number().int().min(1).default(100).describe('Most gaps repaired in one call, oldest first.'),
+    loadSnapshot: functionOption<(gap: Gap) => Promise<SourceSnapshot | null>>(
+      '(gap) => Promise<SourceSnapshot | null>',
+    ).describe(
+      'Reads the aggregate from the source. Null if the source cannot say (nothing is written: a deletion is never inferred from absence); `deleted: true` for a known deletion.',
+    ),
+    apply: functionOption<(tx: pg.PoolClient, snapshot: SourceSnapshot, gap: Gap) => Promise<void>>(
+      '(tx, snapshot, gap) => Promise<void>',
+    ).describe("Writes the read model from the snapshot on the repair's transaction; runs only if the repair wins."),
+  }),
+);
+
+/** The schema's input, with the snapshot type the caller's source returns carried through to `apply`. */
+export type GapRepairOptions<S extends SourceSnapshot> = Omit<
+  z.input<typeof gapRepairOptions.schema>,
+  'loadSnapshot' | 'apply'
+> & {
   loadSnapshot: (gap: Gap) => Promise<S | null>;
-  /** Writes the read model from the snapshot, on the repair's transaction; runs only if the repair wins. */
   apply: (tx: pg.PoolClient, snapshot: S, gap: Gap) => Promise<void>;
-}
+};
 
 export interface GapRepairReport {
   gaps: number;
@@ -62,14 +74,16 @@ export async function repairGaps<S extends SourceSnapshot>(
   consumer: GapRepairTarget,
   options: GapRepairOptions<S>,
 ): Promise<GapRepairReport> {
+  // The schema checks the callbacks are functions; the caller's typed ones are then used as given.
+  const { olderThanMs, limit } = gapRepairOptions.parse(options);
   const { pool } = consumer;
   const { logger } = consumer.options;
   const schema = schemaRef(consumer.options.schema);
   const gaps = await readGaps(pool, {
     schema: schema.name,
     consumer: consumer.options.consumer,
-    olderThanMs: options.olderThanMs ?? 0,
-    limit: options.limit ?? 100,
+    olderThanMs,
+    limit,
   });
   const report: GapRepairReport = { gaps: gaps.length, repaired: 0, notNewer: 0, unknownAtSource: 0, drained: 0 };
   for (const gap of gaps) {

@@ -1,6 +1,6 @@
 export { repairFromSnapshot } from './repair.js';
 export type { TrustedSnapshot, RepairResult } from './repair.js';
-export { reconcile } from './reconcile.js';
+export { reconcile, reconcileOptions } from './reconcile.js';
 export type {
   PagedReader,
   ReconcileOptions,
@@ -10,7 +10,7 @@ export type {
 } from './reconcile.js';
 export { classify, compareIds, DIFFERENCES } from './compare.js';
 export type { Difference, ReconcileRow } from './compare.js';
-export { rebuildProjection } from './rebuild.js';
+export { rebuildProjection, rebuildOptions } from './rebuild.js';
 export type { RebuildOptions } from './rebuild.js';
-export { repairGaps } from './gap-repair.js';
+export { repairGaps, gapRepairOptions } from './gap-repair.js';
 export type { GapRepairOptions, GapRepairReport, GapRepairTarget, SourceSnapshot } from './gap-repair.js';

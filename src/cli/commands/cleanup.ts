@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { cleanup } from '../../ops/index.js';
+import { cleanup, cleanupOptions } from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
+import { schemaDefault } from '../env.js';
 
 interface CleanupCliOptions {
   outboxOlderThan: number;
@@ -26,7 +27,7 @@ export function registerCleanup(program: Command, context: CommandContext): void
     )
     .option('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', integer)
     .option('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', integer)
-    .option('--batch-size <n>', 'rows per DELETE', integer, 1_000)
+    .option('--batch-size <n>', 'rows per DELETE', integer, schemaDefault<number>(cleanupOptions, 'batchSize'))
     .option('--max-batches <n>', 'stop after this many batches per table', integer)
     .action(async (options: CleanupCliOptions) => {
       const { databaseUrl, schema } = context.globals();

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { compactInbox } from '../../ops/index.js';
+import { compactInbox, compactionOptions } from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
+import { schemaDefault } from '../env.js';
 
 interface CompactionCliOptions {
   consumer: string;
@@ -29,7 +30,12 @@ export function registerCompaction(program: Command, context: CommandContext): v
     )
     .requiredOption('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', integer)
     .requiredOption('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', integer)
-    .option('--batch-size <n>', 'inbox rows per statement', integer, 1_000)
+    .option(
+      '--batch-size <n>',
+      'inbox rows per statement',
+      integer,
+      schemaDefault<number>(compactionOptions, 'batchSize'),
+    )
     .option('--max-batches <n>', 'stop after this many batches', integer)
     .option('--json', 'the counts as JSON')
     .action(async (options: CompactionCliOptions) => {

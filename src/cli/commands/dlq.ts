@@ -1,8 +1,14 @@
 import type { Command } from 'commander';
-import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined } from '../../ops/index.js';
+import {
+  discardQuarantined,
+  listQuarantine,
+  quarantineFilterOptions,
+  replayQuarantined,
+  showQuarantined,
+} from '../../ops/index.js';
 import { QuarantineNotFoundError } from '../../runtime/errors.js';
 import { AMQP_URL_HELP, integer, withBroker, withPool, type CommandContext } from '../context.js';
-import { amqpUrl } from '../env.js';
+import { amqpUrl, schemaDefault } from '../env.js';
 import { quarantineTable } from '../format.js';
 
 interface DlqListCliOptions {
@@ -27,9 +33,14 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .option('--consumer <name>', 'only this consumer (inbox scope)')
     .option('--reason <reason>', 'only this reason, e.g. handler-failed')
     .option('--event-type <type>', 'only this eventType')
-    .option('--older-than <ms>', 'only messages at least this old', integer, 0)
+    .option(
+      '--older-than <ms>',
+      'only messages at least this old',
+      integer,
+      schemaDefault<number>(quarantineFilterOptions, 'olderThanMs'),
+    )
     .option('--all', 'include replayed and discarded ones')
-    .option('--limit <n>', 'most rows', integer, 100)
+    .option('--limit <n>', 'most rows', integer, schemaDefault<number>(quarantineFilterOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: DlqListCliOptions) => {
       const { databaseUrl, schema } = context.globals();

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { readGaps } from '../../inbox/index.js';
+import { gapQueryOptions, readGaps } from '../../inbox/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
+import { schemaDefault } from '../env.js';
 import { gapTable } from '../format.js';
 
 /** `gaps`: aggregates stuck on a missing version; exit code 3 while any is open, so it doubles as an alert check. */
@@ -9,8 +10,13 @@ export function registerGaps(program: Command, context: CommandContext): void {
     .command('gaps')
     .description('aggregates whose next version is missing while later versions wait in the reorder buffer')
     .option('--consumer <name>', 'only this consumer (inbox scope)')
-    .option('--older-than <ms>', 'only gaps open at least this long', integer, 0)
-    .option('--limit <n>', 'most rows, oldest first', integer, 1_000)
+    .option(
+      '--older-than <ms>',
+      'only gaps open at least this long',
+      integer,
+      schemaDefault<number>(gapQueryOptions, 'olderThanMs'),
+    )
+    .option('--limit <n>', 'most rows, oldest first', integer, schemaDefault<number>(gapQueryOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: { consumer?: string; olderThan: number; limit: number; json?: boolean }) => {
       const { databaseUrl, schema } = context.globals();

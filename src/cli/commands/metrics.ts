@@ -1,16 +1,28 @@
 import type { Command } from 'commander';
 import pg from 'pg';
-import { registerConvergenceMetrics, serveMetrics } from '../../metrics/index.js';
+import {
+  convergenceMetricsOptions,
+  registerConvergenceMetrics,
+  serveMetrics,
+  serveMetricsOptions,
+} from '../../metrics/index.js';
 import { integer, untilShutdownSignal, type CommandContext } from '../context.js';
+import { schemaDefault } from '../env.js';
 
 /** `metrics`: serves the convergence gauges until SIGTERM/SIGINT. */
 export function registerMetrics(program: Command, context: CommandContext): void {
   program
     .command('metrics')
     .description('serve convergence gauges (reorder buffer, gaps) on /metrics for Prometheus until SIGTERM/SIGINT')
+    // CLI-only: the library has no default port (serveMetrics needs one given, 0 = any free).
     .option('--port <n>', 'port to listen on', integer, 9464)
-    .option('--host <host>', 'address to bind', '127.0.0.1')
-    .option('--gap-after-ms <n>', 'an aggregate counts as a gap after waiting this long', integer, 60_000)
+    .option('--host <host>', 'address to bind', schemaDefault<string>(serveMetricsOptions, 'host'))
+    .option(
+      '--gap-after-ms <n>',
+      'an aggregate counts as a gap after waiting this long',
+      integer,
+      schemaDefault<number>(convergenceMetricsOptions, 'gapAfterMs'),
+    )
     .action(async (options: { port: number; host: string; gapAfterMs: number }) => {
       const { databaseUrl, schema } = context.globals();
       const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-metrics' });

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
-import { listOutbox, retryFailedEvents } from '../../ops/index.js';
+import { listOutbox, listOutboxOptions, retryFailedEvents } from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
+import { schemaDefault } from '../env.js';
 import { outboxTable } from '../format.js';
 
 /** `outbox list`, `outbox retry`, and `retry-failed`: the same retry command under its older top-level name. */
@@ -12,7 +13,7 @@ export function registerOutbox(program: Command, context: CommandContext): void 
     .description('outbox rows of one status, oldest first (default: failed), without payloads')
     .option('--failed', 'rows the relay gave up on (default)')
     .option('--pending', 'rows not yet published')
-    .option('--limit <n>', 'most rows', integer, 100)
+    .option('--limit <n>', 'most rows', integer, schemaDefault<number>(listOutboxOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: { failed?: boolean; pending?: boolean; limit: number; json?: boolean }) => {
       const { databaseUrl, schema } = context.globals();

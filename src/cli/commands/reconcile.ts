@@ -2,13 +2,16 @@ import type { Command } from 'commander';
 import pg from 'pg';
 import { ConfigError } from '../../runtime/errors.js';
 import {
+  rebuildOptions,
   rebuildProjection,
   reconcile,
+  reconcileOptions,
   DIFFERENCES,
   type ReconcileProgress,
   type ReconcileReport,
 } from '../../reconcile/index.js';
 import { integer, type CommandContext } from '../context.js';
+import { schemaDefault } from '../env.js';
 import { applyStatement, sqlLookup, sqlReader } from '../sql-pages.js';
 
 /** `reconcile` and `rebuild`: a projection compared with (and rebuilt from) its source, pages given as SQL text. */
@@ -30,10 +33,10 @@ export function registerReconcile(program: Command, context: CommandContext): vo
       'page query on the projection side, same shape (default: versions from projection_state)',
     )
     .option('--count-sql <sql>', 'count of source rows, for the ETA')
-    .option('--page-size <n>', 'rows per page', integer, 500)
+    .option('--page-size <n>', 'rows per page', integer, schemaDefault<number>(reconcileOptions, 'pageSize'))
     .option('--after <id>', 'resume after this id (the cursor of an earlier run)')
     .option('--max-rate <n>', 'most rows compared per second', integer)
-    .option('--sample <n>', 'ids shown per difference', integer, 10)
+    .option('--sample <n>', 'ids shown per difference', integer, schemaDefault<number>(reconcileOptions, 'sampleSize'))
     .option('--repair', 'repair missing, stale and mismatch rows (conditional, safe with live consumers)')
     .option(
       '--apply-sql <sql>',
@@ -70,7 +73,7 @@ export function registerReconcile(program: Command, context: CommandContext): vo
       'empties the read model, on the transaction that forgets the versions (e.g. TRUNCATE order_search)',
     )
     .option('--source-database-url <url>', 'source database (default: the projection database)')
-    .option('--page-size <n>', 'rows per page', integer, 500)
+    .option('--page-size <n>', 'rows per page', integer, schemaDefault<number>(rebuildOptions, 'pageSize'))
     .option('--max-rate <n>', 'most rows written per second', integer)
     .option('--json', 'the report as JSON')
     .action(async (options: RebuildCliOptions) => {

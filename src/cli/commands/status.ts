@@ -1,9 +1,15 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type pg from 'pg';
 import type { Finding } from '../../ops/index.js';
-import { readPipelineStatus, type PipelineStatus, type SourceTable, type WatchedQueue } from '../../ops/index.js';
+import {
+  pipelineStatusOptions,
+  readPipelineStatus,
+  type PipelineStatus,
+  type SourceTable,
+  type WatchedQueue,
+} from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
-import { amqpUrl, LOCAL_AMQP_URL } from '../env.js';
+import { amqpUrl, LOCAL_AMQP_URL, schemaDefault } from '../env.js';
 import { rate, seconds, table } from '../format.js';
 
 export interface StatusCliOptions {
@@ -16,6 +22,8 @@ export interface StatusCliOptions {
   sourceLookbackMs: number;
   json?: boolean;
 }
+
+const statusDefault = (key: string) => schemaDefault<number>(pipelineStatusOptions, key);
 
 /** `status`: each stage of the pipeline from durable progress. */
 export function registerStatus(program: Command, context: CommandContext): void {
@@ -37,14 +45,19 @@ export function registerStatus(program: Command, context: CommandContext): void 
       [],
     )
     .option('--amqp-url <url>', `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`)
-    .option('--window-ms <ms>', 'lag and projection activity over this window', integer, 60_000)
-    .option('--sample-ms <ms>', 'rates from two samples this far apart', integer, 5_000)
-    .option('--stall-after-ms <ms>', 'pending events and missing versions older than this are stalls', integer, 30_000)
+    .option('--window-ms <ms>', 'lag and projection activity over this window', integer, statusDefault('windowMs'))
+    .option('--sample-ms <ms>', 'rates from two samples this far apart', integer, statusDefault('sampleMs'))
+    .option(
+      '--stall-after-ms <ms>',
+      'pending events and missing versions older than this are stalls',
+      integer,
+      statusDefault('stallAfterMs'),
+    )
     .option(
       '--source-lookback-ms <ms>',
       'with changed-at: source rows changed this recently are checked',
       integer,
-      3_600_000,
+      statusDefault('sourceLookbackMs'),
     )
     .option('--json', 'one JSON document instead of the table')
     .action(async (options: StatusCliOptions) => {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { declarePartitionedTopology } from '../../transport/topology.js';
+import { declarePartitionedTopology, partitionedTopologyOptions } from '../../transport/topology.js';
 import { AMQP_URL_HELP, integer, withBroker, type CommandContext } from '../context.js';
-import { amqpUrl, relayFlagDefaults } from '../env.js';
+import { amqpUrl, schemaDefault } from '../env.js';
 
 interface TopologyCliOptions {
   queuePrefix: string;
@@ -22,9 +22,17 @@ export function registerTopology(program: Command, _context: CommandContext): vo
     .requiredOption('--queue-prefix <name>', 'partition queues are <prefix>.p0 … <prefix>.p<N-1>')
     .requiredOption('--partitions <n>', 'number of partition queues', integer)
     .option('--amqp-url <url>', AMQP_URL_HELP)
-    .option('--exchange <name>', 'topic exchange the relay publishes to', relayFlagDefaults.exchange)
-    .option('--binding <pattern...>', 'topic patterns the group receives', ['#'])
-    .option('--queue-type <type>', 'quorum or classic', 'quorum')
+    .option(
+      '--exchange <name>',
+      'topic exchange the relay publishes to',
+      schemaDefault<string>(partitionedTopologyOptions, 'exchange'),
+    )
+    .option(
+      '--binding <pattern...>',
+      'topic patterns the group receives',
+      schemaDefault<string[]>(partitionedTopologyOptions, 'bindings'),
+    )
+    .option('--queue-type <type>', 'quorum or classic', schemaDefault<string>(partitionedTopologyOptions, 'queueType'))
     .action(async (options: TopologyCliOptions) => {
       await withBroker(amqpUrl(options.amqpUrl), 'topology', async (connection) => {
         const channel = await connection.createChannel();
