@@ -7,17 +7,12 @@ import assert from 'node:assert/strict';
 import {
   applyIncrement,
   DeliveryProcessor,
-  DEFAULT_ROUTING_KEY,
-  encodeMessage,
   rebuildProjection,
-  routingKeyFromTemplate,
   silentLogger,
-  type EventEnvelope,
 } from '../../src/index.js';
 import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_view';
-const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 function delivery(eventId: string, version: number, delta: number) {
   return deliveryOf(orderEvent(eventId, 'o1', version, { payload: { delta } }));
