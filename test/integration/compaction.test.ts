@@ -78,8 +78,9 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
         return rows.map((r) => Number(r.aggregate_version));
       },
       async count(table) {
-        const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q}.${table}`);
-        return rows[0].n;
+        const [row] = (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q}.${table}`)).rows;
+        assert.ok(row, 'count(*) returns one row');
+        return row.n;
       },
     };
     await work(fixture);

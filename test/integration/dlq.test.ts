@@ -142,7 +142,7 @@ describe('dlq', () => {
       const refunds = await db.pool.query(`SELECT event_id, currency, schema_version FROM "${db.schema}".refunds ORDER BY event_id`);
       assert.deepEqual(refunds.rows, [{ event_id: 'R1', currency: 'EUR', schema_version: 2 }], 'the effect is in the projection, upcast from version 1');
       const stored = await db.pool.query<{ schema_version: number }>(`SELECT schema_version FROM "${db.schema}".quarantine WHERE id = $1`, [r1.id]);
-      assert.equal(stored.rows[0].schema_version, 1, 'the replayed body kept its original version');
+      assert.equal(stored.rows[0]?.schema_version, 1, 'the replayed body kept its original version');
 
       // Duplicate: the producer sent the event again after the fix; the quarantined copy adds nothing.
       failing.delete('D1');
@@ -171,7 +171,7 @@ describe('dlq', () => {
 
       // Normal deliveries never touch the quarantine table.
       const touched = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${db.schema}".quarantine WHERE replay_outcome IS NOT NULL`);
-      assert.equal(touched.rows[0].n, 4);
+      assert.equal(touched.rows[0]?.n, 4);
     } finally {
       await consumer.stop();
       await dropTestBroker(connection, [queue, exchange]);
