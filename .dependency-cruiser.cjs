@@ -17,7 +17,7 @@ const LAYERS = [
   ['ops'],
   ['metrics'],
   ['cli'],
-  ['index'],
+  ['index', 'testing'],
 ];
 
 /** Folders whose index.ts is their public face: other folders import that file, not the ones behind it. */

@@ -7,13 +7,11 @@ import type pg from 'pg';
 import {
   appendManyToOutbox,
   appendToOutbox,
-  DEFAULT_ROUTING_KEY,
-  encodeMessage,
-  quoteIdentifier,
-  routingKeyFromTemplate,
   type EventEnvelope,
   type NewEvent,
 } from '../src/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
+import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { Worker, WorkerGroup, type WorkerResult } from './child.js';
 import { brokerNames, checkpoint, declareSink, TimeoutError, type BenchContext } from './env.js';
 import { AGGREGATES, eventAt, latencyOf, pacedRun, startConsumerThenRelay, sustainedRate, waitUntil, withPipeline, type Pipeline } from './measure.js';

@@ -5,7 +5,8 @@
  * autovacuum would have done long ago.
  */
 import type pg from 'pg';
-import { migrate, quoteIdentifier } from '../src/index.js';
+import { migrate } from '../src/index.js';
+import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { createReadTable } from './converge.js';
 import { checkpoint, note, unique, withTimeout, type BenchContext } from './env.js';
 

@@ -10,7 +10,8 @@
  */
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
-import { migrate, quoteIdentifier } from '../src/index.js';
+import { migrate } from '../src/index.js';
+import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { consumerApply, createReadTable, e2eLatency, e2eSustained, outboxBatch, outboxSingle, relayDrain, type Tuning } from './converge.js';
 import { killAllWorkers } from './child.js';
 import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';

@@ -9,15 +9,14 @@ import { AMQP_URL, DATABASE_URL, connectPostgres, connectRabbit, dropBrokerNames
 import {
   appendToOutbox,
   applyIncrement,
-  encodeMessage,
   migrate,
-  routingKeyFromTemplate,
   silentLogger,
   updateExactlyOne,
   withTransaction,
   type EventEnvelope,
   type EventHandler,
 } from '../src/index.js';
+import { encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 
 export { AMQP_URL, DATABASE_URL };
 export const PROJECTION = 'order_projection';

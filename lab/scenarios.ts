@@ -6,13 +6,13 @@ import {
   ConcurrencyConflictError,
   ContentConflictError,
   Relay,
-  DeliveryProcessor,
   repairFromSnapshot,
   silentLogger,
   startConsumer,
   withTransaction,
   type Settlement,
 } from '../src/index.js';
+import { DeliveryProcessor } from '../src/testing/index.js';
 import { AMQP_URL, PROJECTION, addToOrder, check, count, createLabEnv, envelopeFor, getOne, projectionRow, publishEnvelope, waitUntil, type LabEnv } from './harness.js';
 
 export interface ScenarioResult {

@@ -21,7 +21,7 @@ export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.m
 const COMPONENTS: [OptionsSpec<z.ZodType>, string][] = [
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
-  [processorOptions, 'createDeliveryProcessor(options)'],
+  [processorOptions, "new DeliveryProcessor(options) (from 'converge/testing')"],
   [migrateOptions, 'migrate(poolOrConnectionString, options)'],
   [statusOptions, 'readStatus(executor, options)'],
   [retryFailedOptions, 'retryFailedEvents(executor, options)'],

@@ -3,11 +3,10 @@ import pg from 'pg';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
-import { ConfigError, ConvergeError } from '../runtime/errors.js';
+import { ConfigError, QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { ATTEMPT_HEADER, REPLAY_OF_HEADER } from '../inbox/headers.js';
-import type { ReplayOutcome } from '../inbox/replay.js';
+import { ATTEMPT_HEADER, REPLAY_OF_HEADER, type ReplayOutcome } from '../inbox/index.js';
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
@@ -135,14 +134,14 @@ function quarantineSchema(name: string | undefined): SchemaRef {
 
 async function openRow(executor: Executor, id: string, schema: SchemaRef): Promise<QuarantinedMessage> {
   const message = await readQuarantined(executor, schema, id);
-  if (!message) throw new ConvergeError('CONVERGE_QUARANTINE_NOT_FOUND', `no quarantined message ${id}`);
-  if (message.resolvedAt) throw new ConvergeError('CONVERGE_QUARANTINE_RESOLVED', `quarantined message ${id} was already ${message.resolution}`);
+  if (!message) throw new QuarantineNotFoundError(id);
+  if (message.resolvedAt) throw new QuarantineResolvedError(id, message.resolution ?? undefined);
   return message;
 }
 
 async function resolve(executor: Executor, id: string, resolution: 'replayed' | 'discarded', note: string, schema: SchemaRef): Promise<void> {
   const { rows } = await executor.query(opsSql(schema).resolveQuarantine, [id, resolution, note]);
-  if (rows.length === 0) throw new ConvergeError('CONVERGE_QUARANTINE_RESOLVED', `quarantined message ${id} was closed by someone else meanwhile`);
+  if (rows.length === 0) throw new QuarantineResolvedError(id);
 }
 
 function summary(row: Record<string, unknown>): Omit<QuarantineSummary, 'ageSeconds' | 'bodyBytes'> {

@@ -3,9 +3,16 @@
  * so callers can branch on `err.code` (or `instanceof`) instead of parsing messages.
  * Messages name fields, ids and versions, never payload contents.
  */
+
+import type { ConvergeErrorCode } from './error-codes.js';
+
+export { ERROR_CODES } from './error-codes.js';
+export type { ConvergeErrorCode, ErrorCodeDoc } from './error-codes.js';
+
+/** The base of every error converge throws on purpose; `code` is one of the rows of ERROR_CODES. */
 export class ConvergeError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  readonly code: ConvergeErrorCode;
+  constructor(code: ConvergeErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
@@ -28,9 +35,13 @@ export class ConfigError extends ConvergeError {
   readonly problems: readonly ConfigProblem[];
 
   constructor(fieldOrProblems: string | readonly ConfigProblem[], reason = 'invalid') {
-    const problems = typeof fieldOrProblems === 'string' ? [{ path: fieldOrProblems, message: reason }] : fieldOrProblems;
+    const problems =
+      typeof fieldOrProblems === 'string' ? [{ path: fieldOrProblems, message: reason }] : fieldOrProblems;
     const listed = problems.map((p) => `"${p.path}": ${p.message}`);
-    super('CONVERGE_INVALID_CONFIG', listed.length === 1 ? `invalid option ${listed[0]}` : `${listed.length} invalid options: ${listed.join('; ')}`);
+    super(
+      'CONVERGE_INVALID_CONFIG',
+      listed.length === 1 ? `invalid option ${listed[0]}` : `${listed.length} invalid options: ${listed.join('; ')}`,
+    );
     this.problems = problems;
     this.field = problems[0]?.path ?? '(options)';
   }
@@ -41,14 +52,26 @@ export class ConfigError extends ConvergeError {
  * came from when known; the message never quotes the name itself, which may be an injection attempt.
  */
 export class InvalidIdentifierError extends ConvergeError {
-  constructor(readonly identifier: string, readonly field?: string) {
-    super('CONVERGE_INVALID_IDENTIFIER', `${field ? `invalid option "${field}": ` : ''}not a valid identifier: must match /^[a-z_][a-z0-9_]{0,62}$/`);
+  constructor(
+    readonly identifier: string,
+    readonly field?: string,
+  ) {
+    super(
+      'CONVERGE_INVALID_IDENTIFIER',
+      `${field ? `invalid option "${field}": ` : ''}not a valid identifier: must match /^[a-z_][a-z0-9_]{0,62}$/`,
+    );
   }
 }
 
+type EnvelopeErrorCode = 'CONVERGE_INVALID_ENVELOPE' | 'CONVERGE_MALFORMED_BODY' | 'CONVERGE_BODY_TOO_LARGE';
+
 /** An envelope (outgoing or received) is malformed; `field` names the offending field, never its value. */
 export class EnvelopeValidationError extends ConvergeError {
-  constructor(readonly field: string, reason: string, code = 'CONVERGE_INVALID_ENVELOPE') {
+  constructor(
+    readonly field: string,
+    reason: string,
+    code: EnvelopeErrorCode = 'CONVERGE_INVALID_ENVELOPE',
+  ) {
     super(code, `invalid envelope field "${field}": ${reason}`);
   }
 }
@@ -67,7 +90,10 @@ export class MalformedBodyError extends EnvelopeValidationError {
 
 /** A received body over `maxEnvelopeBytes`, rejected before anything parses it (quarantined as `body-too-large`). */
 export class BodyTooLargeError extends EnvelopeValidationError {
-  constructor(readonly bytes: number, readonly limit: number) {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
     super('(body)', `${bytes} bytes exceeds limit of ${limit}`, 'CONVERGE_BODY_TOO_LARGE');
   }
 }
@@ -139,16 +165,30 @@ export class StaleVersionError extends ConvergeError {
 /** `unencodable`: the row cannot become a valid message (e.g. routing key too long); retrying cannot help. */
 export type PublishFailure = 'nacked' | 'returned' | 'confirm-timeout' | 'channel-closed' | 'unencodable';
 
+const PUBLISH_CODES = {
+  nacked: 'CONVERGE_PUBLISH_NACKED',
+  returned: 'CONVERGE_PUBLISH_RETURNED',
+  'confirm-timeout': 'CONVERGE_PUBLISH_CONFIRM_TIMEOUT',
+  'channel-closed': 'CONVERGE_PUBLISH_CHANNEL_CLOSED',
+  unencodable: 'CONVERGE_PUBLISH_UNENCODABLE',
+} as const satisfies Record<PublishFailure, ConvergeErrorCode>;
+
 /** The broker did not take responsibility for a message; the outbox row stays unpublished. */
 export class PublishError extends ConvergeError {
-  constructor(readonly reason: PublishFailure, detail?: string) {
-    super(`CONVERGE_PUBLISH_${reason.toUpperCase().replaceAll('-', '_')}`, `publish ${reason}${detail ? `: ${detail}` : ''}`);
+  constructor(
+    readonly reason: PublishFailure,
+    detail?: string,
+  ) {
+    super(PUBLISH_CODES[reason], `publish ${reason}${detail ? `: ${detail}` : ''}`);
   }
 }
 
 /** The database holds migrations newer than this version of converge knows. */
 export class SchemaTooNewError extends ConvergeError {
-  constructor(readonly databaseVersion: number, readonly knownVersion: number) {
+  constructor(
+    readonly databaseVersion: number,
+    readonly knownVersion: number,
+  ) {
     super(
       'CONVERGE_SCHEMA_TOO_NEW',
       `database schema is at migration ${databaseVersion}, this converge knows up to ${knownVersion}`,
@@ -179,7 +219,40 @@ export class TransientError extends ConvergeError {
 
 /** An event's schemaVersion is newer than this consumer knows, or no upcaster bridges its version. */
 export class UnsupportedSchemaVersionError extends ConvergeError {
-  constructor(readonly eventType: string, readonly schemaVersion: number, readonly currentVersion: number, reason: string) {
-    super('CONVERGE_UNSUPPORTED_SCHEMA_VERSION', `${eventType} schemaVersion ${schemaVersion} (current ${currentVersion}): ${reason}`);
+  constructor(
+    readonly eventType: string,
+    readonly schemaVersion: number,
+    readonly currentVersion: number,
+    reason: string,
+  ) {
+    super(
+      'CONVERGE_UNSUPPORTED_SCHEMA_VERSION',
+      `${eventType} schemaVersion ${schemaVersion} (current ${currentVersion}): ${reason}`,
+    );
+  }
+}
+
+/** A quarantine replay or discard (or `dlq show`) named an id that has no quarantine row. */
+export class QuarantineNotFoundError extends ConvergeError {
+  constructor(readonly id: string) {
+    super('CONVERGE_QUARANTINE_NOT_FOUND', `no quarantined message ${id}`);
+  }
+}
+
+/**
+ * A quarantine replay or discard named a row that is already closed. `resolution` is how it was
+ * closed when known; without it the row was closed by someone else between the read and the write.
+ */
+export class QuarantineResolvedError extends ConvergeError {
+  constructor(
+    readonly id: string,
+    readonly resolution?: string,
+  ) {
+    super(
+      'CONVERGE_QUARANTINE_RESOLVED',
+      resolution
+        ? `quarantined message ${id} was already ${resolution}`
+        : `quarantined message ${id} was closed by someone else meanwhile`,
+    );
   }
 }

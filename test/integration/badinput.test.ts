@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { pino } from 'pino';
-import { applyIncrement, fingerprint, parseEnvelope, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../../src/index.js';
+import { applyIncrement, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../../src/index.js';
+import { fingerprint, parseEnvelope } from '../../src/testing/index.js';
 import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, orderEvent, AMQP_URL } from '../support/rig.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';

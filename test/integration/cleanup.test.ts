@@ -1,6 +1,7 @@
 /** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
 import assert from 'node:assert/strict';
-import { appendToOutbox, cleanup, ConfigError, Relay, scheduleCleanup, silentLogger, withTransaction } from '../../src/index.js';
+import { appendToOutbox, ConfigError, Relay, silentLogger, withTransaction } from '../../src/index.js';
+import { cleanup, scheduleCleanup } from '../../src/ops/index.js';
 import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, AMQP_URL } from '../support/rig.js';
 
 const HOUR = 3_600_000;

@@ -9,16 +9,13 @@ import {
   ConfigError,
   applyIncrement,
   applyIncrements,
-  compactInbox,
-  DeliveryProcessor,
   silentLogger,
-  type CompactionOptions,
   type EventEnvelope,
   type EventHandler,
   type Logger,
-  type ProcessorOptions,
-  type RawDelivery,
 } from '../../src/index.js';
+import { compactInbox, type CompactionOptions } from '../../src/ops/index.js';
+import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, type TestDatabase, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';

@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import {
   ConfigError,
   ContentConflictError,
-  DeliveryProcessor,
   repairGaps,
   readGaps,
   silentLogger,
@@ -15,6 +14,7 @@ import {
   type EventHandler,
   type Settlement,
 } from '../../src/index.js';
+import { DeliveryProcessor } from '../../src/testing/index.js';
 import {
   withEnv,
   type Env,

@@ -4,7 +4,8 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
-import { ATTEMPT_HEADER, PermanentError, TransientError } from '../../src/index.js';
+import { PermanentError, TransientError } from '../../src/index.js';
+import { ATTEMPT_HEADER } from '../../src/inbox/index.js';
 import {
   withEnv,
   envelope,

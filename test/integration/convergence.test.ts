@@ -10,12 +10,12 @@ import fc from 'fast-check';
 import {
   applyIncrement,
   applySnapshot,
-  DeliveryProcessor,
   reconcile,
   silentLogger,
   type EventEnvelope,
   type EventHandler,
 } from '../../src/index.js';
+import { DeliveryProcessor } from '../../src/testing/index.js';
 import { after, before, describe, it, createTestSchema, type TestDatabase, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'totals';

@@ -5,19 +5,13 @@ import {
   applyIncrement,
   ConfigError,
   ConvergeError,
-  DEFAULT_ROUTING_KEY,
-  discardQuarantined,
-  encodeMessage,
-  listQuarantine,
   PermanentError,
-  replayQuarantined,
-  routingKeyFromTemplate,
-  showQuarantined,
   silentLogger,
   startConsumer,
   type EventEnvelope,
-  type QuarantineSummary,
 } from '../../src/index.js';
+import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined, type QuarantineSummary } from '../../src/ops/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
 import { describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker, orderEvent, AMQP_URL } from '../support/rig.js';
 
 const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);

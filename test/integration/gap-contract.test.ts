@@ -6,17 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import {
-  DeliveryProcessor,
   applyIncrement,
   applyIncrements,
   silentLogger,
   type BatchHandler,
   type EventEnvelope,
   type EventHandler,
-  type ProcessorOptions,
-  type RawDelivery,
   type Settlement,
 } from '../../src/index.js';
+import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, deliveryOf, orderEvent, type TestDatabase } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';

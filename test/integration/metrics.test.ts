@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import prom from 'prom-client';
-import { Consumer, ContentConflictError, appendToOutbox, withTransaction, instrumentConsumer, instrumentRelay, registerConvergenceMetrics, Relay, serveMetrics, serveRelayMetrics, serveConsumerMetrics, silentLogger } from '../../src/index.js';
+import { Consumer, ContentConflictError, appendToOutbox, withTransaction, Relay, silentLogger } from '../../src/index.js';
+import { instrumentConsumer, instrumentRelay, registerConvergenceMetrics, serveMetrics, serveRelayMetrics, serveConsumerMetrics } from '../../src/metrics/index.js';
 import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, AMQP_URL, DATABASE_URL } from '../support/rig.js';
 
 describe('convergence metrics', () => {

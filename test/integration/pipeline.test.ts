@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
-import { appendToOutbox, readPipelineStatus, withTransaction, type PipelineStatus, type PipelineStatusOptions } from '../../src/index.js';
+import { appendToOutbox, withTransaction } from '../../src/index.js';
+import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../../src/ops/index.js';
 import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, type TestDatabase, dropTestBroker, AMQP_URL } from '../support/rig.js';
 
 describe('pipeline status', () => {

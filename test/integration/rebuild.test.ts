@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import {
   applyIncrement,
-  DeliveryProcessor,
   rebuildProjection,
   silentLogger,
 } from '../../src/index.js';
+import { DeliveryProcessor } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_view';

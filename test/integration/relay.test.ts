@@ -2,11 +2,8 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import {
-  CONTENT_TYPE,
   ConfigError,
-  HEADER,
   Relay,
-  parseEnvelope,
   silentLogger,
   startRelay,
   withTransaction,
@@ -15,6 +12,8 @@ import {
   type NewEvent,
   type RelayOptions,
 } from '../../src/index.js';
+import { HEADER, parseEnvelope } from '../../src/testing/index.js';
+import { CONTENT_TYPE } from '../../src/transport/wire.js';
 import { relaySql } from '../../src/relay/sql.js';
 import { schemaRef } from '../../src/runtime/identifier.js';
 import { describe, it, AMQP_URL, DATABASE_URL, type TestDatabase, connectRabbit, createTestSchema, uniqueName, waitFor, settle, KEEP_FAILED, dropBrokerNames, connectionPids, closeConnection, connectPostgres } from '../support/rig.js';

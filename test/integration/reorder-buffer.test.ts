@@ -10,8 +10,8 @@ import {
   type DrainedEvent,
   type EventEnvelope,
   type EventHandler,
-  type RawDelivery,
 } from '../../src/index.js';
+import type { RawDelivery } from '../../src/testing/index.js';
 import { DeliveryProcessor, ProcessorSetup } from '../../src/inbox/processor.js';
 import { resolveProcessorOptions } from '../../src/inbox/options.js';
 import { describe, it, createTestSchema, deliveryOf, orderEvent } from '../support/rig.js';

@@ -5,15 +5,13 @@ import {
   appendManyToOutbox,
   applyIncrement,
   declarePartitionedTopology,
-  encodeMessage,
-  parseEnvelope,
-  routingKeyFromTemplate,
   silentLogger,
   startPartitionedConsumers,
   withTransaction,
   type Consumer,
   type EventHandler,
 } from '../../src/index.js';
+import { encodeMessage, parseEnvelope, routingKeyFromTemplate } from '../../src/testing/index.js';
 import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, dropBrokerNames, AMQP_URL } from '../support/rig.js';
 
 const PLUGIN_HINT = 'enable it with: rabbitmq-plugins enable rabbitmq_consistent_hash_exchange';

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import {
-  HEADER,
   appendToOutbox,
   silentLogger,
   startConsumer,
@@ -14,6 +13,7 @@ import {
   type EventEnvelope,
   type Logger,
 } from '../../src/index.js';
+import { HEADER } from '../../src/testing/index.js';
 import { describe, it, AMQP_URL, connectRabbit, createTestSchema, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';

@@ -6,10 +6,7 @@
 import type amqp from 'amqplib';
 import type pg from 'pg';
 import {
-  DEFAULT_ROUTING_KEY,
   applyIncrement,
-  encodeMessage,
-  routingKeyFromTemplate,
   silentLogger,
   startConsumer,
   type Consumer,
@@ -19,6 +16,7 @@ import {
   type Logger,
   type Settlement,
 } from '../../src/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
 import { orderEvent } from './builders.js';
 import {
   KEEP_FAILED,

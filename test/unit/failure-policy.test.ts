@@ -6,9 +6,8 @@ import {
   PermanentError,
   StaleVersionError,
   VersionGapError,
-  decideFailure,
-  type FailureContext,
 } from '../../src/index.js';
+import { decideFailure, type FailureContext } from '../../src/testing/index.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: '42' };
 const event = { kind: 'incremental' as const, aggregateType: 'order', aggregateId: '42', aggregateVersion: 5 };

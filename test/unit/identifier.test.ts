@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isValidIdentifier, quoteIdentifier } from '../../src/runtime/identifier.js';
 import { ConfigError, ConvergeError, InvalidIdentifierError } from '../../src/runtime/errors.js';
-import { Consumer, Relay, appendToOutbox, cleanup, migrate, readPipelineStatus, silentLogger } from '../../src/index.js';
+import { Consumer, Relay, appendToOutbox, migrate, silentLogger } from '../../src/index.js';
+import { cleanup, readPipelineStatus } from '../../src/ops/index.js';
 
 describe('quoteIdentifier', () => {
   for (const name of ['converge', 'outbox_2', '_private', 'a', 'x'.repeat(63)]) {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { UnsupportedSchemaVersionError, upcast, type EventEnvelope } from '../../src/index.js';
+import { UnsupportedSchemaVersionError, type EventEnvelope } from '../../src/index.js';
+import { upcast } from '../../src/testing/index.js';
 
 const v = (schemaVersion: number, payload: unknown, eventType = 'OrderPaid'): EventEnvelope => ({
   eventId: 'e1', aggregateType: 'order', aggregateId: 'o1', aggregateVersion: 1, eventType, schemaVersion, kind: 'incremental', payload, occurredAt: '2026-12-02T00:00:00.000Z',

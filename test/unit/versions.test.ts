@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { judgeIncrement, planIncrements } from '../../src/index.js';
+import { judgeIncrement, planIncrements } from '../../src/projection/index.js';
 import { aggregateKey, consecutiveRuns } from '../../src/projection/versions.js';
 
 // judgeIncrement only sees events that did NOT land on `version = eventVersion - 1`.

@@ -1,0 +1,13 @@
+/**
+ * `converge/metrics`: prom-client instruments, attached to a relay or consumer from outside.
+ * A subpath of its own so that services which do not scrape metrics never load prom-client.
+ */
+export {
+  registerConvergenceMetrics,
+  serveMetrics,
+  instrumentRelay,
+  instrumentConsumer,
+  serveRelayMetrics,
+  serveConsumerMetrics,
+} from './metrics.js';
+export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics.js';

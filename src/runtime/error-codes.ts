@@ -1,0 +1,146 @@
+/**
+ * The error table: every code a ConvergeError can carry, declared once with the class that carries
+ * it, when converge throws it and what to do. `ConvergeErrorCode` is derived from its keys,
+ * docs/reference/errors.md is generated from its rows (`npm run docs`), and test/errors.test.ts
+ * checks that the classes in errors.ts throw exactly these codes. Its own file only to keep
+ * errors.ts short; errors.ts re-exports it.
+ */
+
+/** One row of the error table: the class that carries a code, when converge throws it, what to do. */
+export interface ErrorCodeDoc {
+  /** Name of the ConvergeError subclass that carries the code. */
+  readonly error: string;
+  /** Properties the error carries besides `code` and `message`. */
+  readonly carries?: string;
+  readonly when: string;
+  readonly action: string;
+}
+
+export const ERROR_CODES = {
+  CONVERGE_INVALID_CONFIG: {
+    error: 'ConfigError',
+    carries: '`problems: { path, message }[]`, `field` = the first path',
+    when: 'An options object (or a CLI flag) failed validation: unknown key, wrong type, out of range, a retention shorter than the retry horizon. Every problem is listed at once.',
+    action: 'Fix the options named in `problems`; for an unknown key the message suggests the closest known name.',
+  },
+  CONVERGE_INVALID_IDENTIFIER: {
+    error: 'InvalidIdentifierError',
+    carries: '`identifier`, `field`',
+    when: 'A schema, table or role name is not a plain SQL identifier (`/^[a-z_][a-z0-9_]{0,62}$/`). The message never quotes the name.',
+    action: 'Use a lower-case name of letters, digits and underscores.',
+  },
+  CONVERGE_INVALID_ENVELOPE: {
+    error: 'EnvelopeValidationError',
+    carries: '`field`',
+    when: 'An event to append, or a received body, has a field missing or of the wrong type, range or format (also a routing key over 255 bytes). A received one is quarantined as `invalid-envelope`.',
+    action:
+      'Fix the producer; `field` names the field, never its value. Replay or discard the quarantined copies (`converge dlq`).',
+  },
+  CONVERGE_MALFORMED_BODY: {
+    error: 'MalformedBodyError',
+    carries: '`field` = `(body)`; also an `EnvelopeValidationError`',
+    when: 'A received body is empty, not UTF-8, not JSON, nested deeper than 64 levels, or JSON but not an object. Quarantined as `malformed-body`.',
+    action: 'A broken producer: `converge dlq list --reason malformed-body` finds its messages.',
+  },
+  CONVERGE_BODY_TOO_LARGE: {
+    error: 'BodyTooLargeError',
+    carries: '`bytes`, `limit`; also an `EnvelopeValidationError`',
+    when: "A received body is over the consumer's `maxEnvelopeBytes`. Quarantined as `body-too-large` without being parsed.",
+    action: "Make the event smaller at the producer, or raise the consumer's `maxEnvelopeBytes`; then replay it.",
+  },
+  CONVERGE_CONCURRENT_UPDATE: {
+    error: 'ConcurrencyConflictError',
+    carries: '`rowCount`',
+    when: '`updateExactlyOne` changed a number of rows other than one: another transaction won the race.',
+    action: 'Roll back the transaction (business change and outbox row together), read again and retry the command.',
+  },
+  CONVERGE_CONTENT_CONFLICT: {
+    error: 'ContentConflictError',
+    carries: '`consumer`, `eventId`, `storedFingerprint`, `receivedFingerprint`',
+    when: "An eventId the consumer already recorded arrived with other content. Never applied: quarantined, and reported in the consumer's `conflict` event.",
+    action:
+      'A producer reused an eventId: decide which copy is right (`converge dlq show`), fix the producer, discard the quarantined copy.',
+  },
+  CONVERGE_VERSION_GAP: {
+    error: 'VersionGapError',
+    carries: '`key`, `eventVersion`, `currentVersion`',
+    when: '`applyIncrement(s)` got an incremental event whose predecessor is not applied yet. In a consumer the transaction rolls back and the event waits (parked or retried).',
+    action:
+      'In a handler: let it propagate. A gap that stays open: `converge gaps`, then `repairGaps` or `converge reconcile --repair`.',
+  },
+  CONVERGE_STALE_VERSION: {
+    error: 'StaleVersionError',
+    carries: '`key`, `eventVersion`, `currentVersion`',
+    when: 'An incremental event with a new eventId claims a version the projection already has (no baseline covers it). Quarantined as `stale-version`: waiting cannot fix it.',
+    action:
+      'Two events claim one version, a producer bug: inspect with `converge dlq show`, fix the producer, reconcile the aggregate from the source.',
+  },
+  CONVERGE_PUBLISH_NACKED: {
+    error: 'PublishError',
+    carries: "`reason` = `'nacked'`",
+    when: 'The broker nacked a message. The outbox row stays unpublished (code in `last_error`) and is retried with backoff.',
+    action: 'Usually passing (resource alarm, queue length limit); check the broker if it persists.',
+  },
+  CONVERGE_PUBLISH_RETURNED: {
+    error: 'PublishError',
+    carries: "`reason` = `'returned'`",
+    when: 'The broker returned the message (mandatory): no queue is bound for its routing key. The row stays unpublished and is retried.',
+    action:
+      'Declare the consumer queue and its bindings (`startConsumer` or `converge topology`); `converge outbox retry` for rows that became `failed`.',
+  },
+  CONVERGE_PUBLISH_CONFIRM_TIMEOUT: {
+    error: 'PublishError',
+    carries: "`reason` = `'confirm-timeout'`",
+    when: 'No confirm arrived within the confirm timeout. The row stays unpublished and is retried with the same eventId.',
+    action: 'Check broker health and the network; a duplicate that did arrive is acked by the inbox without effect.',
+  },
+  CONVERGE_PUBLISH_CHANNEL_CLOSED: {
+    error: 'PublishError',
+    carries: "`reason` = `'channel-closed'`",
+    when: 'The confirm channel closed before the confirm. The relay reconnects and retries the row.',
+    action: 'If it repeats, the broker log says why the channel closed (exchange missing, permissions, restart).',
+  },
+  CONVERGE_PUBLISH_UNENCODABLE: {
+    error: 'PublishError',
+    carries: "`reason` = `'unencodable'`",
+    when: 'The outbox row cannot become a valid message (e.g. its routing key is over 255 bytes). Retrying cannot help, so the row is marked `failed` at once.',
+    action: 'Fix the row or the routing-key template, then `converge outbox retry`.',
+  },
+  CONVERGE_SCHEMA_TOO_NEW: {
+    error: 'SchemaTooNewError',
+    carries: '`databaseVersion`, `knownVersion`',
+    when: '`migrate` found migrations newer than this version of converge knows: a newer converge migrated the database.',
+    action: 'Upgrade converge in this service; never downgrade a migrated database.',
+  },
+  CONVERGE_PERMANENT: {
+    error: 'PermanentError',
+    when: 'Thrown by your handler when retrying cannot help. The delivery is quarantined at once as `handler-permanent`, the message kept in the row.',
+    action: 'Fix the data or the handler, then `converge dlq replay` (or discard).',
+  },
+  CONVERGE_TRANSIENT: {
+    error: 'TransientError',
+    when: 'Thrown by your handler when waiting helps (a dependency is down). The delivery is retried with backoff, without the `maxAttempts` limit.',
+    action: 'Bring the dependency back; the delivery retries by itself.',
+  },
+  CONVERGE_UNSUPPORTED_SCHEMA_VERSION: {
+    error: 'UnsupportedSchemaVersionError',
+    carries: '`eventType`, `schemaVersion`, `currentVersion`',
+    when: "An event's `schemaVersion` is newer than the consumer's `schemas[type].current`, or no upcaster bridges it. Quarantined as `unsupported-schema-version` with the original body.",
+    action: 'Deploy a consumer that knows the version (or add the upcaster), then `converge dlq replay`.',
+  },
+  CONVERGE_QUARANTINE_NOT_FOUND: {
+    error: 'QuarantineNotFoundError',
+    carries: '`id`',
+    when: 'A quarantine replay, discard or `dlq show` names an id with no quarantine row.',
+    action: 'Check the id with `converge dlq list --all`.',
+  },
+  CONVERGE_QUARANTINE_RESOLVED: {
+    error: 'QuarantineResolvedError',
+    carries: '`id`',
+    when: 'A quarantine replay or discard names a row that is already closed (replayed or discarded, possibly by someone else meanwhile).',
+    action: 'Nothing to redo; `converge dlq show ID` shows its resolution.',
+  },
+} as const satisfies Record<`CONVERGE_${string}`, ErrorCodeDoc>;
+
+/** Every code a ConvergeError can carry. */
+export type ConvergeErrorCode = keyof typeof ERROR_CODES;

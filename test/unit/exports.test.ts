@@ -1,0 +1,170 @@
+/**
+ * The public surface, pinned: the runtime names of every entry point, exactly. Adding or removing
+ * one makes this test fail, so it is a decision written down here, not an accident.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** package.json subpath -> the source of its entry (dist/<same path>.js once built) -> its runtime names. */
+const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
+  '.': {
+    source: 'src/index.ts',
+    names: [
+      'BodyTooLargeError',
+      'ConcurrencyConflictError',
+      'ConfigError',
+      'Consumer',
+      'ContentConflictError',
+      'ConvergeError',
+      'EnvelopeValidationError',
+      'InvalidIdentifierError',
+      'MalformedBodyError',
+      'PermanentError',
+      'PublishError',
+      'QuarantineNotFoundError',
+      'QuarantineResolvedError',
+      'Relay',
+      'SchemaTooNewError',
+      'StaleVersionError',
+      'TransientError',
+      'UnsupportedSchemaVersionError',
+      'VersionGapError',
+      'appendManyToOutbox',
+      'appendToOutbox',
+      'applyIncrement',
+      'applyIncrements',
+      'applySnapshot',
+      'declarePartitionedTopology',
+      'grantsSql',
+      'migrate',
+      'migrationSql',
+      'readGaps',
+      'readProjectionState',
+      'rebuildProjection',
+      'reconcile',
+      'repairFromSnapshot',
+      'repairGaps',
+      'silentLogger',
+      'startConsumer',
+      'startPartitionedConsumers',
+      'startRelay',
+      'updateExactlyOne',
+      'usePreparedStatements',
+      'withTransaction',
+    ],
+  },
+  './ops': {
+    source: 'src/ops/index.ts',
+    names: [
+      'cleanup',
+      'compactInbox',
+      'diagnose',
+      'discardQuarantined',
+      'listOutbox',
+      'listQuarantine',
+      'readPipelineStatus',
+      'readStatus',
+      'replayQuarantined',
+      'retryFailedEvents',
+      'scheduleCleanup',
+      'showQuarantined',
+    ],
+  },
+  './metrics': {
+    source: 'src/metrics/index.ts',
+    names: [
+      'instrumentConsumer',
+      'instrumentRelay',
+      'registerConvergenceMetrics',
+      'serveConsumerMetrics',
+      'serveMetrics',
+      'serveRelayMetrics',
+    ],
+  },
+  './testing': {
+    source: 'src/testing/index.ts',
+    names: [
+      'DEFAULT_ROUTING_KEY',
+      'DeliveryProcessor',
+      'HEADER',
+      'MAX_JSON_DEPTH',
+      'REPLAY_OF_HEADER',
+      'canonicalJson',
+      'decideFailure',
+      'encodeMessage',
+      'fingerprint',
+      'outboxRowToEnvelope',
+      'parseEnvelope',
+      'routingKeyFromTemplate',
+      'upcast',
+    ],
+  },
+};
+
+const sourceUrl = (source: string): string => new URL(`../../${source}`, import.meta.url).href;
+
+/** The npm packages (CommonJS, so they land in require.cache) loaded by importing one entry point. */
+async function packagesLoadedBy(source: string): Promise<string[]> {
+  const probe = [
+    "import { createRequire } from 'node:module';",
+    `await import(${JSON.stringify(sourceUrl(source))});`,
+    'const names = Object.keys(createRequire(import.meta.url).cache).map((p) => p.split(/node_modules[\\\\/]/)[1]?.split(/[\\\\/]/)[0]);',
+    'console.log(JSON.stringify([...new Set(names.filter(Boolean))]));',
+  ].join('\n');
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', '--input-type=module', '-e', probe],
+    {
+      cwd: ROOT,
+    },
+  );
+  return JSON.parse(stdout) as string[];
+}
+
+describe('public entry points', () => {
+  for (const [subpath, { source, names }] of Object.entries(ENTRY_POINTS)) {
+    it(`${subpath} exports exactly its pinned runtime names`, async () => {
+      const entry = (await import(sourceUrl(source))) as Record<string, unknown>;
+      assert.deepEqual(Object.keys(entry).sort(), [...names].sort());
+      for (const name of names) assert.notEqual(entry[name], undefined, `${subpath} exports ${name} as undefined`);
+    });
+  }
+
+  it('no name is exported from two entry points', () => {
+    const seen = new Map<string, string>();
+    for (const [subpath, { names }] of Object.entries(ENTRY_POINTS)) {
+      for (const name of names) {
+        assert.equal(seen.get(name), undefined, `${name} is exported from both ${seen.get(name)} and ${subpath}`);
+        seen.set(name, subpath);
+      }
+    }
+  });
+
+  it('package.json maps every entry point, types and code, into dist/', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      exports: Record<string, { types: string; default: string }>;
+    };
+    assert.deepEqual(Object.keys(pkg.exports).sort(), Object.keys(ENTRY_POINTS).sort());
+    for (const [subpath, { source }] of Object.entries(ENTRY_POINTS)) {
+      const built = source.replace(/^src\//, './dist/').replace(/\.ts$/, '');
+      assert.deepEqual(pkg.exports[subpath], { types: `${built}.d.ts`, default: `${built}.js` });
+      assert.ok(existsSync(new URL(`../../${source}`, import.meta.url)), `${source} exists`);
+    }
+  });
+
+  it('the package root, converge/ops and converge/testing never load prom-client; converge/metrics does', async () => {
+    // The positive case shows the probe sees prom-client when it is loaded, so the negatives mean something.
+    assert.ok((await packagesLoadedBy(ENTRY_POINTS['./metrics']!.source)).includes('prom-client'));
+    for (const subpath of ['.', './ops', './testing']) {
+      const loaded = await packagesLoadedBy(ENTRY_POINTS[subpath]!.source);
+      assert.ok(loaded.includes('pg'), `the probe sees the packages ${subpath} loads`);
+      assert.ok(!loaded.includes('prom-client'), `${subpath} loads prom-client`);
+    }
+  });
+});
