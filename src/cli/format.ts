@@ -1,5 +1,5 @@
-import type { QuarantineSummary } from '../ops/dlq.js';
-import type { OutboxRow } from '../ops/status.js';
+import type { QuarantineSummary } from '../ops/index.js';
+import type { OutboxRow } from '../ops/index.js';
 import type { Gap } from '../inbox/index.js';
 
 /** Left-aligned columns, two spaces apart; the last column is not padded. */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { cleanup } from '../../ops/cleanup.js';
+import { cleanup } from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
 
 interface CleanupCliOptions {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { compactInbox } from '../../ops/compaction.js';
+import { compactInbox } from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
 
 interface CompactionCliOptions {

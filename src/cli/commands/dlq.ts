@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined } from '../../ops/dlq.js';
-import { ConvergeError } from '../../runtime/errors.js';
+import { discardQuarantined, listQuarantine, replayQuarantined, showQuarantined } from '../../ops/index.js';
+import { QuarantineNotFoundError } from '../../runtime/errors.js';
 import { AMQP_URL_HELP, integer, withBroker, withPool, type CommandContext } from '../context.js';
 import { amqpUrl } from '../env.js';
 import { quarantineTable } from '../format.js';
@@ -56,7 +56,7 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .action(async (id: string, options: { body?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
       const message = await withPool(databaseUrl, (pool) => showQuarantined(pool, id, { schema }));
-      if (!message) throw new ConvergeError('CONVERGE_QUARANTINE_NOT_FOUND', `no quarantined message ${id}`);
+      if (!message) throw new QuarantineNotFoundError(id);
       const { body, ...rest } = message;
       const shown = { ...rest, bodyBytes: body.length, ...(options.body ? { body: body.toString('utf8') } : {}) };
       console.log(JSON.stringify(shown, null, 2));

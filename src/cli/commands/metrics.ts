@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import pg from 'pg';
-import { registerConvergenceMetrics, serveMetrics } from '../../metrics/metrics.js';
+import { registerConvergenceMetrics, serveMetrics } from '../../metrics/index.js';
 import { integer, untilShutdownSignal, type CommandContext } from '../context.js';
 
 /** `metrics`: serves the convergence gauges until SIGTERM/SIGINT. */

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { listOutbox, retryFailedEvents } from '../../ops/status.js';
+import { listOutbox, retryFailedEvents } from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
 import { outboxTable } from '../format.js';
 

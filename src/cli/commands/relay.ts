@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { serveRelayMetrics } from '../../metrics/metrics.js';
+import { serveRelayMetrics } from '../../metrics/index.js';
 import { startRelay } from '../../relay/index.js';
 import { createLogger } from '../../runtime/logger.js';
 import { AMQP_URL_HELP, integer, untilShutdownSignal, type CommandContext } from '../context.js';

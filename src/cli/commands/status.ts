@@ -1,7 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type pg from 'pg';
-import type { Finding } from '../../ops/diagnose.js';
-import { readPipelineStatus, type PipelineStatus, type SourceTable, type WatchedQueue } from '../../ops/pipeline.js';
+import type { Finding } from '../../ops/index.js';
+import { readPipelineStatus, type PipelineStatus, type SourceTable, type WatchedQueue } from '../../ops/index.js';
 import { integer, withPool, type CommandContext } from '../context.js';
 import { amqpUrl, LOCAL_AMQP_URL } from '../env.js';
 import { rate, seconds, table } from '../format.js';
