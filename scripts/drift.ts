@@ -75,7 +75,7 @@ async function main(): Promise<number> {
     const stillWrong = new Set(idsIn(after));
     const repaired = [...corrupted].filter((id) => idsIn(repair).includes(id) && !stillWrong.has(id)).length;
     const remaining = total(after);
-    const parked = Number((await env.pool.query(`SELECT count(*) AS n FROM ${q}.parked`)).rows[0].n);
+    const parked = Number((await env.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.parked`)).rows[0]?.n);
     console.error(`reconcile: ${JSON.stringify(repair.differences)} repaired ${repair.repaired} skipped ${repair.skipped} in ${repair.durationMs} ms; live traffic ${liveEvents} events; parked left ${parked}`);
     console.log(`found=${found} repaired=${repaired} remaining=${remaining}`);
     return found === corrupted.size && repaired === corrupted.size && remaining === 0 && parked === 0 ? 0 : 1;

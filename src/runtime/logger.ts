@@ -31,7 +31,8 @@ export function describeError(err: unknown): { err: string; code?: string } {
   if (err instanceof ConvergeError) return { err: `${err.name}: ${err.message}`, code: err.code };
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
-    return { err: err.name, ...(code !== undefined ? { code: String(code) } : {}) };
+    // Driver and system codes are strings (pg, node) or numbers; anything else says nothing useful.
+    return { err: err.name, ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}) };
   }
   return { err: typeof err };
 }

@@ -66,10 +66,10 @@ describe('cleanup', () => {
         (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs' && /must exceed .* quarantine replay window \(86400000 ms\)/.test(err.message),
       );
       await assert.rejects(cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY }), (err: unknown) => err instanceof ConfigError && err.field === 'inboxRetentionMs');
-      assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 1_210, 'nothing deleted before the windows were valid');
+      assert.equal(Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0]?.n), 1_210, 'nothing deleted before the windows were valid');
       const result = await cleanup(db.pool, { schema: db.schema, outboxRetentionMs: HOUR, inboxRetentionMs: 2 * DAY, ...windows, batchSize: 500 });
       assert.equal(result.inboxDeleted, 1_200);
-      assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0].n), 10);
+      assert.equal(Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0]?.n), 10);
     });
   });
 
@@ -111,7 +111,7 @@ describe('cleanup', () => {
           }
         }));
         await waitFor(() => appended.every((id) => received.has(id)) || undefined, 'every appended event to reach the broker', 30_000);
-        await waitFor(async () => Number((await db.pool.query(`SELECT count(*) AS n FROM ${q}.outbox`)).rows[0].n) === 0 || undefined, 'the cleaners to catch up');
+        await waitFor(async () => Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.outbox`)).rows[0]?.n) === 0 || undefined, 'the cleaners to catch up');
       } finally {
         await Promise.all(cleaners.map((stop) => stop()));
         await relay.stop();

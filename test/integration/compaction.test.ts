@@ -15,13 +15,12 @@ import {
   type Logger,
 } from '../../src/index.js';
 import { compactInbox, type CompactionOptions } from '../../src/ops/index.js';
-import { DEFAULT_ROUTING_KEY, DeliveryProcessor, encodeMessage, routingKeyFromTemplate, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
+import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, type TestDatabase, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';
 const CONSUMER = 'totals';
 const HOUR = 3_600_000;
-const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 interface Fixture {
   db: TestDatabase;
@@ -60,24 +59,25 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
         await db.pool.query(`UPDATE ${q}.inbox SET received_at = now() - interval '2 hours' WHERE consumer = $1 AND ${where}`, [CONSUMER]);
       },
       async total(aggregateId) {
-        const { rows } = await db.pool.query(`SELECT total, events FROM ${q}.order_totals WHERE id = $1`, [aggregateId]);
+        const { rows } = await db.pool.query<{ total: number; events: number }>(`SELECT total, events FROM ${q}.order_totals WHERE id = $1`, [aggregateId]);
         return rows[0];
       },
       async version(aggregateId) {
-        const { rows } = await db.pool.query(`SELECT version FROM ${q}.projection_state WHERE projection = $1 AND aggregate_type = 'order' AND aggregate_id = $2`, [PROJECTION, aggregateId]);
+        const { rows } = await db.pool.query<{ version: string }>(`SELECT version FROM ${q}.projection_state WHERE projection = $1 AND aggregate_type = 'order' AND aggregate_id = $2`, [PROJECTION, aggregateId]);
         return rows[0] ? Number(rows[0].version) : null;
       },
       async watermark(aggregateId) {
-        const { rows } = await db.pool.query(`SELECT version FROM ${q}.inbox_watermark WHERE consumer = $1 AND aggregate_type = 'order' AND aggregate_id = $2`, [CONSUMER, aggregateId]);
+        const { rows } = await db.pool.query<{ version: string }>(`SELECT version FROM ${q}.inbox_watermark WHERE consumer = $1 AND aggregate_type = 'order' AND aggregate_id = $2`, [CONSUMER, aggregateId]);
         return rows[0] ? Number(rows[0].version) : null;
       },
       async inboxVersions(aggregateId) {
-        const { rows } = await db.pool.query(`SELECT aggregate_version FROM ${q}.inbox WHERE consumer = $1 AND aggregate_id = $2 ORDER BY aggregate_version`, [CONSUMER, aggregateId]);
+        const { rows } = await db.pool.query<{ aggregate_version: string }>(`SELECT aggregate_version FROM ${q}.inbox WHERE consumer = $1 AND aggregate_id = $2 ORDER BY aggregate_version`, [CONSUMER, aggregateId]);
         return rows.map((r) => Number(r.aggregate_version));
       },
       async count(table) {
-        const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM ${q}.${table}`);
-        return rows[0].n as number;
+        const [row] = (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q}.${table}`)).rows;
+        assert.ok(row, 'count(*) returns one row');
+        return row.n;
       },
     };
     await work(fixture);
@@ -139,7 +139,7 @@ describe('compactInbox', () => {
       assert.equal(await f.count('quarantine'), 0, 'nothing quarantined');
       assert.deepEqual(await f.inboxVersions('o1'), [], 'the inbox does not grow back');
       const seen = logger.records.filter((r) => r.includes('compacted event seen again'));
-      assert.deepEqual(seen.map((r) => JSON.parse(r)), [{ eventId: 'E2', msg: 'compacted event seen again; acknowledged without effect' }]);
+      assert.deepEqual(seen.map((r): unknown => JSON.parse(r)), [{ eventId: 'E2', msg: 'compacted event seen again; acknowledged without effect' }]);
 
       assert.deepEqual(timeless(await processor.process(delivery(envelope('E4', 'o1', 4, 5)))), { action: 'ack', outcome: 'applied', eventId: 'E4' });
       assert.deepEqual(await f.total('o1'), { total: 35, events: 4 });

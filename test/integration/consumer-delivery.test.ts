@@ -313,7 +313,8 @@ describe('consumer delivery and ack-after-commit', () => {
             { schema: env.schema },
           ),
         );
-        await waitFor(() => received.length === 1, 'the next hop to reach the second consumer');
+        // The handler runs inside the transaction: wait for the settled (committed) delivery, not only the call.
+        await waitFor(() => received.length === 1 && sms.stats.applied === 1, 'the next hop to reach the second consumer');
         assert.equal(received[0]!.eventId, `${eventId}:sms`);
         assert.equal(orders.stats.applied, 1);
         assert.equal(orders.stats.quarantined, 0, 'the order queue never saw the notification');

@@ -70,7 +70,7 @@ describe('dlq', () => {
       assert.deepEqual(await listQuarantine(db.pool, { schema: db.schema, olderThanMs: 3_600_000 }), [], 'none an hour old');
       const r1 = open.find((q) => q.eventId === 'R1')!;
       const shown = await showQuarantined(db.pool, r1.id, { schema: db.schema });
-      assert.equal(JSON.parse(shown!.body.toString()).eventId, 'R1');
+      assert.equal((JSON.parse(shown!.body.toString()) as { eventId: unknown }).eventId, 'R1');
       assert.equal(shown!.properties.messageId, 'R1');
 
       fixed = true;
@@ -88,7 +88,7 @@ describe('dlq', () => {
         ['R1', 'replayed', `to ${queue}: refund handler shipped`],
         ['R2', 'discarded', 'duplicate refund, refunded by hand'],
       ]);
-      const inbox = await db.pool.query(`SELECT event_id FROM "${db.schema}".inbox ORDER BY event_id`);
+      const inbox = await db.pool.query<{ event_id: string }>(`SELECT event_id FROM "${db.schema}".inbox ORDER BY event_id`);
       assert.deepEqual(inbox.rows.map((r) => r.event_id), ['P1', 'R1'], 'the discarded refund was never applied');
     } finally {
       await consumer.stop();
@@ -130,13 +130,13 @@ describe('dlq', () => {
       failing.delete('R1');
       await replayQuarantined(db.pool, channel, { id: original.get('R1')!.id, queue, schema: db.schema });
       const r1 = await waitFor(async () => (await rowOf(db.pool, db.schema, 'R1', false))?.replayOutcome === 'applied' && rowOf(db.pool, db.schema, 'R1', false), 'R1 replay recorded as applied');
-      assert.equal(r1!.resolution, 'replayed');
-      assert.ok(r1!.replayOutcomeAt instanceof Date);
-      assert.equal(r1!.replayQuarantineId, null);
+      assert.equal(r1.resolution, 'replayed');
+      assert.ok(r1.replayOutcomeAt instanceof Date);
+      assert.equal(r1.replayQuarantineId, null);
       const refunds = await db.pool.query(`SELECT event_id, currency, schema_version FROM "${db.schema}".refunds ORDER BY event_id`);
       assert.deepEqual(refunds.rows, [{ event_id: 'R1', currency: 'EUR', schema_version: 2 }], 'the effect is in the projection, upcast from version 1');
-      const stored = await db.pool.query(`SELECT schema_version FROM "${db.schema}".quarantine WHERE id = $1`, [r1!.id]);
-      assert.equal(stored.rows[0].schema_version, 1, 'the replayed body kept its original version');
+      const stored = await db.pool.query<{ schema_version: number }>(`SELECT schema_version FROM "${db.schema}".quarantine WHERE id = $1`, [r1.id]);
+      assert.equal(stored.rows[0]?.schema_version, 1, 'the replayed body kept its original version');
 
       // Duplicate: the producer sent the event again after the fix; the quarantined copy adds nothing.
       failing.delete('D1');
@@ -150,8 +150,8 @@ describe('dlq', () => {
       const r2 = await waitFor(async () => (await rowOf(db.pool, db.schema, 'R2', false))?.replayOutcome === 'quarantined' && rowOf(db.pool, db.schema, 'R2', false), 'R2 replay recorded as quarantined');
       const reopened = await rowOf(db.pool, db.schema, 'R2', true);
       assert.ok(reopened, 'a new open row for R2');
-      assert.notEqual(reopened.id, r2!.id);
-      assert.equal(r2!.replayQuarantineId, reopened.id);
+      assert.notEqual(reopened.id, r2.id);
+      assert.equal(r2.replayQuarantineId, reopened.id);
       assert.equal(reopened.replayOutcome, null);
 
       // Parked: version 2 of aggregate A waits for version 1, then applies from the reorder buffer.
@@ -160,12 +160,12 @@ describe('dlq', () => {
       await waitFor(async () => (await rowOf(db.pool, db.schema, 'A2', false))?.replayOutcome === 'parked', 'A2 replay recorded as parked');
       await publishAll(channel, exchange, [envelope('A1', 'Refunded', { id: 'A', version: 1 })]);
       await waitFor(async () => (await rowOf(db.pool, db.schema, 'A2', false))?.replayOutcome === 'applied', 'A2 recorded as applied once drained');
-      const a = await db.pool.query(`SELECT event_id FROM "${db.schema}".refunds WHERE aggregate_id = 'A' ORDER BY event_id`);
+      const a = await db.pool.query<{ event_id: string }>(`SELECT event_id FROM "${db.schema}".refunds WHERE aggregate_id = 'A' ORDER BY event_id`);
       assert.deepEqual(a.rows.map((r) => r.event_id), ['A1', 'A2']);
 
       // Normal deliveries never touch the quarantine table.
-      const touched = await db.pool.query(`SELECT count(*)::int AS n FROM "${db.schema}".quarantine WHERE replay_outcome IS NOT NULL`);
-      assert.equal(touched.rows[0].n, 4);
+      const touched = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${db.schema}".quarantine WHERE replay_outcome IS NOT NULL`);
+      assert.equal(touched.rows[0]?.n, 4);
     } finally {
       await consumer.stop();
       await dropTestBroker(connection, [queue, exchange]);

@@ -14,12 +14,11 @@ import {
   type EventHandler,
   type Settlement,
 } from '../../src/index.js';
-import { DEFAULT_ROUTING_KEY, DeliveryProcessor, encodeMessage, routingKeyFromTemplate, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
-import { describe, it, createTestSchema, type TestDatabase } from '../support/rig.js';
+import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
+import { describe, it, createTestSchema, deliveryOf, orderEvent, type TestDatabase } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';
 const CONSUMER = 'totals';
-const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 interface Fixture {
   db: TestDatabase;
@@ -91,27 +90,10 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
   }
 }
 
-function envelope(eventId: string, aggregateId: string, version: number, delta = 10): EventEnvelope {
-  return {
-    eventId,
-    aggregateType: 'order',
-    aggregateId,
-    aggregateVersion: version,
-    eventType: 'AmountAdded',
-    schemaVersion: 1,
-    kind: 'incremental',
-    payload: { delta },
-    occurredAt: '2026-01-01T00:00:00.000Z',
-  };
-}
+const envelope = (eventId: string, aggregateId: string, version: number, delta = 10): EventEnvelope =>
+  orderEvent(eventId, aggregateId, version, { payload: { delta } });
 
-function delivery(e: EventEnvelope): RawDelivery {
-  return {
-    content: encodeMessage(e, routingKey).content,
-    fields: { exchange: 'converge.events', routingKey: 'order.AmountAdded' },
-    properties: { messageId: e.eventId, headers: {} },
-  };
-}
+const delivery = (e: EventEnvelope): RawDelivery => deliveryOf(e, { exchange: 'converge.events' });
 
 async function addTotal(
   tx: { query: (text: string, values: unknown[]) => Promise<unknown> },

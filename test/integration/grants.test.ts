@@ -167,16 +167,16 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
 
       // Version 2 through the outbox: applied, and version 3 drains from the buffer.
       await addAmount(2, 20);
-      await waitFor(async () => (await admin.query(`SELECT total FROM "${biz}".order_totals WHERE id = $1`, [orderId])).rows[0]?.total === '330', 'versions 2 and 3 applied');
+      await waitFor(async () => (await admin.query<{ total: string }>(`SELECT total FROM "${biz}".order_totals WHERE id = $1`, [orderId])).rows[0]?.total === '330', 'versions 2 and 3 applied');
       assert.equal((await admin.query(`SELECT 1 FROM "${schema}".parked`)).rowCount, 0, 'the buffer was drained');
-      const state = await admin.query(`SELECT version FROM "${schema}".projection_state WHERE projection = 'order_totals' AND aggregate_id = $1`, [orderId]);
+      const state = await admin.query<{ version: string }>(`SELECT version FROM "${schema}".projection_state WHERE projection = 'order_totals' AND aggregate_id = $1`, [orderId]);
       assert.equal(state.rows[0]?.version, '3');
 
       // A message that is not an envelope: the consumer role writes the quarantine row.
       channel.publish(exchange, 'order.AmountAdded', Buffer.from('not json'), { persistent: true, messageId: randomUUID() });
       await channel.waitForConfirms();
       await waitFor(async () => (await admin.query(`SELECT 1 FROM "${schema}".quarantine WHERE consumer = $1`, [queue])).rowCount === 1, 'the bad message quarantined');
-      assert.equal((await admin.query(`SELECT total FROM "${biz}".orders WHERE id = $1`, [orderId])).rows[0]?.total, '30');
+      assert.equal((await admin.query<{ total: string }>(`SELECT total FROM "${biz}".orders WHERE id = $1`, [orderId])).rows[0]?.total, '30');
     } finally {
       await relay.stop();
       await consumer.stop();

@@ -52,7 +52,7 @@ async function inTransaction<T>(work: (client: pg.PoolClient) => Promise<T>, end
 }
 
 async function outboxRows(): Promise<Array<Record<string, unknown>>> {
-  const { rows } = await db.pool.query(`SELECT * FROM ${outbox} ORDER BY position`);
+  const { rows } = await db.pool.query<Record<string, unknown>>(`SELECT * FROM ${outbox} ORDER BY position`);
   return rows;
 }
 

@@ -8,13 +8,11 @@ import {
   applyIncrement,
   rebuildProjection,
   silentLogger,
-  type EventEnvelope,
 } from '../../src/index.js';
-import { DeliveryProcessor, DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
+import { DeliveryProcessor } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_view';
-const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 function delivery(eventId: string, version: number, delta: number) {
   return deliveryOf(orderEvent(eventId, 'o1', version, { payload: { delta } }));

@@ -395,7 +395,7 @@ describe('relay', () => {
       const messages = await rig.drain(queue);
       assert.equal(messages.length, 2, 'published once by A (confirmed, never marked) and once by B');
       assert.deepEqual(
-        messages.map((m) => m.properties.messageId),
+        messages.map((m): unknown => m.properties.messageId),
         [id, id],
       );
     });
@@ -457,7 +457,7 @@ describe('relay', () => {
       assert.equal((await rig.row(id!)).status, 'published');
       const messages = await rig.drain(queue);
       assert.deepEqual(
-        messages.map((m) => m.properties.messageId),
+        messages.map((m): unknown => m.properties.messageId),
         [id, id],
       );
     });
@@ -521,7 +521,7 @@ describe('relay', () => {
       for (const id of [b1, b2]) assert.equal(whileRetrying.get(id!)!.status, 'published');
       const early = await rig.drain(queue);
       assert.deepEqual(
-        early.map((m) => m.properties.messageId),
+        early.map((m): unknown => m.properties.messageId),
         [b1, b2],
       );
 

@@ -11,34 +11,14 @@ import {
   type EventEnvelope,
   type EventHandler,
 } from '../../src/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate, type RawDelivery } from '../../src/testing/index.js';
+import type { RawDelivery } from '../../src/testing/index.js';
 import { DeliveryProcessor, ProcessorSetup } from '../../src/inbox/processor.js';
 import { resolveProcessorOptions } from '../../src/inbox/options.js';
-import { describe, it, createTestSchema } from '../support/rig.js';
+import { describe, it, createTestSchema, deliveryOf, orderEvent } from '../support/rig.js';
 
-const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
+const envelope = (eventId: string, version: number): EventEnvelope => orderEvent(eventId, 'o1', version, { payload: {} });
 
-function envelope(eventId: string, version: number): EventEnvelope {
-  return {
-    eventId,
-    aggregateType: 'order',
-    aggregateId: 'o1',
-    aggregateVersion: version,
-    eventType: 'AmountAdded',
-    schemaVersion: 1,
-    kind: 'incremental',
-    payload: {},
-    occurredAt: '2026-01-01T00:00:00.000Z',
-  };
-}
-
-function delivery(e: EventEnvelope): RawDelivery {
-  return {
-    content: encodeMessage(e, routingKey).content,
-    fields: { exchange: 'converge.events', routingKey: 'order.AmountAdded', deliveryTag: 7 },
-    properties: { messageId: e.eventId, headers: {} },
-  };
-}
+const delivery = (e: EventEnvelope): RawDelivery => deliveryOf(e, { exchange: 'converge.events', deliveryTag: 7 });
 
 describe('reorder buffer drain', () => {
   it('hands drained events to the sink once; what the sink handed back leaves the buffer, the rest stays parked', async () => {

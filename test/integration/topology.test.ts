@@ -100,7 +100,7 @@ describe('partitioned topology', () => {
       ).flat();
       await withTransaction(db.pool, (tx) => appendManyToOutbox(tx, events, { schema: db.schema }));
       relay.start();
-      const count = async () => Number((await db.pool.query(`SELECT count(*) AS n FROM "${db.schema}".applied`)).rows[0].n);
+      const count = async () => Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".applied`)).rows[0]?.n);
       await waitFor(async () => (await count()) >= 60, 'the first group to apply some events');
       // The active group goes away mid-stream; single-active-consumer hands its partitions over.
       await Promise.all(first.map((c) => c.stop()));

@@ -28,7 +28,7 @@ export function orderEvent(
 /** A delivery as the consumer sees it from the broker, encoded as the relay would publish `event`. */
 export function deliveryOf(
   event: EventEnvelope,
-  fields: { exchange?: string; routingKey?: string; redelivered?: boolean } = {},
+  fields: { exchange?: string; routingKey?: string; redelivered?: boolean; deliveryTag?: number } = {},
 ) {
   return {
     content: encodeMessage(event, routingKey).content,

@@ -26,7 +26,9 @@ function body(value: unknown): Buffer {
   return Buffer.from(JSON.stringify(value));
 }
 
-const CODES = new Map<Function, string>([
+type ErrorClass = typeof EnvelopeValidationError | typeof MalformedBodyError | typeof BodyTooLargeError;
+
+const CODES = new Map<ErrorClass, string>([
   [EnvelopeValidationError, 'CONVERGE_INVALID_ENVELOPE'],
   [MalformedBodyError, 'CONVERGE_MALFORMED_BODY'],
   [BodyTooLargeError, 'CONVERGE_BODY_TOO_LARGE'],
@@ -36,7 +38,7 @@ const CODES = new Map<Function, string>([
  * Runs `fn`, requires an EnvelopeValidationError (exactly of class `kind`, which carries its
  * own code) naming `field`, and checks nothing secret leaked.
  */
-function expectInvalid(fn: () => unknown, field: string, kind: typeof EnvelopeValidationError | typeof MalformedBodyError | typeof BodyTooLargeError = EnvelopeValidationError): EnvelopeValidationError {
+function expectInvalid(fn: () => unknown, field: string, kind: ErrorClass = EnvelopeValidationError): EnvelopeValidationError {
   let caught: unknown;
   try {
     fn();

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { parseEnvelope } from '../../src/envelope/validate.js';
 import { ConfigError } from '../../src/runtime/errors.js';
-import { CONTENT_TYPE, DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
+import { CONTENT_TYPE, DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate, type EncodedMessage } from '../../src/transport/wire.js';
 import { orderEvent } from '../support/builders.js';
 
 function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
@@ -14,6 +14,11 @@ function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
     occurredAt: '2024-05-01T10:00:00.750Z',
     ...overrides,
   });
+}
+
+/** amqplib types `headers` as any; encodeMessage writes strings and numbers only. */
+function headersOf(options: EncodedMessage['options']): Record<string, string | number> {
+  return (options.headers ?? {}) as Record<string, string | number>;
 }
 
 const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -52,9 +57,9 @@ describe('encodeMessage', () => {
 
   it('adds tenant and traceparent headers when present', () => {
     const { options } = encodeMessage(envelope({ tenantId: 'tenant-a', traceparent, kind: 'snapshot' }), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
-    assert.equal(options.headers?.['x-tenant-id'], 'tenant-a');
-    assert.equal(options.headers?.[HEADER.traceparent], traceparent);
-    assert.equal(options.headers?.['x-event-kind'], 'snapshot');
+    assert.equal(headersOf(options)['x-tenant-id'], 'tenant-a');
+    assert.equal(headersOf(options)[HEADER.traceparent], traceparent);
+    assert.equal(headersOf(options)['x-event-kind'], 'snapshot');
   });
 
   it('puts the whole envelope in the body, which parses back to the same envelope', () => {
