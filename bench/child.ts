@@ -36,9 +36,16 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
   private constructor(name: string, config: Record<string, unknown>) {
     super();
     this.name = name;
-    const env = { ...process.env, BENCH_WORKER: JSON.stringify({ databaseUrl: DATABASE_URL, amqpUrl: AMQP_URL, ...config }) };
+    const env = {
+      ...process.env,
+      BENCH_WORKER: JSON.stringify({ databaseUrl: DATABASE_URL, amqpUrl: AMQP_URL, ...config }),
+    };
     // stdout is piped to our stderr: the parent's stdout carries only the table and the JSON line.
-    this.#child = spawn(process.execPath, ['--import', 'tsx', `bench/workers/${name}.ts`], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+    this.#child = spawn(process.execPath, ['--import', 'tsx', `bench/workers/${name}.ts`], {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    });
     this.#child.stdout?.pipe(process.stderr);
     let rejectFailure!: (err: Error) => void;
     this.failure = new Promise<never>((_, reject) => (rejectFailure = reject));
@@ -57,7 +64,12 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
     live.add(this);
     this.#child.on('exit', (code, signal) => {
       live.delete(this);
-      if (!this.#stopping) rejectFailure(new Error(`${name} worker exited unexpectedly (code ${code}, signal ${signal})${this.lastError ? `; last error: ${this.lastError}` : ''}`));
+      if (!this.#stopping)
+        rejectFailure(
+          new Error(
+            `${name} worker exited unexpectedly (code ${code}, signal ${signal})${this.lastError ? `; last error: ${this.lastError}` : ''}`,
+          ),
+        );
     });
   }
 
@@ -65,7 +77,9 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
   static async spawn(name: string, config: Record<string, unknown>, readyTimeoutMs = 30_000): Promise<Worker> {
     if (runAbort.signal.aborted) throw new Error('run interrupted');
     const worker = new Worker(name, config);
-    const ready = new Promise<void>((resolve) => worker.#child.on('message', (m: ToParent) => m.type === 'ready' && resolve()));
+    const ready = new Promise<void>((resolve) =>
+      worker.#child.on('message', (m: ToParent) => m.type === 'ready' && resolve()),
+    );
     try {
       await withTimeout(Promise.race([ready, worker.failure]), readyTimeoutMs, `${name} worker did not get ready`);
     } catch (err) {
@@ -81,7 +95,9 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
 
   /** Tells the worker to begin; resolves once it says it has (e.g. the consumer's subscription is live). */
   start(timeoutMs = 30_000): Promise<void> {
-    const started = new Promise<void>((resolve) => this.#child.on('message', (m: ToParent) => m.type === 'started' && resolve()));
+    const started = new Promise<void>((resolve) =>
+      this.#child.on('message', (m: ToParent) => m.type === 'started' && resolve()),
+    );
     this.#send({ type: 'start' });
     return withTimeout(Promise.race([started, this.failure]), timeoutMs, `${this.name} worker did not start`);
   }
@@ -90,9 +106,15 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
   async stop(timeoutMs = 30_000): Promise<WorkerResult> {
     this.#stopping = true;
     this.#send({ type: 'stop' });
-    const exited = new Promise<void>((resolve) => (this.#child.exitCode !== null ? resolve() : this.#child.once('exit', () => resolve())));
+    const exited = new Promise<void>((resolve) =>
+      this.#child.exitCode !== null ? resolve() : this.#child.once('exit', () => resolve()),
+    );
     try {
-      const result = await withTimeout(Promise.race([this.#result, this.failure]), timeoutMs, `${this.name} worker did not stop`);
+      const result = await withTimeout(
+        Promise.race([this.#result, this.failure]),
+        timeoutMs,
+        `${this.name} worker did not stop`,
+      );
       await withTimeout(exited, 5000, `${this.name} worker did not exit`);
       return result;
     } catch (err) {

@@ -4,17 +4,22 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import {
-  appendManyToOutbox,
-  appendToOutbox,
-  type EventEnvelope,
-  type NewEvent,
-} from '../src/index.js';
+import { appendManyToOutbox, appendToOutbox, type EventEnvelope, type NewEvent } from '../src/index.js';
 import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { Worker, WorkerGroup, type WorkerResult } from './child.js';
 import { brokerNames, checkpoint, declareSink, TimeoutError, type BenchContext } from './env.js';
-import { AGGREGATES, eventAt, latencyOf, pacedRun, startConsumerThenRelay, sustainedRate, waitUntil, withPipeline, type Pipeline } from './measure.js';
+import {
+  AGGREGATES,
+  eventAt,
+  latencyOf,
+  pacedRun,
+  startConsumerThenRelay,
+  sustainedRate,
+  waitUntil,
+  withPipeline,
+  type Pipeline,
+} from './measure.js';
 import { publishWindowed } from './raw.js';
 import { rate, summarizeLatency, type LatencySummary } from './stats.js';
 
@@ -31,16 +36,26 @@ export const PROJECTION = 'bench_read';
 
 /** The read model the consumer handler writes next to converge's projection_state. */
 export async function createReadTable(pool: pg.Pool, schema: string): Promise<void> {
-  await pool.query(`CREATE TABLE ${quoteIdentifier(schema)}.${READ_TABLE} (id text PRIMARY KEY, amount bigint NOT NULL, version bigint NOT NULL)`);
+  await pool.query(
+    `CREATE TABLE ${quoteIdentifier(schema)}.${READ_TABLE} (id text PRIMARY KEY, amount bigint NOT NULL, version bigint NOT NULL)`,
+  );
 }
 
 function newEvent(i: number): NewEvent {
   const { aggregateId, version } = eventAt(i);
-  return { aggregateType: 'order', aggregateId, aggregateVersion: version, eventType: 'AmountAdded', payload: { delta: 1 } };
+  return {
+    aggregateType: 'order',
+    aggregateId,
+    aggregateVersion: version,
+    eventType: 'AmountAdded',
+    payload: { delta: 1 },
+  };
 }
 
 async function appliedInReadModel(pool: pg.Pool, schema: string): Promise<number> {
-  const { rows } = await pool.query<{ applied: string }>(`SELECT coalesce(sum(version), 0) AS applied FROM ${quoteIdentifier(schema)}.${READ_TABLE}`);
+  const { rows } = await pool.query<{ applied: string }>(
+    `SELECT coalesce(sum(version), 0) AS applied FROM ${quoteIdentifier(schema)}.${READ_TABLE}`,
+  );
   return Number(rows[0]!.applied);
 }
 
@@ -55,7 +70,8 @@ export async function outboxSingle(ctx: BenchContext, count: number, timeoutMs: 
       await client.query('BEGIN');
       await appendToOutbox(client, newEvent(i), { schema: ctx.schema });
       await client.query('COMMIT');
-      if (performance.now() > deadline) throw new TimeoutError(`outbox_single: only ${i + 1}/${count} events in ${timeoutMs / 1000} s`);
+      if (performance.now() > deadline)
+        throw new TimeoutError(`outbox_single: only ${i + 1}/${count} events in ${timeoutMs / 1000} s`);
     }
     return rate(count, performance.now() - started);
   } finally {
@@ -75,7 +91,8 @@ export async function outboxBatch(ctx: BenchContext, count: number, timeoutMs: n
       await client.query('BEGIN');
       await appendManyToOutbox(client, events, { schema: ctx.schema });
       await client.query('COMMIT');
-      if (performance.now() > deadline) throw new TimeoutError(`outbox_batch: only ${from + events.length}/${count} events in ${timeoutMs / 1000} s`);
+      if (performance.now() > deadline)
+        throw new TimeoutError(`outbox_batch: only ${from + events.length}/${count} events in ${timeoutMs / 1000} s`);
     }
     return rate(count, performance.now() - started);
   } finally {
@@ -118,7 +135,15 @@ export interface ChildMeasurement {
  */
 export async function relayDrain(
   ctx: BenchContext,
-  options: { schema: string; rows: number; relays: number; truncate: boolean; timeoutMs: number; tuning: Tuning; label: string },
+  options: {
+    schema: string;
+    rows: number;
+    relays: number;
+    truncate: boolean;
+    timeoutMs: number;
+    tuning: Tuning;
+    label: string;
+  },
 ): Promise<ChildMeasurement> {
   const outbox = `${quoteIdentifier(options.schema)}.outbox`;
   if (options.truncate) await ctx.pool.query(`TRUNCATE ${outbox}`);
@@ -136,7 +161,8 @@ export async function relayDrain(
       target: options.rows,
       ttlMs: options.timeoutMs + 120_000,
     };
-    for (const worker of await Promise.all(Array.from({ length: options.relays }, () => Worker.spawn('relay', config)))) group.add(worker);
+    for (const worker of await Promise.all(Array.from({ length: options.relays }, () => Worker.spawn('relay', config))))
+      group.add(worker);
     const started = performance.now();
     await group.startAll();
     const done = await waitUntil(options.label, {
@@ -147,18 +173,23 @@ export async function relayDrain(
       // may be planned as a sequential scan, which on a 5M-row history table would load the
       // machine 10× a second during the very measurement.
       check: async () => {
-        const { rows } = await ctx.pool.query(`SELECT position FROM ${outbox} WHERE status = 'pending' ORDER BY position LIMIT 1`);
+        const { rows } = await ctx.pool.query(
+          `SELECT position FROM ${outbox} WHERE status = 'pending' ORDER BY position LIMIT 1`,
+        );
         return { done: rows.length === 0, status: 'rows still pending' };
       },
       describe: async () => {
-        const { rows } = await ctx.pool.query<{ status: string; n: string }>(`SELECT status, count(*) AS n FROM ${outbox} GROUP BY status ORDER BY status`);
+        const { rows } = await ctx.pool.query<{ status: string; n: string }>(
+          `SELECT status, count(*) AS n FROM ${outbox} GROUP BY status ORDER BY status`,
+        );
         return rows.map((r) => `${r.status}=${r.n}`).join(' ');
       },
     });
     const results = await group.stopAll();
     const failed = await ctx.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${outbox} WHERE status = 'failed'`);
     const failedCount = Number(failed.rows[0]?.n ?? 0);
-    if (failedCount > 0) throw new Error(`${options.label}: ${failedCount} events ended as failed instead of published`);
+    if (failedCount > 0)
+      throw new Error(`${options.label}: ${failedCount} events ended as failed instead of published`);
     return {
       rate: rate(options.rows, done - started),
       peakRssMb: Math.max(...results.map((r) => r.maxRssMb)),
@@ -195,7 +226,15 @@ async function prefill(ctx: BenchContext, exchange: string, count: number, timeo
       const message = encodeMessage(envelope, routingKey);
       return { exchange, routingKey: message.routingKey, content: message.content, options: message.options };
     });
-    await Promise.race([work, new Promise((_, reject) => setTimeout(() => reject(new TimeoutError('consumer_apply: pre-filling the queue (RabbitMQ) timed out')), timeoutMs).unref())]);
+    await Promise.race([
+      work,
+      new Promise((_, reject) =>
+        setTimeout(
+          () => reject(new TimeoutError('consumer_apply: pre-filling the queue (RabbitMQ) timed out')),
+          timeoutMs,
+        ).unref(),
+      ),
+    ]);
   } finally {
     await channel.close().catch(() => undefined);
   }
@@ -208,7 +247,15 @@ async function prefill(ctx: BenchContext, exchange: string, count: number, timeo
  */
 export async function consumerApply(
   ctx: BenchContext,
-  options: { schema: string; events: number; inboxConsumer: string; truncateInbox: boolean; timeoutMs: number; tuning: Tuning; label: string },
+  options: {
+    schema: string;
+    events: number;
+    inboxConsumer: string;
+    truncateInbox: boolean;
+    timeoutMs: number;
+    tuning: Tuning;
+    label: string;
+  },
 ): Promise<ChildMeasurement> {
   const s = quoteIdentifier(options.schema);
   await ctx.pool.query(`TRUNCATE ${s}.${READ_TABLE}`);
@@ -220,7 +267,20 @@ export async function consumerApply(
   try {
     await declareSink(ctx, names.exchange, names.queue);
     await prefill(ctx, names.exchange, options.events, options.timeoutMs);
-    const worker = group.add(await Worker.spawn('consumer', consumerConfig(options.schema, names, options.inboxConsumer, options.tuning, false, options.events, options.timeoutMs)));
+    const worker = group.add(
+      await Worker.spawn(
+        'consumer',
+        consumerConfig(
+          options.schema,
+          names,
+          options.inboxConsumer,
+          options.tuning,
+          false,
+          options.events,
+          options.timeoutMs,
+        ),
+      ),
+    );
     const started = performance.now();
     await worker.start();
     const done = await waitUntil(options.label, {
@@ -233,7 +293,12 @@ export async function consumerApply(
       },
     });
     const [result] = await group.stopAll();
-    return { rate: rate(options.events, done - started), peakRssMb: result!.maxRssMb, baselineRssMb: Number(worker.info.rssMb), options: worker.info.options };
+    return {
+      rate: rate(options.events, done - started),
+      peakRssMb: result!.maxRssMb,
+      baselineRssMb: Number(worker.info.rssMb),
+      options: worker.info.options,
+    };
   } catch (err) {
     group.killAll();
     throw err;
@@ -242,7 +307,15 @@ export async function consumerApply(
   }
 }
 
-function consumerConfig(schema: string, names: { exchange: string; queue: string }, inboxConsumer: string, tuning: Tuning, latency: boolean, target: number, timeoutMs: number) {
+function consumerConfig(
+  schema: string,
+  names: { exchange: string; queue: string },
+  inboxConsumer: string,
+  tuning: Tuning,
+  latency: boolean,
+  target: number,
+  timeoutMs: number,
+) {
   return {
     schema,
     queue: names.queue,
@@ -259,7 +332,14 @@ function consumerConfig(schema: string, names: { exchange: string; queue: string
 }
 
 /** Relay and consumer processes on empty tables; the producer runs in this process. */
-function openConverge(ctx: BenchContext, names: { exchange: string; queue: string }, tuning: Tuning, latency: boolean, target: number, timeoutMs: number) {
+function openConverge(
+  ctx: BenchContext,
+  names: { exchange: string; queue: string },
+  tuning: Tuning,
+  latency: boolean,
+  target: number,
+  timeoutMs: number,
+) {
   return async (group: Pipeline['group']): Promise<Omit<Pipeline, 'group'>> => {
     const s = quoteIdentifier(ctx.schema);
     await ctx.pool.query(`TRUNCATE ${s}.outbox, ${s}.inbox, ${s}.projection_state, ${s}.${READ_TABLE}`);
@@ -280,18 +360,29 @@ function openConverge(ctx: BenchContext, names: { exchange: string; queue: strin
     return {
       consumer,
       insert: async (client, from, to) => {
-        await appendManyToOutbox(client, Array.from({ length: to - from }, (_, k) => newEvent(from + k)), { schema: ctx.schema });
+        await appendManyToOutbox(
+          client,
+          Array.from({ length: to - from }, (_, k) => newEvent(from + k)),
+          { schema: ctx.schema },
+        );
       },
       applied: () => appliedInReadModel(ctx.pool, ctx.schema),
     };
   };
 }
 
-export async function e2eSustained(ctx: BenchContext, total: number, timeoutMs: number, tuning: Tuning): Promise<number> {
+export async function e2eSustained(
+  ctx: BenchContext,
+  total: number,
+  timeoutMs: number,
+  tuning: Tuning,
+): Promise<number> {
   const names = brokerNames(ctx, 'e2e');
   try {
-    const { value } = await withPipeline('e2e_sustained', openConverge(ctx, names, tuning, false, total, timeoutMs), (pipeline) =>
-      sustainedRate(ctx.pool, pipeline, total, timeoutMs, 'e2e_sustained'),
+    const { value } = await withPipeline(
+      'e2e_sustained',
+      openConverge(ctx, names, tuning, false, total, timeoutMs),
+      (pipeline) => sustainedRate(ctx.pool, pipeline, total, timeoutMs, 'e2e_sustained'),
     );
     return value;
   } finally {
@@ -310,10 +401,17 @@ export async function e2eLatency(
   const names = brokerNames(ctx, 'e2elat');
   try {
     const target = Math.round((perSecond * durationMs) / 1000);
-    const { value, results } = await withPipeline(label, openConverge(ctx, names, tuning, true, target, durationMs + timeoutMs), (pipeline) =>
-      pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, label),
+    const { value, results } = await withPipeline(
+      label,
+      openConverge(ctx, names, tuning, true, target, durationMs + timeoutMs),
+      (pipeline) => pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, label),
     );
-    return { ...latencyOf(results, value.total, label), offered: value.offered, applied: value.applied, stages: stageBreakdown(results) };
+    return {
+      ...latencyOf(results, value.total, label),
+      offered: value.offered,
+      applied: value.applied,
+      stages: stageBreakdown(results),
+    };
   } finally {
     await names.remove();
   }
@@ -330,12 +428,19 @@ export interface StageBreakdown {
 }
 
 function stageBreakdown(results: WorkerResult[]): StageBreakdown {
-  const confirmed = new Map(results.flatMap((r) => (Array.isArray(r.data.confirmedAt) ? (r.data.confirmedAt as [string, number][]) : [])));
+  const confirmed = new Map(
+    results.flatMap((r) => (Array.isArray(r.data.confirmedAt) ? (r.data.confirmedAt as [string, number][]) : [])),
+  );
   const toConfirm: number[] = [];
   const confirmToHandler: number[] = [];
   const handlerToCommit: number[] = [];
   for (const result of results) {
-    for (const [eventId, occurred, handler, committed] of (result.data.stages ?? []) as [string, number, number, number][]) {
+    for (const [eventId, occurred, handler, committed] of (result.data.stages ?? []) as [
+      string,
+      number,
+      number,
+      number,
+    ][]) {
       handlerToCommit.push(committed - handler);
       const confirm = confirmed.get(eventId);
       if (confirm === undefined) continue;
@@ -343,5 +448,9 @@ function stageBreakdown(results: WorkerResult[]): StageBreakdown {
       confirmToHandler.push(handler - confirm);
     }
   }
-  return { toConfirm: summarizeLatency(toConfirm), confirmToHandler: summarizeLatency(confirmToHandler), handlerToCommit: summarizeLatency(handlerToCommit) };
+  return {
+    toConfirm: summarizeLatency(toConfirm),
+    confirmToHandler: summarizeLatency(confirmToHandler),
+    handlerToCommit: summarizeLatency(handlerToCommit),
+  };
 }

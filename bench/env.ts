@@ -11,9 +11,13 @@ export { AMQP_URL, DATABASE_URL };
 
 /** Refuses anything but loopback: a benchmark pointed at a shared server would hurt it and measure the network. */
 export function assertLoopback(): void {
-  for (const [variable, url] of [['DATABASE_URL', DATABASE_URL], ['AMQP_URL', AMQP_URL]] as const) {
+  for (const [variable, url] of [
+    ['DATABASE_URL', DATABASE_URL],
+    ['AMQP_URL', AMQP_URL],
+  ] as const) {
     const host = new URL(url).hostname;
-    if (host !== '127.0.0.1' && host !== 'localhost') throw new Error(`${variable} must point at 127.0.0.1 for the benchmark (got host ${host})`);
+    if (host !== '127.0.0.1' && host !== 'localhost')
+      throw new Error(`${variable} must point at 127.0.0.1 for the benchmark (got host ${host})`);
   }
 }
 
@@ -45,7 +49,12 @@ export async function withTimeout<T>(work: Promise<T>, ms: number, message: stri
 }
 
 export async function openPool(max: number): Promise<pg.Pool> {
-  const pool = new pg.Pool({ connectionString: DATABASE_URL, max, connectionTimeoutMillis: 5000, application_name: 'converge-bench' });
+  const pool = new pg.Pool({
+    connectionString: DATABASE_URL,
+    max,
+    connectionTimeoutMillis: 5000,
+    application_name: 'converge-bench',
+  });
   pool.on('error', () => undefined); // an idle connection dying must not end the run; the next query reports it
   try {
     await pool.query('SELECT 1');
@@ -58,7 +67,11 @@ export async function openPool(max: number): Promise<pg.Pool> {
 
 export async function openBroker(): Promise<amqp.ChannelModel> {
   try {
-    const connection = await withTimeout(amqp.connect(AMQP_URL, { timeout: 5000, noDelay: true }), 6000, 'connecting to RabbitMQ');
+    const connection = await withTimeout(
+      amqp.connect(AMQP_URL, { timeout: 5000, noDelay: true }),
+      6000,
+      'connecting to RabbitMQ',
+    );
     connection.on('error', () => undefined); // surfaced through the failing channel operation instead
     return connection;
   } catch (err) {
@@ -93,7 +106,10 @@ export class Cleanup {
 }
 
 /** Deletes queues and exchanges on a fresh channel each, since a failed delete closes its channel. */
-export async function deleteBrokerObjects(connection: amqp.ChannelModel, objects: { queues?: string[]; exchanges?: string[] }): Promise<void> {
+export async function deleteBrokerObjects(
+  connection: amqp.ChannelModel,
+  objects: { queues?: string[]; exchanges?: string[] },
+): Promise<void> {
   for (const queue of objects.queues ?? []) {
     const channel = await connection.createChannel();
     channel.on('error', () => undefined);
@@ -135,7 +151,10 @@ export interface BenchContext {
  * they exist; `remove()` deletes them right after the measurement so a run never piles up
  * hundreds of thousands of messages in the broker (the registered step is then a no-op).
  */
-export function brokerNames(ctx: BenchContext, prefix: string): { exchange: string; queue: string; remove(): Promise<void> } {
+export function brokerNames(
+  ctx: BenchContext,
+  prefix: string,
+): { exchange: string; queue: string; remove(): Promise<void> } {
   const exchange = unique(`bench.${prefix}.x`);
   const queue = unique(`bench.${prefix}.q`);
   // `<queue>.retry` is the companion queue converge's consumer declares.

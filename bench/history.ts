@@ -27,7 +27,14 @@ const HISTORY_AGGREGATE_ID = `'h' || lpad((i / $3)::text, 8, '0')`;
  * Runs on a connection of its own with a statement_timeout: a seed that overruns is cancelled
  * by the server rather than left holding locks that would block the schema's drop.
  */
-async function inChunks(pool: pg.Pool, timeoutMs: number, table: string, total: number, statement: string, extra: unknown[] = []): Promise<void> {
+async function inChunks(
+  pool: pg.Pool,
+  timeoutMs: number,
+  table: string,
+  total: number,
+  statement: string,
+  extra: unknown[] = [],
+): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query(`SET statement_timeout = ${Math.ceil(timeoutMs)}`);
@@ -72,7 +79,11 @@ export async function createHistorySchema(ctx: BenchContext, rows: number, timeo
       [HISTORY_CONSUMER],
     ),
   ]);
-  await withTimeout(seed, timeoutMs + 5000, `seeding and vacuuming ${rows.toLocaleString('en-US')} history rows (PostgreSQL)`);
+  await withTimeout(
+    seed,
+    timeoutMs + 5000,
+    `seeding and vacuuming ${rows.toLocaleString('en-US')} history rows (PostgreSQL)`,
+  );
   await checkpoint(ctx.pool);
   note(`history: seeded and vacuumed in ${((performance.now() - started) / 1000).toFixed(0)} s`);
   return schema;

@@ -51,15 +51,24 @@ export async function waitUntil(
   for (const worker of counting) worker.on('progress', onProgress);
   try {
     for (;;) {
-      const result = await Promise.race([withTimeout(options.check(), 30_000, `${label}: progress query`), group.failure]);
+      const result = await Promise.race([
+        withTimeout(options.check(), 30_000, `${label}: progress query`),
+        group.failure,
+      ]);
       if (result.done) return performance.now();
       const left = started + options.timeoutMs - performance.now();
       if (left <= 0) {
         const detail = options.describe ? await options.describe().catch((err: Error) => err.message) : result.status;
-        throw new TimeoutError(`${label}: not done after ${(options.timeoutMs / 1000).toFixed(0)} s (${detail}; workers reported ${progress()}/${target})${group.lastErrors()}`);
+        throw new TimeoutError(
+          `${label}: not done after ${(options.timeoutMs / 1000).toFixed(0)} s (${detail}; workers reported ${progress()}/${target})${group.lastErrors()}`,
+        );
       }
       const interval = progress() >= target ? 5 : progress() >= target * 0.95 ? 10 : pollMs;
-      await Promise.race([sleep(Math.min(interval, left)), new Promise<void>((resolve) => (wake = resolve)), group.failure]);
+      await Promise.race([
+        sleep(Math.min(interval, left)),
+        new Promise<void>((resolve) => (wake = resolve)),
+        group.failure,
+      ]);
     }
   } finally {
     for (const worker of counting) worker.off('progress', onProgress);
@@ -82,7 +91,8 @@ async function transaction(client: pg.PoolClient, insert: Insert, from: number, 
 
 /** Events [0, total) in transactions of `batch` on one connection, as fast as it goes. */
 export async function produceFlat(client: pg.PoolClient, total: number, batch: number, insert: Insert): Promise<void> {
-  for (let from = 0; from < total; from += batch) await transaction(client, insert, from, Math.min(total, from + batch));
+  for (let from = 0; from < total; from += batch)
+    await transaction(client, insert, from, Math.min(total, from + batch));
 }
 
 /**
@@ -90,7 +100,13 @@ export async function produceFlat(client: pg.PoolClient, total: number, batch: n
  * due by then. A late tick (slow commit, busy loop) catches up on schedule by inserting what
  * became due, so the offered rate holds on average; `achieved` says whether it did.
  */
-export async function producePaced(client: pg.PoolClient, perSecond: number, durationMs: number, insert: Insert, tickMs = 5): Promise<{ total: number; achieved: number }> {
+export async function producePaced(
+  client: pg.PoolClient,
+  perSecond: number,
+  durationMs: number,
+  insert: Insert,
+  tickMs = 5,
+): Promise<{ total: number; achieved: number }> {
   const total = Math.max(1, Math.round((perSecond * durationMs) / 1000));
   const started = performance.now();
   const hardStop = started + durationMs * 3 + 30_000;
@@ -101,7 +117,10 @@ export async function producePaced(client: pg.PoolClient, perSecond: number, dur
       await transaction(client, insert, produced, due);
       produced = due;
     }
-    if (performance.now() > hardStop) throw new TimeoutError(`paced producer fell behind: ${produced}/${total} events after ${((performance.now() - started) / 1000).toFixed(0)} s`);
+    if (performance.now() > hardStop)
+      throw new TimeoutError(
+        `paced producer fell behind: ${produced}/${total} events after ${((performance.now() - started) / 1000).toFixed(0)} s`,
+      );
     const wait = started + tick * tickMs - performance.now();
     if (wait > 0) await sleep(wait);
   }
@@ -133,7 +152,11 @@ export interface Pipeline {
  * Runs `use` against an opened pipeline, then stops its workers (killing them if anything
  * failed) and returns their final reports next to `use`'s value.
  */
-export async function withPipeline<T>(label: string, open: (group: WorkerGroup) => Promise<Omit<Pipeline, 'group'>>, use: (pipeline: Pipeline) => Promise<T>): Promise<{ value: T; results: WorkerResult[] }> {
+export async function withPipeline<T>(
+  label: string,
+  open: (group: WorkerGroup) => Promise<Omit<Pipeline, 'group'>>,
+  use: (pipeline: Pipeline) => Promise<T>,
+): Promise<{ value: T; results: WorkerResult[] }> {
   const group = new WorkerGroup();
   try {
     const pipeline = { group, ...(await open(group)) };
@@ -155,13 +178,28 @@ function appliedCheck(pipeline: Pipeline, total: number): () => Promise<DoneChec
 }
 
 /** N events as fast as the producer goes; rate = N / (first insert → last projection commit seen). */
-export async function sustainedRate(pool: pg.Pool, pipeline: Pipeline, total: number, timeoutMs: number, label: string): Promise<number> {
+export async function sustainedRate(
+  pool: pg.Pool,
+  pipeline: Pipeline,
+  total: number,
+  timeoutMs: number,
+  label: string,
+): Promise<number> {
   const client = await pool.connect();
   try {
     const started = performance.now();
-    await Promise.race([withTimeout(produceFlat(client, total, 100, pipeline.insert), timeoutMs, `${label}: producer`), pipeline.group.failure]);
+    await Promise.race([
+      withTimeout(produceFlat(client, total, 100, pipeline.insert), timeoutMs, `${label}: producer`),
+      pipeline.group.failure,
+    ]);
     const left = Math.max(1000, started + timeoutMs - performance.now());
-    const done = await waitUntil(label, { timeoutMs: left, check: appliedCheck(pipeline, total), group: pipeline.group, counting: [pipeline.consumer], target: total });
+    const done = await waitUntil(label, {
+      timeoutMs: left,
+      check: appliedCheck(pipeline, total),
+      group: pipeline.group,
+      counting: [pipeline.consumer],
+      target: total,
+    });
     return (total * 1000) / (done - started);
   } finally {
     client.release();
@@ -177,12 +215,28 @@ export interface PacedResult {
 }
 
 /** Paced offer, then wait until all of it is applied; the latencies come from the consumer's report. */
-export async function pacedRun(pool: pg.Pool, pipeline: Pipeline, perSecond: number, durationMs: number, timeoutMs: number, label: string): Promise<PacedResult> {
+export async function pacedRun(
+  pool: pg.Pool,
+  pipeline: Pipeline,
+  perSecond: number,
+  durationMs: number,
+  timeoutMs: number,
+  label: string,
+): Promise<PacedResult> {
   const client = await pool.connect();
   try {
     const started = performance.now();
-    const produced = await Promise.race([producePaced(client, perSecond, durationMs, pipeline.insert), pipeline.group.failure]);
-    const done = await waitUntil(label, { timeoutMs, check: appliedCheck(pipeline, produced.total), group: pipeline.group, counting: [pipeline.consumer], target: produced.total });
+    const produced = await Promise.race([
+      producePaced(client, perSecond, durationMs, pipeline.insert),
+      pipeline.group.failure,
+    ]);
+    const done = await waitUntil(label, {
+      timeoutMs,
+      check: appliedCheck(pipeline, produced.total),
+      group: pipeline.group,
+      counting: [pipeline.consumer],
+      target: produced.total,
+    });
     return { total: produced.total, offered: produced.achieved, applied: (produced.total * 1000) / (done - started) };
   } finally {
     client.release();
@@ -196,7 +250,8 @@ export async function pacedRun(pool: pg.Pool, pipeline: Pipeline, perSecond: num
 export function warnAboutDetours(results: WorkerResult[], label: string): void {
   for (const result of results) {
     const stats = result.data.stats as Record<string, number> | undefined;
-    if (stats && ((stats.retried ?? 0) > 0 || (stats.quarantined ?? 0) > 0)) note(`${label}: consumer ${JSON.stringify(stats)}`);
+    if (stats && ((stats.retried ?? 0) > 0 || (stats.quarantined ?? 0) > 0))
+      note(`${label}: consumer ${JSON.stringify(stats)}`);
     const retried = result.data.retried;
     if (typeof retried === 'number' && retried > 0) note(`${label}: relay retried ${retried} publishes`);
   }
@@ -204,6 +259,7 @@ export function warnAboutDetours(results: WorkerResult[], label: string): void {
 
 export function latencyOf(results: WorkerResult[], expected: number, label: string): LatencySummary {
   const samples = results.flatMap((r) => (Array.isArray(r.data.latencies) ? (r.data.latencies as number[]) : []));
-  if (samples.length < expected) throw new Error(`${label}: only ${samples.length}/${expected} latency samples were reported by the consumer`);
+  if (samples.length < expected)
+    throw new Error(`${label}: only ${samples.length}/${expected} latency samples were reported by the consumer`);
   return summarizeLatency(samples);
 }

@@ -6,7 +6,15 @@
  */
 import { Worker } from './child.js';
 import { brokerNames, checkpoint, declareSink, type BenchContext } from './env.js';
-import { eventAt, latencyOf, pacedRun, startConsumerThenRelay, sustainedRate, withPipeline, type Pipeline } from './measure.js';
+import {
+  eventAt,
+  latencyOf,
+  pacedRun,
+  startConsumerThenRelay,
+  sustainedRate,
+  withPipeline,
+  type Pipeline,
+} from './measure.js';
 import type { LatencySummary } from './stats.js';
 
 export async function createNaiveTables(ctx: BenchContext): Promise<void> {
@@ -16,7 +24,9 @@ export async function createNaiveTables(ctx: BenchContext): Promise<void> {
     id bigserial PRIMARY KEY, aggregate_id text NOT NULL, version bigint NOT NULL, payload jsonb NOT NULL,
     published boolean NOT NULL DEFAULT false, occurred_at timestamptz NOT NULL DEFAULT now())`);
   await ctx.pool.query(`CREATE INDEX naive_outbox_unpublished ON ${s}.naive_outbox (id) WHERE NOT published`);
-  await ctx.pool.query(`CREATE TABLE ${s}.naive_projection (id text PRIMARY KEY, amount bigint NOT NULL, version bigint NOT NULL)`);
+  await ctx.pool.query(
+    `CREATE TABLE ${s}.naive_projection (id text PRIMARY KEY, amount bigint NOT NULL, version bigint NOT NULL)`,
+  );
 }
 
 interface Options {
@@ -33,7 +43,14 @@ function openNaive(ctx: BenchContext, names: { exchange: string; queue: string }
     await declareSink(ctx, names.exchange, names.queue);
     const base = { schema: ctx.schema, target: options.target, ttlMs: options.ttlMs };
     const [consumer, relay] = await Promise.all([
-      Worker.spawn('naive-consumer', { ...base, queue: names.queue, prefetch: 1000, batch: 500, lingerMs: 10, latency: options.latency }),
+      Worker.spawn('naive-consumer', {
+        ...base,
+        queue: names.queue,
+        prefetch: 1000,
+        batch: 500,
+        lingerMs: 10,
+        latency: options.latency,
+      }),
       Worker.spawn('naive-relay', { ...base, exchange: names.exchange, batch: 1000, idleMs: 10 }),
     ]);
     await startConsumerThenRelay(group, consumer, relay);
@@ -41,14 +58,15 @@ function openNaive(ctx: BenchContext, names: { exchange: string; queue: string }
       consumer,
       async insert(client, from, to) {
         const events = Array.from({ length: to - from }, (_, k) => eventAt(from + k));
-        await client.query(`INSERT INTO ${s}.naive_outbox (aggregate_id, version, payload) SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])`, [
-          events.map((e) => e.aggregateId),
-          events.map((e) => e.version),
-          events.map(() => '{"delta":1}'),
-        ]);
+        await client.query(
+          `INSERT INTO ${s}.naive_outbox (aggregate_id, version, payload) SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])`,
+          [events.map((e) => e.aggregateId), events.map((e) => e.version), events.map(() => '{"delta":1}')],
+        );
       },
       async applied() {
-        const { rows } = await ctx.pool.query<{ applied: string }>(`SELECT coalesce(sum(version), 0) AS applied FROM ${s}.naive_projection`);
+        const { rows } = await ctx.pool.query<{ applied: string }>(
+          `SELECT coalesce(sum(version), 0) AS applied FROM ${s}.naive_projection`,
+        );
         return Number(rows[0]!.applied);
       },
     };
@@ -59,8 +77,10 @@ function openNaive(ctx: BenchContext, names: { exchange: string; queue: string }
 export async function naiveSustained(ctx: BenchContext, total: number, timeoutMs: number): Promise<number> {
   const names = brokerNames(ctx, 'naive');
   try {
-    const { value } = await withPipeline('naive_pipeline', openNaive(ctx, names, { latency: false, ttlMs: timeoutMs + 60_000, target: total }), (pipeline) =>
-      sustainedRate(ctx.pool, pipeline, total, timeoutMs, 'naive_pipeline'),
+    const { value } = await withPipeline(
+      'naive_pipeline',
+      openNaive(ctx, names, { latency: false, ttlMs: timeoutMs + 60_000, target: total }),
+      (pipeline) => sustainedRate(ctx.pool, pipeline, total, timeoutMs, 'naive_pipeline'),
     );
     return value;
   } finally {
@@ -68,12 +88,19 @@ export async function naiveSustained(ctx: BenchContext, total: number, timeoutMs
   }
 }
 
-export async function naiveLatency(ctx: BenchContext, perSecond: number, durationMs: number, timeoutMs: number): Promise<LatencySummary> {
+export async function naiveLatency(
+  ctx: BenchContext,
+  perSecond: number,
+  durationMs: number,
+  timeoutMs: number,
+): Promise<LatencySummary> {
   const names = brokerNames(ctx, 'naivelat');
   try {
     const target = Math.round((perSecond * durationMs) / 1000);
-    const { value, results } = await withPipeline('naive latency', openNaive(ctx, names, { latency: true, ttlMs: durationMs + timeoutMs + 60_000, target }), (pipeline) =>
-      pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, `naive latency at ${perSecond}/s`),
+    const { value, results } = await withPipeline(
+      'naive latency',
+      openNaive(ctx, names, { latency: true, ttlMs: durationMs + timeoutMs + 60_000, target }),
+      (pipeline) => pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, `naive latency at ${perSecond}/s`),
     );
     return latencyOf(results, value.total, 'naive latency');
   } finally {

@@ -23,7 +23,12 @@ export function rawBody(i: number): Buffer {
  * Publishes `count` messages keeping at most `window` unconfirmed. A nack or a return fails
  * the whole call: a baseline that silently lost messages would flatter itself.
  */
-export async function publishWindowed(channel: amqp.ConfirmChannel, count: number, message: (i: number) => Outgoing, window = 1000): Promise<void> {
+export async function publishWindowed(
+  channel: amqp.ConfirmChannel,
+  count: number,
+  message: (i: number) => Outgoing,
+  window = 1000,
+): Promise<void> {
   let inFlight = 0;
   let confirmed = 0;
   let failure: Error | undefined;
@@ -36,12 +41,18 @@ export async function publishWindowed(channel: amqp.ConfirmChannel, count: numbe
       if (failure) throw failure;
       const out = message(i);
       inFlight++;
-      channel.publish(out.exchange, out.routingKey, out.content, { ...out.options, persistent: true, mandatory: true }, (err: unknown) => {
-        if (err) failure ??= new Error('broker nacked a publish');
-        inFlight--;
-        confirmed++;
-        wake();
-      });
+      channel.publish(
+        out.exchange,
+        out.routingKey,
+        out.content,
+        { ...out.options, persistent: true, mandatory: true },
+        (err: unknown) => {
+          if (err) failure ??= new Error('broker nacked a publish');
+          inFlight--;
+          confirmed++;
+          wake();
+        },
+      );
     }
     while (confirmed < count && !failure) await new Promise<void>((resolve) => (wake = resolve));
     if (failure) throw failure;
@@ -59,7 +70,12 @@ export async function rawPublish(ctx: BenchContext, count: number, timeoutMs: nu
     try {
       const started = performance.now();
       await withTimeout(
-        publishWindowed(channel, count, (i) => ({ exchange: names.exchange, routingKey: 'raw.event', content: rawBody(i), options: { messageId: String(i), contentType: 'application/json' } })),
+        publishWindowed(channel, count, (i) => ({
+          exchange: names.exchange,
+          routingKey: 'raw.event',
+          content: rawBody(i),
+          options: { messageId: String(i), contentType: 'application/json' },
+        })),
         timeoutMs,
         'raw_publish (RabbitMQ)',
       );
@@ -79,7 +95,12 @@ export async function rawConsume(ctx: BenchContext, count: number, timeoutMs: nu
     await declareSink(ctx, names.exchange, names.queue);
     const publisher = await ctx.broker.createConfirmChannel();
     await withTimeout(
-      publishWindowed(publisher, count, (i) => ({ exchange: names.exchange, routingKey: 'raw.event', content: rawBody(i), options: { messageId: String(i) } })),
+      publishWindowed(publisher, count, (i) => ({
+        exchange: names.exchange,
+        routingKey: 'raw.event',
+        content: rawBody(i),
+        options: { messageId: String(i) },
+      })),
       timeoutMs,
       'raw_consume: pre-filling the queue (RabbitMQ)',
     );
@@ -110,7 +131,9 @@ export async function rawConsume(ctx: BenchContext, count: number, timeoutMs: nu
 async function rawTable(pool: pg.Pool, schema: string, name: string): Promise<string> {
   const table = `"${schema}".${name}`;
   await pool.query(`DROP TABLE IF EXISTS ${table}`);
-  await pool.query(`CREATE TABLE ${table} (id bigserial PRIMARY KEY, aggregate_id text NOT NULL, version bigint NOT NULL, payload jsonb NOT NULL)`);
+  await pool.query(
+    `CREATE TABLE ${table} (id bigserial PRIMARY KEY, aggregate_id text NOT NULL, version bigint NOT NULL, payload jsonb NOT NULL)`,
+  );
   return table;
 }
 
@@ -123,9 +146,14 @@ export async function rawPgSingleCommit(ctx: BenchContext, count: number, timeou
     const started = performance.now();
     for (let i = 0; i < count; i++) {
       await client.query('BEGIN');
-      await client.query(`INSERT INTO ${table} (aggregate_id, version, payload) VALUES ($1, $2, $3)`, [`a${i}`, 1, '{"delta":1}']);
+      await client.query(`INSERT INTO ${table} (aggregate_id, version, payload) VALUES ($1, $2, $3)`, [
+        `a${i}`,
+        1,
+        '{"delta":1}',
+      ]);
       await client.query('COMMIT');
-      if (performance.now() > deadline) throw new Error(`raw_pg_single_commit (PostgreSQL): only ${i + 1}/${count} commits in ${timeoutMs / 1000} s`);
+      if (performance.now() > deadline)
+        throw new Error(`raw_pg_single_commit (PostgreSQL): only ${i + 1}/${count} commits in ${timeoutMs / 1000} s`);
     }
     return rate(count, performance.now() - started);
   } finally {
@@ -144,12 +172,12 @@ export async function rawPgBatchInsert(ctx: BenchContext, count: number, timeout
     for (let from = 0; from < count; from += 1000) {
       const n = Math.min(1000, count - from);
       const ids = Array.from({ length: n }, (_, k) => `a${from + k}`);
-      await client.query(`INSERT INTO ${table} (aggregate_id, version, payload) SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])`, [
-        ids,
-        ids.map(() => 1),
-        ids.map((_, k) => JSON.stringify({ delta: 1, i: from + k })),
-      ]);
-      if (performance.now() > deadline) throw new Error(`raw_pg_batch_insert (PostgreSQL): only ${from + n}/${count} rows in ${timeoutMs / 1000} s`);
+      await client.query(
+        `INSERT INTO ${table} (aggregate_id, version, payload) SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])`,
+        [ids, ids.map(() => 1), ids.map((_, k) => JSON.stringify({ delta: 1, i: from + k }))],
+      );
+      if (performance.now() > deadline)
+        throw new Error(`raw_pg_batch_insert (PostgreSQL): only ${from + n}/${count} rows in ${timeoutMs / 1000} s`);
     }
     return rate(count, performance.now() - started);
   } finally {

@@ -56,10 +56,22 @@ export const SECTIONS: Section[] = [
       { key: 'e2e_latency_1000_p50_ms', unit: 'ms', target: { op: '<=', value: 10 } },
       { key: 'e2e_latency_1000_p99_ms', unit: 'ms', target: { op: '<=', value: 50 } },
       { key: 'e2e_latency_1000_max_ms', unit: 'ms' },
-      { key: 'e2e_latency_1000_applied_rate', unit: 'events/s', note: 'first insert → last commit; < 1000 = fell behind' },
-      { key: 'e2e_latency_1000_to_confirm_p50_ms', unit: 'ms', note: 'stage: occurredAt → broker confirm (producer commit, NOTIFY, claim, publish)' },
+      {
+        key: 'e2e_latency_1000_applied_rate',
+        unit: 'events/s',
+        note: 'first insert → last commit; < 1000 = fell behind',
+      },
+      {
+        key: 'e2e_latency_1000_to_confirm_p50_ms',
+        unit: 'ms',
+        note: 'stage: occurredAt → broker confirm (producer commit, NOTIFY, claim, publish)',
+      },
       { key: 'e2e_latency_1000_to_confirm_p99_ms', unit: 'ms' },
-      { key: 'e2e_latency_1000_to_handler_p50_ms', unit: 'ms', note: 'stage: confirm → handler start (delivery, BEGIN, inbox insert; < 0 = before confirm)' },
+      {
+        key: 'e2e_latency_1000_to_handler_p50_ms',
+        unit: 'ms',
+        note: 'stage: confirm → handler start (delivery, BEGIN, inbox insert; < 0 = before confirm)',
+      },
       { key: 'e2e_latency_1000_to_handler_p99_ms', unit: 'ms' },
       { key: 'e2e_latency_1000_to_commit_p50_ms', unit: 'ms', note: 'stage: handler start → commit and ack' },
       { key: 'e2e_latency_1000_to_commit_p99_ms', unit: 'ms' },
@@ -120,7 +132,11 @@ export function evaluateTargets(results: Results, errors: Record<string, string>
     const text = `${target.op === '>=' ? '≥' : '≤'} ${target.value}`;
     const value = results[row.key];
     if (value === null || value === undefined || !Number.isFinite(value)) {
-      const why = errors[row.key] ? 'failed' : target.needs ? `not measured (run with ${target.needs})` : 'not measured';
+      const why = errors[row.key]
+        ? 'failed'
+        : target.needs
+          ? `not measured (run with ${target.needs})`
+          : 'not measured';
       statuses[row.key] = { target: text, met: null, why };
       continue;
     }
@@ -134,23 +150,37 @@ export function evaluateTargets(results: Results, errors: Record<string, string>
   return statuses;
 }
 
-export function renderTable(results: Results, targets: Record<string, TargetStatus>, errors: Record<string, string>): string {
+export function renderTable(
+  results: Results,
+  targets: Record<string, TargetStatus>,
+  errors: Record<string, string>,
+): string {
   const lines: string[] = [];
   const width = Math.max(...SECTIONS.flatMap((s) => s.rows.map((r) => r.key.length)));
   for (const section of SECTIONS) {
-    if (section.rows.every((row) => results[row.key] === null || results[row.key] === undefined) && !section.rows.some((row) => targets[row.key])) continue;
+    if (
+      section.rows.every((row) => results[row.key] === null || results[row.key] === undefined) &&
+      !section.rows.some((row) => targets[row.key])
+    )
+      continue;
     lines.push('', `  ${section.title}`);
     for (const row of section.rows) {
       const value = results[row.key];
       const status = targets[row.key];
       let right = row.note ?? '';
-      if (status) right = `target ${status.target}: ${status.met === null ? status.why : status.met ? 'met' : 'NOT MET'}`;
+      if (status)
+        right = `target ${status.target}: ${status.met === null ? status.why : status.met ? 'met' : 'NOT MET'}`;
       if (errors[row.key]) right = `FAILED (see below)`;
-      lines.push(`  ${row.key.padEnd(width)}  ${formatNumber(value).padStart(10)}  ${row.unit.padEnd(8)}  ${right}`.trimEnd());
+      lines.push(
+        `  ${row.key.padEnd(width)}  ${formatNumber(value).padStart(10)}  ${row.unit.padEnd(8)}  ${right}`.trimEnd(),
+      );
     }
   }
   const all = Object.values(targets);
-  lines.push('', `  targets: ${all.filter((t) => t.met === true).length} met, ${all.filter((t) => t.met === false).length} not met, ${all.filter((t) => t.met === null).length} not measured`);
+  lines.push(
+    '',
+    `  targets: ${all.filter((t) => t.met === true).length} met, ${all.filter((t) => t.met === false).length} not met, ${all.filter((t) => t.met === null).length} not measured`,
+  );
   const failures = Object.entries(errors);
   if (failures.length > 0) {
     lines.push('', '  failures:');
@@ -160,11 +190,17 @@ export function renderTable(results: Results, targets: Record<string, TargetStat
 }
 
 /** Rounded so the JSON line stays readable; null (not undefined) for anything not measured. */
-export function jsonLine(results: Results, targets: Record<string, TargetStatus>, errors: Record<string, string>, meta: Record<string, unknown>): string {
+export function jsonLine(
+  results: Results,
+  targets: Record<string, TargetStatus>,
+  errors: Record<string, string>,
+  meta: Record<string, unknown>,
+): string {
   const rounded: Record<string, number | null> = {};
   for (const row of SECTIONS.flatMap((s) => s.rows)) {
     const value = results[row.key];
-    rounded[row.key] = value === null || value === undefined || !Number.isFinite(value) ? null : Number(value.toPrecision(4));
+    rounded[row.key] =
+      value === null || value === undefined || !Number.isFinite(value) ? null : Number(value.toPrecision(4));
   }
   return JSON.stringify({ ...rounded, targets, errors, meta });
 }

@@ -12,7 +12,16 @@ import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { migrate } from '../src/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
-import { consumerApply, createReadTable, e2eLatency, e2eSustained, outboxBatch, outboxSingle, relayDrain, type Tuning } from './converge.js';
+import {
+  consumerApply,
+  createReadTable,
+  e2eLatency,
+  e2eSustained,
+  outboxBatch,
+  outboxSingle,
+  relayDrain,
+  type Tuning,
+} from './converge.js';
 import { killAllWorkers } from './child.js';
 import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';
 import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
@@ -72,7 +81,8 @@ function jsonObject(name: string, raw: string | undefined): Record<string, unkno
   } catch {
     usageError(`--${name} is not valid JSON`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) usageError(`--${name} must be a JSON object`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    usageError(`--${name} must be a JSON object`);
   return value as Record<string, unknown>;
 }
 
@@ -92,7 +102,10 @@ const plan = {
   latencyMs: quick ? 4_000 : 10_000,
   historyRows: 5_000_000,
   // The RSS target is about a 1M backlog; a quick run that asks for --rss gets a smaller one (and says the target does not apply).
-  rssBacklog: flags['rss-backlog'] !== undefined || flags.rss ? positiveInt('rss-backlog', flags['rss-backlog'], quick ? 200_000 : 1_000_000) : null,
+  rssBacklog:
+    flags['rss-backlog'] !== undefined || flags.rss
+      ? positiveInt('rss-backlog', flags['rss-backlog'], quick ? 200_000 : 1_000_000)
+      : null,
   /** Every measurement's own bound; a stage over it fails with how far it got. */
   timeoutMs: {
     raw: quick ? 20_000 : 60_000,
@@ -104,7 +117,8 @@ const plan = {
 
 const GROUPS = ['raw', 'outbox', 'relay', 'consumer', 'e2e', 'latency', 'history', 'rss'] as const;
 const only = flags.only ? new Set(flags.only.split(',')) : null;
-for (const group of only ?? []) if (!(GROUPS as readonly string[]).includes(group)) usageError(`--only: unknown group ${group}`);
+for (const group of only ?? [])
+  if (!(GROUPS as readonly string[]).includes(group)) usageError(`--only: unknown group ${group}`);
 const wanted = (group: (typeof GROUPS)[number]) => {
   if (group === 'history' && !flags.history) return false;
   if (group === 'rss' && plan.rssBacklog === null) return false;
@@ -139,7 +153,9 @@ async function repeat(reps: number, measurements: Measurement[]): Promise<void> 
       try {
         const values = await m.run();
         for (const [key, value] of Object.entries(values)) (samples[key] ??= []).push(value);
-        const shown = Object.entries(values).map(([k, v]) => `${k}=${v.toFixed(v < 100 ? 2 : 0)}`).join(' ');
+        const shown = Object.entries(values)
+          .map(([k, v]) => `${k}=${v.toFixed(v < 100 ? 2 : 0)}`)
+          .join(' ');
         note(`${m.key} rep ${rep}/${reps}: ${shown} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
       } catch (err) {
         errors[m.key] = (err as Error).message;
@@ -162,8 +178,14 @@ async function measureAll(ctx: BenchContext): Promise<void> {
       { key: 'raw_consume', run: async () => ({ raw_consume: await rawConsume(ctx, plan.rawMessages, t.raw) }) },
     ]);
     await repeat(plan.reps, [
-      { key: 'raw_pg_single_commit', run: async () => ({ raw_pg_single_commit: await rawPgSingleCommit(ctx, plan.pgSingle, t.raw) }) },
-      { key: 'raw_pg_batch_insert', run: async () => ({ raw_pg_batch_insert: await rawPgBatchInsert(ctx, plan.pgBatch, t.raw) }) },
+      {
+        key: 'raw_pg_single_commit',
+        run: async () => ({ raw_pg_single_commit: await rawPgSingleCommit(ctx, plan.pgSingle, t.raw) }),
+      },
+      {
+        key: 'raw_pg_batch_insert',
+        run: async () => ({ raw_pg_batch_insert: await rawPgBatchInsert(ctx, plan.pgBatch, t.raw) }),
+      },
     ]);
   }
   if (wanted('outbox')) {
@@ -174,7 +196,15 @@ async function measureAll(ctx: BenchContext): Promise<void> {
   }
   if (wanted('relay')) {
     const drain = async (relays: number) => {
-      const r = await relayDrain(ctx, { schema: ctx.schema, rows: plan.drainRows, relays, truncate: true, timeoutMs: t.pipeline, tuning, label: relays === 1 ? 'relay_drain' : 'relay_drain_2relays' });
+      const r = await relayDrain(ctx, {
+        schema: ctx.schema,
+        rows: plan.drainRows,
+        relays,
+        truncate: true,
+        timeoutMs: t.pipeline,
+        tuning,
+        label: relays === 1 ? 'relay_drain' : 'relay_drain_2relays',
+      });
       workerOptions.relay = r.options;
       return r;
     };
@@ -194,7 +224,15 @@ async function measureAll(ctx: BenchContext): Promise<void> {
       {
         key: 'consumer_apply',
         run: async () => {
-          const r = await consumerApply(ctx, { schema: ctx.schema, events: plan.consumerEvents, inboxConsumer: 'bench_apply', truncateInbox: true, timeoutMs: t.pipeline, tuning, label: 'consumer_apply' });
+          const r = await consumerApply(ctx, {
+            schema: ctx.schema,
+            events: plan.consumerEvents,
+            inboxConsumer: 'bench_apply',
+            truncateInbox: true,
+            timeoutMs: t.pipeline,
+            tuning,
+            label: 'consumer_apply',
+          });
           workerOptions.consumer = r.options;
           return { consumer_apply: r.rate, consumer_peak_rss_mb: r.peakRssMb };
         },
@@ -203,8 +241,14 @@ async function measureAll(ctx: BenchContext): Promise<void> {
   }
   if (wanted('e2e')) {
     await repeat(plan.reps, [
-      { key: 'naive_pipeline', run: async () => ({ naive_pipeline: await naiveSustained(ctx, plan.e2eEvents, t.pipeline) }) },
-      { key: 'e2e_sustained', run: async () => ({ e2e_sustained: await e2eSustained(ctx, plan.e2eEvents, t.pipeline, tuning) }) },
+      {
+        key: 'naive_pipeline',
+        run: async () => ({ naive_pipeline: await naiveSustained(ctx, plan.e2eEvents, t.pipeline) }),
+      },
+      {
+        key: 'e2e_sustained',
+        run: async () => ({ e2e_sustained: await e2eSustained(ctx, plan.e2eEvents, t.pipeline, tuning) }),
+      },
     ]);
   }
   if (wanted('latency')) {
@@ -236,7 +280,8 @@ async function measureAll(ctx: BenchContext): Promise<void> {
       },
     ]);
     const sustained = resultOf('e2e_sustained');
-    if (sustained === null) errors.e2e_latency_half_p50_ms = 'needs e2e_sustained, which was not measured (include the e2e group)';
+    if (sustained === null)
+      errors.e2e_latency_half_p50_ms = 'needs e2e_sustained, which was not measured (include the e2e group)';
     else {
       const half = Math.max(1, Math.round(sustained / 2));
       await repeat(plan.reps, [
@@ -269,14 +314,32 @@ async function measureAll(ctx: BenchContext): Promise<void> {
         {
           key: 'relay_drain_history',
           run: async () => ({
-            relay_drain_history: (await relayDrain(ctx, { schema: histSchema, rows: plan.drainRows, relays: 1, truncate: false, timeoutMs: t.pipeline, tuning, label: 'relay_drain_history' })).rate,
+            relay_drain_history: (
+              await relayDrain(ctx, {
+                schema: histSchema,
+                rows: plan.drainRows,
+                relays: 1,
+                truncate: false,
+                timeoutMs: t.pipeline,
+                tuning,
+                label: 'relay_drain_history',
+              })
+            ).rate,
           }),
         },
         {
           key: 'consumer_apply_history',
           run: async () => ({
             consumer_apply_history: (
-              await consumerApply(ctx, { schema: histSchema, events: plan.consumerEvents, inboxConsumer: HISTORY_CONSUMER, truncateInbox: false, timeoutMs: t.pipeline, tuning, label: 'consumer_apply_history' })
+              await consumerApply(ctx, {
+                schema: histSchema,
+                events: plan.consumerEvents,
+                inboxConsumer: HISTORY_CONSUMER,
+                truncateInbox: false,
+                timeoutMs: t.pipeline,
+                tuning,
+                label: 'consumer_apply_history',
+              })
             ).rate,
           }),
         },
@@ -292,7 +355,15 @@ async function measureAll(ctx: BenchContext): Promise<void> {
       {
         key: 'relay_backlog_peak_rss_mb',
         run: async () => {
-          const r = await relayDrain(ctx, { schema: ctx.schema, rows, relays: 1, truncate: true, timeoutMs, tuning, label: 'relay_backlog' });
+          const r = await relayDrain(ctx, {
+            schema: ctx.schema,
+            rows,
+            relays: 1,
+            truncate: true,
+            timeoutMs,
+            tuning,
+            label: 'relay_backlog',
+          });
           workerOptions.relay ??= r.options;
           return { relay_backlog_rows: rows, relay_backlog_drain: r.rate, relay_backlog_peak_rss_mb: r.peakRssMb };
         },
@@ -362,7 +433,15 @@ async function main(): Promise<number> {
   const meta = {
     mode: plan.mode,
     reps: plan.reps,
-    sizes: { raw: plan.rawMessages, drain: plan.drainRows, consumer: plan.consumerEvents, e2e: plan.e2eEvents, latency_s: plan.latencyMs / 1000, history: flags.history ? plan.historyRows : null, rss_backlog: plan.rssBacklog },
+    sizes: {
+      raw: plan.rawMessages,
+      drain: plan.drainRows,
+      consumer: plan.consumerEvents,
+      e2e: plan.e2eEvents,
+      latency_s: plan.latencyMs / 1000,
+      history: flags.history ? plan.historyRows : null,
+      rss_backlog: plan.rssBacklog,
+    },
     relay_options: workerOptions.relay ?? null,
     consumer_options: workerOptions.consumer ?? null,
     cores: cpus().length,
@@ -370,7 +449,9 @@ async function main(): Promise<number> {
     duration_s: Math.round(seconds),
   };
   console.log(`converge bench (${plan.mode}, median of ${plan.reps}, ${cpus().length} cores, ${seconds.toFixed(0)} s)`);
-  console.log(`  relay options: ${JSON.stringify(meta.relay_options)}   consumer options: ${JSON.stringify(meta.consumer_options)}`);
+  console.log(
+    `  relay options: ${JSON.stringify(meta.relay_options)}   consumer options: ${JSON.stringify(meta.consumer_options)}`,
+  );
   console.log(renderTable(r, targets, errors));
   if (flags.json) console.log(jsonLine(r, targets, errors, meta));
   return Object.keys(errors).length > 0 ? 1 : 0;

@@ -26,7 +26,12 @@ export interface LatencySummary {
 }
 
 export function summarizeLatency(samples: number[]): LatencySummary {
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99), max: samples.length ? samples.reduce((m, v) => Math.max(m, v), -Infinity) : Number.NaN, samples: samples.length };
+  return {
+    p50: percentile(samples, 50),
+    p99: percentile(samples, 99),
+    max: samples.length ? samples.reduce((m, v) => Math.max(m, v), -Infinity) : Number.NaN,
+    samples: samples.length,
+  };
 }
 
 /** Compact human formatting: 12,345 / 123.4 / 1.23. */

@@ -12,7 +12,13 @@ import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { appendToOutbox, migrate, reconcile, type ReconcileRow } from '../src/index.js';
-import { encodeMessage, outboxRowToEnvelope, routingKeyFromTemplate, DEFAULT_ROUTING_KEY, type OutboxEnvelopeRow } from '../src/testing/index.js';
+import {
+  encodeMessage,
+  outboxRowToEnvelope,
+  routingKeyFromTemplate,
+  DEFAULT_ROUTING_KEY,
+  type OutboxEnvelopeRow,
+} from '../src/testing/index.js';
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
 import type { WorkerConfig } from './worker.js';
 import { AMQP_URL, DATABASE_URL, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
@@ -45,8 +51,11 @@ const q = `"${schema}"`;
 const exchange = `chaos.${runId}`;
 const queue = `chaos.${runId}.projection`;
 const random = seededRandom(seed);
-const kinds = flags.faults ? (flags.faults.split(',') as FaultKind[]) : FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker'));
-for (const kind of kinds) if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
+const kinds = flags.faults
+  ? (flags.faults.split(',') as FaultKind[])
+  : FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker'));
+for (const kind of kinds)
+  if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
 const nextFault = faultBag(random, kinds);
 const log = (message: string) => process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -68,12 +77,31 @@ const workers: Worker[] = [
 ];
 
 function worker(role: WorkerConfig['role'], name: string): Worker {
-  return { config: { role, name: `chaos-${runId}-${name}`, schema, exchange, queue, databaseUrl, amqpUrl, appName: `chaos-${runId}-${name}`, armed: false, slowMs: 0, predeclared: flags.quorum }, child: undefined };
+  return {
+    config: {
+      role,
+      name: `chaos-${runId}-${name}`,
+      schema,
+      exchange,
+      queue,
+      databaseUrl,
+      amqpUrl,
+      appName: `chaos-${runId}-${name}`,
+      armed: false,
+      slowMs: 0,
+      predeclared: flags.quorum,
+    },
+    child: undefined,
+  };
 }
 
 function spawn(w: Worker, overrides: Partial<WorkerConfig> = {}): Promise<void> {
   const config = { ...w.config, ...overrides };
-  const child = fork(workerFile, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, CHAOS_WORKER: JSON.stringify(config) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = fork(workerFile, [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, CHAOS_WORKER: JSON.stringify(config) },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   w.child = child;
   child.once('exit', () => {
     if (w.child === child) w.child = undefined;
@@ -115,10 +143,14 @@ function reviveInBackground(): void {
 
 async function setup(): Promise<void> {
   await migrate(pool, { schema });
-  await pool.query(`CREATE TABLE ${q}.chaos_source (id text PRIMARY KEY, version bigint NOT NULL DEFAULT 0, total bigint NOT NULL DEFAULT 0)`);
+  await pool.query(
+    `CREATE TABLE ${q}.chaos_source (id text PRIMARY KEY, version bigint NOT NULL DEFAULT 0, total bigint NOT NULL DEFAULT 0)`,
+  );
   await pool.query(`CREATE TABLE ${q}.chaos_projection (id text PRIMARY KEY, total bigint NOT NULL DEFAULT 0)`);
   // No unique key on purpose: an effect written twice must be countable, not an error.
-  await pool.query(`CREATE TABLE ${q}.chaos_effects (event_id text NOT NULL, aggregate_id text NOT NULL, version bigint NOT NULL, kind text NOT NULL)`);
+  await pool.query(
+    `CREATE TABLE ${q}.chaos_effects (event_id text NOT NULL, aggregate_id text NOT NULL, version bigint NOT NULL, kind text NOT NULL)`,
+  );
   await pool.query(`CREATE INDEX ON ${q}.chaos_effects (event_id)`);
   await pool.query(`INSERT INTO ${q}.chaos_source (id) SELECT 'o' || i FROM generate_series(1, $1::int) i`, [orders]);
   await pool.query(`INSERT INTO ${q}.chaos_projection (id) SELECT id FROM ${q}.chaos_source`);
@@ -127,8 +159,14 @@ async function setup(): Promise<void> {
   await channel.assertExchange(exchange, 'topic', { durable: true });
   // A quorum queue replicates (and survives a node restart) on a cluster; the retry queue stays
   // classic for its per-message TTL. Both are declared here, as the consumer would declare them.
-  await channel.assertQueue(queue, { durable: true, ...(flags.quorum ? { arguments: { 'x-queue-type': 'quorum' } } : {}) });
-  await channel.assertQueue(`${queue}.retry`, { durable: true, arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue } });
+  await channel.assertQueue(queue, {
+    durable: true,
+    ...(flags.quorum ? { arguments: { 'x-queue-type': 'quorum' } } : {}),
+  });
+  await channel.assertQueue(`${queue}.retry`, {
+    durable: true,
+    arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
+  });
   await channel.bindQueue(queue, exchange, '#');
   await connection.close();
 }
@@ -141,18 +179,25 @@ async function change(id: string, delta: number): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
-    const { rows, rowCount } = await client.query<{ version: string; total: string }>(`UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`, [id, delta]);
+    const { rows, rowCount } = await client.query<{ version: string; total: string }>(
+      `UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`,
+      [id, delta],
+    );
     if (rowCount !== 1) throw new Error(`expected one source row for ${id}`);
     const version = Number(rows[0]!.version);
     const snapshot = version % 10 === 0;
-    await appendToOutbox(client, {
-      aggregateType: 'order',
-      aggregateId: id,
-      aggregateVersion: version,
-      eventType: snapshot ? 'TotalSnapshot' : 'AmountAdded',
-      kind: snapshot ? 'snapshot' : 'incremental',
-      payload: snapshot ? { total: Number(rows[0]!.total) } : { delta },
-    }, { schema });
+    await appendToOutbox(
+      client,
+      {
+        aggregateType: 'order',
+        aggregateId: id,
+        aggregateVersion: version,
+        eventType: snapshot ? 'TotalSnapshot' : 'AmountAdded',
+        kind: snapshot ? 'snapshot' : 'incremental',
+        payload: snapshot ? { total: Number(rows[0]!.total) } : { delta },
+      },
+      { schema },
+    );
     await client.query('COMMIT');
     appended++;
   } catch (err) {
@@ -168,17 +213,19 @@ async function produce(): Promise<void> {
   const draw = seededRandom(seed ^ 0x5eed);
   const lanes = 4;
   const pause = (1000 * lanes) / ratePerSecond;
-  await Promise.all(Array.from({ length: lanes }, async () => {
-    while (producing) {
-      try {
-        // o1 is the hot aggregate: a tenth of all changes, and the one whose rows get locked.
-        await change(draw() < 0.1 ? 'o1' : `o${between(draw, 1, orders)}`, between(draw, 1, 9));
-      } catch {
-        // A terminated backend or a lock timeout: the transaction rolled back whole; go on.
+  await Promise.all(
+    Array.from({ length: lanes }, async () => {
+      while (producing) {
+        try {
+          // o1 is the hot aggregate: a tenth of all changes, and the one whose rows get locked.
+          await change(draw() < 0.1 ? 'o1' : `o${between(draw, 1, orders)}`, between(draw, 1, 9));
+        } catch {
+          // A terminated backend or a lock timeout: the transaction rolled back whole; go on.
+        }
+        await sleep(pause);
       }
-      await sleep(pause);
-    }
-  }));
+    }),
+  );
 }
 
 // ---- faults ----
@@ -222,7 +269,10 @@ async function inject(kind: FaultKind): Promise<void> {
       brokerRestartedAt = Date.now();
       return;
     case 'terminate-backends':
-      await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1 AND application_name NOT LIKE '%-injector'`, [`chaos-${runId}-%`]);
+      await pool.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1 AND application_name NOT LIKE '%-injector'`,
+        [`chaos-${runId}-%`],
+      );
       return;
     case 'hold-hot-row-lock':
       return holdHotLock(between(random, 1_000, 4_000));
@@ -248,7 +298,8 @@ function rabbitmqctl(...args: string[]): Promise<string> {
 async function closeOurConnections(): Promise<void> {
   const listing = await rabbitmqctl('list_connections', 'pid', 'client_properties');
   const ours = listing.split('\n').filter((line) => line.includes(`chaos-${runId}`) || line.includes(queue));
-  for (const line of ours) await rabbitmqctl('close_connection', line.split('\t')[0]!.trim(), 'chaos').catch(() => undefined);
+  for (const line of ours)
+    await rabbitmqctl('close_connection', line.split('\t')[0]!.trim(), 'chaos').catch(() => undefined);
 }
 
 /** Locks a hot aggregate's projection row: the consumers' batches that touch it wait behind the lock. */
@@ -256,7 +307,9 @@ async function holdHotLock(ms: number): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
-    await client.query(`SELECT 1 FROM ${q}.projection_state WHERE projection = 'chaos' AND aggregate_id = 'o1' FOR UPDATE`);
+    await client.query(
+      `SELECT 1 FROM ${q}.projection_state WHERE projection = 'chaos' AND aggregate_id = 'o1' FOR UPDATE`,
+    );
     await client.query(`SELECT 1 FROM ${q}.chaos_source WHERE id = 'o1' FOR UPDATE`);
     await sleep(ms);
     await client.query('COMMIT');
@@ -293,7 +346,10 @@ async function publishBadMessage(): Promise<void> {
   const connection = await amqp.connect(amqpUrl);
   try {
     const channel = await connection.createConfirmChannel();
-    channel.publish(exchange, 'order.AmountAdded', Buffer.from(`{"eventId":"${id}","payload":`), { messageId: id, persistent: true });
+    channel.publish(exchange, 'order.AmountAdded', Buffer.from(`{"eventId":"${id}","payload":`), {
+      messageId: id,
+      persistent: true,
+    });
     await channel.waitForConfirms();
     injectedBad.push(id);
   } finally {
@@ -355,44 +411,80 @@ interface Verdict {
 async function check(): Promise<Verdict> {
   const events = await count(`SELECT count(*) AS n FROM ${q}.outbox`);
   const effects = await count(`SELECT count(*) AS n FROM ${q}.chaos_effects`);
-  const doubleApplied = await count(`SELECT count(*) AS n FROM (SELECT event_id FROM ${q}.chaos_effects GROUP BY event_id HAVING count(*) > 1) d`);
+  const doubleApplied = await count(
+    `SELECT count(*) AS n FROM (SELECT event_id FROM ${q}.chaos_effects GROUP BY event_id HAVING count(*) > 1) d`,
+  );
   // An event without an effect of its own is fine only if a later snapshot of its aggregate (which contains it) applied.
   const lost = await count(`
     SELECT count(*) AS n FROM ${q}.outbox o
      WHERE NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects e WHERE e.event_id = o.event_id)
        AND NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects e WHERE e.aggregate_id = o.aggregate_id AND e.kind = 'snapshot' AND e.version > o.aggregate_version)`);
-  const coveredBySnapshot = await count(`SELECT count(*) AS n FROM ${q}.outbox o WHERE NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects e WHERE e.event_id = o.event_id)`) - lost;
-  const inboxMissing = await count(`SELECT count(*) AS n FROM ${q}.outbox o WHERE NOT EXISTS (SELECT 1 FROM ${q}.inbox i WHERE i.consumer = 'chaos' AND i.event_id = o.event_id)`);
-  const inboxExtra = await count(`SELECT count(*) AS n FROM ${q}.inbox i WHERE i.consumer = 'chaos' AND NOT EXISTS (SELECT 1 FROM ${q}.outbox o WHERE o.event_id = i.event_id)`);
+  const coveredBySnapshot =
+    (await count(
+      `SELECT count(*) AS n FROM ${q}.outbox o WHERE NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects e WHERE e.event_id = o.event_id)`,
+    )) - lost;
+  const inboxMissing = await count(
+    `SELECT count(*) AS n FROM ${q}.outbox o WHERE NOT EXISTS (SELECT 1 FROM ${q}.inbox i WHERE i.consumer = 'chaos' AND i.event_id = o.event_id)`,
+  );
+  const inboxExtra = await count(
+    `SELECT count(*) AS n FROM ${q}.inbox i WHERE i.consumer = 'chaos' AND NOT EXISTS (SELECT 1 FROM ${q}.outbox o WHERE o.event_id = i.event_id)`,
+  );
   const projectionMismatch = await count(mismatchSql);
   const reconciled = await reconcileDifferences();
-  const unpublished = await count(`SELECT count(*) AS n FROM ${q}.outbox WHERE status <> 'published' OR claimed_by IS NOT NULL`);
+  const unpublished = await count(
+    `SELECT count(*) AS n FROM ${q}.outbox WHERE status <> 'published' OR claimed_by IS NOT NULL`,
+  );
   const parked = await count(`SELECT count(*) AS n FROM ${q}.parked`);
   const queued = await queueDepth().catch(() => -1);
   const quarantined = await count(`SELECT count(*) AS n FROM ${q}.quarantine`);
-  const unexpectedQuarantine = await count(`SELECT count(*) AS n FROM ${q}.quarantine WHERE NOT (event_id IS NULL AND convert_from(body, 'UTF8') LIKE '{"eventId":"bad-%')`);
+  const unexpectedQuarantine = await count(
+    `SELECT count(*) AS n FROM ${q}.quarantine WHERE NOT (event_id IS NULL AND convert_from(body, 'UTF8') LIKE '{"eventId":"bad-%')`,
+  );
   return {
     events,
     lost: lost + inboxMissing,
     doubleApplied,
-    mismatched: projectionMismatch + reconciled + inboxExtra + unexpectedQuarantine + Math.abs(quarantined - unexpectedQuarantine - injectedBad.length),
+    mismatched:
+      projectionMismatch +
+      reconciled +
+      inboxExtra +
+      unexpectedQuarantine +
+      Math.abs(quarantined - unexpectedQuarantine - injectedBad.length),
     stuck: unpublished + parked + Math.max(0, queued) + (queued < 0 ? 1 : 0),
-    details: { effects, coveredBySnapshot, inboxMissing, inboxExtra, projectionMismatch, reconcileDifferences: reconciled, unpublished, parked, queued, quarantined, injectedBad: injectedBad.length, unexpectedQuarantine },
+    details: {
+      effects,
+      coveredBySnapshot,
+      inboxMissing,
+      inboxExtra,
+      projectionMismatch,
+      reconcileDifferences: reconciled,
+      unpublished,
+      parked,
+      queued,
+      quarantined,
+      injectedBad: injectedBad.length,
+      unexpectedQuarantine,
+    },
   };
 }
 
 /** The reconciler's view: source rows against projection_state versions and the projection's totals. */
 async function reconcileDifferences(): Promise<number> {
-  const page = (sql: string) => async (after: string | null, limit: number): Promise<ReconcileRow[]> => {
-    const { rows } = await pool.query<{ id: string; version: string; total: string }>(sql, [after ?? '', limit]);
-    return rows.map((row) => ({ id: row.id, version: Number(row.version), fields: { total: Number(row.total) } }));
-  };
+  const page =
+    (sql: string) =>
+    async (after: string | null, limit: number): Promise<ReconcileRow[]> => {
+      const { rows } = await pool.query<{ id: string; version: string; total: string }>(sql, [after ?? '', limit]);
+      return rows.map((row) => ({ id: row.id, version: Number(row.version), fields: { total: Number(row.total) } }));
+    };
   const report = await reconcile(pool, {
     schema,
     projection: 'chaos',
     aggregateType: 'order',
-    source: page(`SELECT id, version, total FROM ${q}.chaos_source WHERE version > 0 AND id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`),
-    target: page(`SELECT s.aggregate_id AS id, s.version, p.total FROM ${q}.projection_state s JOIN ${q}.chaos_projection p ON p.id = s.aggregate_id
+    source: page(
+      `SELECT id, version, total FROM ${q}.chaos_source WHERE version > 0 AND id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+    ),
+    target:
+      page(`SELECT s.aggregate_id AS id, s.version, p.total FROM ${q}.projection_state s JOIN ${q}.chaos_projection p ON p.id = s.aggregate_id
                    WHERE s.projection = 'chaos' AND s.aggregate_id COLLATE "C" > $1 ORDER BY s.aggregate_id COLLATE "C" LIMIT $2`),
   });
   return Object.values(report.differences).reduce((sum, n) => sum + n, 0);
@@ -408,7 +500,9 @@ async function sabotage(): Promise<void> {
          AND NOT EXISTS (SELECT 1 FROM ${q}.chaos_effects s WHERE s.aggregate_id = e.aggregate_id AND s.kind = 'snapshot' AND s.version > e.version)
        LIMIT 1)`);
   await pool.query(`INSERT INTO ${q}.chaos_effects SELECT * FROM ${q}.chaos_effects LIMIT 1`);
-  await pool.query(`UPDATE ${q}.chaos_projection SET total = total + 1 WHERE id = (SELECT id FROM ${q}.chaos_source WHERE version > 0 LIMIT 1)`);
+  await pool.query(
+    `UPDATE ${q}.chaos_projection SET total = total + 1 WHERE id = (SELECT id FROM ${q}.chaos_source WHERE version > 0 LIMIT 1)`,
+  );
   await pool.query(
     `INSERT INTO ${q}.parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body)
      VALUES ('chaos', 'sabotage', 'f', 'chaos', 'order', 'o1', 999999, 999998, '{}', '\\x00')`,
@@ -418,7 +512,9 @@ async function sabotage(): Promise<void> {
 /** This run's flags with its seed: the command that replays the same faults in the same order. */
 function reproduction(): string {
   const args = process.argv.slice(2);
-  const withoutSeed = args.filter((arg, i) => arg !== '--seed' && args[i - 1] !== '--seed' && !arg.startsWith('--seed='));
+  const withoutSeed = args.filter(
+    (arg, i) => arg !== '--seed' && args[i - 1] !== '--seed' && !arg.startsWith('--seed='),
+  );
   return ['--seed', String(seed), ...withoutSeed].join(' ');
 }
 
@@ -436,7 +532,9 @@ async function cleanup(): Promise<void> {
 
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
-  log(`seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${flags.quorum ? 'quorum' : 'classic durable'}`);
+  log(
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${flags.quorum ? 'quorum' : 'classic durable'}`,
+  );
   await setup();
   await Promise.all(workers.map((w) => spawn(w)));
   const producing$ = produce();
@@ -467,9 +565,19 @@ async function main(): Promise<number> {
   if (flags.sabotage) await sabotage();
   const verdict = await check();
   console.log(`seed ${seed}; reproduce with: npm run chaos -- ${reproduction()}`);
-  console.log(`faults by kind: ${Object.entries(faults).map(([k, n]) => `${k}=${n}`).join(' ')}; deaths at a failpoint: ${failpointDeaths}`);
-  console.log(`details: ${Object.entries(verdict.details).map(([k, n]) => `${k}=${n}`).join(' ')}`);
-  console.log(`faults=${injected} events=${verdict.events} lost=${verdict.lost} double_applied=${verdict.doubleApplied} mismatched=${verdict.mismatched} stuck=${verdict.stuck}`);
+  console.log(
+    `faults by kind: ${Object.entries(faults)
+      .map(([k, n]) => `${k}=${n}`)
+      .join(' ')}; deaths at a failpoint: ${failpointDeaths}`,
+  );
+  console.log(
+    `details: ${Object.entries(verdict.details)
+      .map(([k, n]) => `${k}=${n}`)
+      .join(' ')}`,
+  );
+  console.log(
+    `faults=${injected} events=${verdict.events} lost=${verdict.lost} double_applied=${verdict.doubleApplied} mismatched=${verdict.mismatched} stuck=${verdict.stuck}`,
+  );
   return verdict.lost + verdict.doubleApplied + verdict.mismatched + verdict.stuck === 0 ? 0 : 1;
 }
 

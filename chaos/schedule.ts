@@ -35,10 +35,17 @@ export const FAULT_KINDS = Object.keys(FAULT_WEIGHTS) as FaultKind[];
  * run of one bag's length meets every kind, in an order only the seed decides. `deferred`
  * kinds (e.g. a broker restart shortly after the last one) stay in the bag for later.
  */
-export function faultBag(random: () => number, kinds: readonly FaultKind[] = FAULT_KINDS): (deferred?: ReadonlySet<FaultKind>) => FaultKind {
+export function faultBag(
+  random: () => number,
+  kinds: readonly FaultKind[] = FAULT_KINDS,
+): (deferred?: ReadonlySet<FaultKind>) => FaultKind {
   let bag: FaultKind[] = [];
   return (deferred = new Set()) => {
-    if (bag.length === 0) bag = shuffle(kinds.flatMap((kind) => Array<FaultKind>(FAULT_WEIGHTS[kind]).fill(kind)), random);
+    if (bag.length === 0)
+      bag = shuffle(
+        kinds.flatMap((kind) => Array<FaultKind>(FAULT_WEIGHTS[kind]).fill(kind)),
+        random,
+      );
     const index = bag.findIndex((kind) => !deferred.has(kind));
     if (index < 0) return pickFault(random, deferred);
     return bag.splice(index, 1)[0]!;

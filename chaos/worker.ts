@@ -6,7 +6,15 @@
  * before it acked (consumer).
  */
 import pg from 'pg';
-import { applyIncrement, applySnapshot, silentLogger, startConsumer, startRelay, type EventEnvelope, type HandlerContext } from '../src/index.js';
+import {
+  applyIncrement,
+  applySnapshot,
+  silentLogger,
+  startConsumer,
+  startRelay,
+  type EventEnvelope,
+  type HandlerContext,
+} from '../src/index.js';
 
 export interface WorkerConfig {
   role: 'relay' | 'consumer';
@@ -34,11 +42,14 @@ pool.on('error', () => undefined);
 
 const stop = config.role === 'relay' ? runRelay() : runConsumer();
 process.once('SIGTERM', () => {
-  void stop().then(() => pool.end()).then(() => process.exit(0));
+  void stop()
+    .then(() => pool.end())
+    .then(() => process.exit(0));
 });
 
 function runRelay(): () => Promise<void> {
-  const relay = startRelay({ amqpUrl: config.amqpUrl,
+  const relay = startRelay({
+    amqpUrl: config.amqpUrl,
     pool,
     schema: config.schema,
     exchange: config.exchange,
@@ -50,7 +61,11 @@ function runRelay(): () => Promise<void> {
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
     maxAttempts: 1_000_000,
     logger: silentLogger,
-    hooks: { afterConfirm: () => { if (config.armed) die(); } },
+    hooks: {
+      afterConfirm: () => {
+        if (config.armed) die();
+      },
+    },
   });
   process.send?.({ ready: true });
   return () => relay.stop();
@@ -60,9 +75,15 @@ function runConsumer(): () => Promise<void> {
   const q = `"${config.schema}"`;
   const target = (event: EventEnvelope) => ({ projection: 'chaos', event, schema: config.schema });
   const effect = (tx: HandlerContext['tx'], event: EventEnvelope) =>
-    tx.query(`INSERT INTO ${q}.chaos_effects (event_id, aggregate_id, version, kind) VALUES ($1, $2, $3, $4)`, [event.eventId, event.aggregateId, event.aggregateVersion, event.kind]);
+    tx.query(`INSERT INTO ${q}.chaos_effects (event_id, aggregate_id, version, kind) VALUES ($1, $2, $3, $4)`, [
+      event.eventId,
+      event.aggregateId,
+      event.aggregateVersion,
+      event.kind,
+    ]);
   const slow = () => (config.slowMs > 0 ? new Promise((resolve) => setTimeout(resolve, config.slowMs)) : undefined);
-  const consumer = startConsumer({ amqpUrl: config.amqpUrl,
+  const consumer = startConsumer({
+    amqpUrl: config.amqpUrl,
     queue: config.queue,
     consumer: 'chaos',
     exchange: config.exchange,
@@ -74,19 +95,29 @@ function runConsumer(): () => Promise<void> {
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
     logger: silentLogger,
-    hooks: { afterCommit: () => { if (config.armed) die(); } },
+    hooks: {
+      afterCommit: () => {
+        if (config.armed) die();
+      },
+    },
     handlers: {
       AmountAdded: async (event, { tx }) => {
         await slow();
         await applyIncrement(tx, target(event), async () => {
-          await tx.query(`UPDATE ${q}.chaos_projection SET total = total + $2 WHERE id = $1`, [event.aggregateId, (event.payload as { delta: number }).delta]);
+          await tx.query(`UPDATE ${q}.chaos_projection SET total = total + $2 WHERE id = $1`, [
+            event.aggregateId,
+            (event.payload as { delta: number }).delta,
+          ]);
           await effect(tx, event);
         });
       },
       TotalSnapshot: async (event, { tx }) => {
         await slow();
         await applySnapshot(tx, target(event), async () => {
-          await tx.query(`UPDATE ${q}.chaos_projection SET total = $2 WHERE id = $1`, [event.aggregateId, (event.payload as { total: number }).total]);
+          await tx.query(`UPDATE ${q}.chaos_projection SET total = $2 WHERE id = $1`, [
+            event.aggregateId,
+            (event.payload as { total: number }).total,
+          ]);
           await effect(tx, event);
         });
       },

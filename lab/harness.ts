@@ -5,7 +5,14 @@
  */
 import type amqp from 'amqplib';
 import type pg from 'pg';
-import { AMQP_URL, DATABASE_URL, connectPostgres, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
+import {
+  AMQP_URL,
+  DATABASE_URL,
+  connectPostgres,
+  connectRabbit,
+  dropBrokerNames,
+  uniqueName,
+} from '../kit/services.js';
 import {
   appendToOutbox,
   applyIncrement,
@@ -25,7 +32,8 @@ export class LabCheckError extends Error {}
 
 /** A lab assertion: records what was checked, throws with the same words when it does not hold. */
 export function check(checks: string[], condition: boolean, description: string, observed?: unknown): void {
-  if (!condition) throw new LabCheckError(`${description}${observed === undefined ? '' : ` (observed ${JSON.stringify(observed)})`}`);
+  if (!condition)
+    throw new LabCheckError(`${description}${observed === undefined ? '' : ` (observed ${JSON.stringify(observed)})`}`);
   checks.push(description);
 }
 
@@ -54,10 +62,14 @@ export async function createLabEnv(): Promise<LabEnv> {
   const exchange = uniqueName('lab.events');
   const queue = uniqueName('lab.orders');
   await migrate(pool, { schema });
-  await pool.query(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount integer NOT NULL, version bigint NOT NULL)`);
+  await pool.query(
+    `CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount integer NOT NULL, version bigint NOT NULL)`,
+  );
   await pool.query(`CREATE TABLE "${schema}".order_projection (id text PRIMARY KEY, amount integer NOT NULL)`);
   // One row per committed application, so "applied" is counted from what really committed.
-  await pool.query(`CREATE TABLE "${schema}".applications (event_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+  await pool.query(
+    `CREATE TABLE "${schema}".applications (event_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+  );
   const channel = await connection.createConfirmChannel();
   await channel.assertExchange(exchange, 'topic', { durable: true });
   await channel.assertQueue(queue, { durable: true });
@@ -108,18 +120,29 @@ export interface SourceWrite {
  */
 export async function addToOrder(env: LabEnv, write: SourceWrite): Promise<{ eventId: string; version: number }> {
   return withTransaction(env.pool, async (tx) => {
-    await tx.query(`INSERT INTO "${env.schema}".orders (id, amount, version) VALUES ($1, 0, 0) ON CONFLICT DO NOTHING`, [write.orderId]);
-    const { rows } = await tx.query<{ version: string }>(`SELECT version FROM "${env.schema}".orders WHERE id = $1`, [write.orderId]);
-    const current = Number(rows[0]?.version ?? 0);
-    await updateExactlyOne(tx, `UPDATE "${env.schema}".orders SET amount = amount + $1, version = $2 WHERE id = $3 AND version = $4`, [
-      write.delta,
-      current + 1,
+    await tx.query(
+      `INSERT INTO "${env.schema}".orders (id, amount, version) VALUES ($1, 0, 0) ON CONFLICT DO NOTHING`,
+      [write.orderId],
+    );
+    const { rows } = await tx.query<{ version: string }>(`SELECT version FROM "${env.schema}".orders WHERE id = $1`, [
       write.orderId,
-      current,
     ]);
+    const current = Number(rows[0]?.version ?? 0);
+    await updateExactlyOne(
+      tx,
+      `UPDATE "${env.schema}".orders SET amount = amount + $1, version = $2 WHERE id = $3 AND version = $4`,
+      [write.delta, current + 1, write.orderId, current],
+    );
     const appended = await appendToOutbox(
       tx,
-      { eventId: write.eventId, aggregateType: 'order', aggregateId: write.orderId, aggregateVersion: current + 1, eventType: 'AmountAdded', payload: { delta: write.delta } },
+      {
+        eventId: write.eventId,
+        aggregateType: 'order',
+        aggregateId: write.orderId,
+        aggregateVersion: current + 1,
+        eventType: 'AmountAdded',
+        payload: { delta: write.delta },
+      },
       { schema: env.schema },
     );
     if (write.failBeforeCommit) throw new Error('simulated failure before commit');
@@ -127,7 +150,12 @@ export async function addToOrder(env: LabEnv, write: SourceWrite): Promise<{ eve
   });
 }
 
-export function envelopeFor(orderId: string, version: number, delta: number, eventId = `E${version}-${orderId}`): EventEnvelope {
+export function envelopeFor(
+  orderId: string,
+  version: number,
+  delta: number,
+  eventId = `E${version}-${orderId}`,
+): EventEnvelope {
   return {
     eventId,
     aggregateType: 'order',
@@ -161,7 +189,11 @@ export async function getOne(env: LabEnv, timeoutMs = 10_000): Promise<amqp.GetM
   }
 }
 
-export async function waitUntil(condition: () => Promise<boolean>, description: string, timeoutMs = 15_000): Promise<void> {
+export async function waitUntil(
+  condition: () => Promise<boolean>,
+  description: string,
+  timeoutMs = 15_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new LabCheckError(`timed out waiting for ${description}`);

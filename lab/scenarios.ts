@@ -13,7 +13,20 @@ import {
   type Settlement,
 } from '../src/index.js';
 import { DeliveryProcessor } from '../src/testing/index.js';
-import { AMQP_URL, PROJECTION, addToOrder, check, count, createLabEnv, envelopeFor, getOne, projectionRow, publishEnvelope, waitUntil, type LabEnv } from './harness.js';
+import {
+  AMQP_URL,
+  PROJECTION,
+  addToOrder,
+  check,
+  count,
+  createLabEnv,
+  envelopeFor,
+  getOne,
+  projectionRow,
+  publishEnvelope,
+  waitUntil,
+  type LabEnv,
+} from './harness.js';
 
 export interface ScenarioResult {
   checks: string[];
@@ -33,18 +46,30 @@ export const sourceRollback: Scenario = {
   title: 'source transaction rollback',
   async run(env) {
     const checks: string[] = [];
-    const failed = await addToOrder(env, { orderId: '1', delta: 10, failBeforeCommit: true }).catch((err: Error) => err);
+    const failed = await addToOrder(env, { orderId: '1', delta: 10, failBeforeCommit: true }).catch(
+      (err: Error) => err,
+    );
     check(checks, failed instanceof Error, 'the failing source transaction threw');
-    check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.orders`)) === 0, 'no business row after rollback');
+    check(
+      checks,
+      (await count(env, `SELECT count(*) AS n FROM $schema.orders`)) === 0,
+      'no business row after rollback',
+    );
     check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.outbox`)) === 0, 'no outbox row after rollback');
     // A lost race on the conditional update rolls back the loser's outbox row too.
     await addToOrder(env, { orderId: '2', delta: 10 });
     const lost = await withTransaction(env.pool, async (tx) => {
-      const result = await tx.query(`UPDATE "${env.schema}".orders SET amount = amount + 5, version = 2 WHERE id = '2' AND version = 0`);
+      const result = await tx.query(
+        `UPDATE "${env.schema}".orders SET amount = amount + 5, version = 2 WHERE id = '2' AND version = 0`,
+      );
       if (result.rowCount !== 1) throw new ConcurrencyConflictError(result.rowCount ?? 0);
     }).catch((err: unknown) => err);
     check(checks, lost instanceof ConcurrencyConflictError, 'a stale conditional update is rejected (0 rows changed)');
-    check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE aggregate_id = '2'`)) === 1, 'only the winning transaction left an outbox row');
+    check(
+      checks,
+      (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE aggregate_id = '2'`)) === 1,
+      'only the winning transaction left an outbox row',
+    );
     return { checks };
   },
 };
@@ -62,14 +87,36 @@ export const consumerRollback: Scenario = {
         if (calls === 1) throw new Error('simulated handler failure after the inbox insert and projection write');
       },
     };
-    const consumer = startConsumer({ amqpUrl: AMQP_URL, queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers, logger: silentLogger, backoff: fastRetry });
-    const relay = new Relay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, pollIntervalMs: 20 }).start();
+    const consumer = startConsumer({
+      amqpUrl: AMQP_URL,
+      queue: env.queue,
+      exchange: env.exchange,
+      pool: env.pool,
+      schema: env.schema,
+      handlers,
+      logger: silentLogger,
+      backoff: fastRetry,
+    });
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      pool: env.pool,
+      schema: env.schema,
+      exchange: env.exchange,
+      logger: silentLogger,
+      pollIntervalMs: 20,
+    }).start();
     try {
       await consumer.ready();
-      const firstRetry = new Promise<void>((resolve) => consumer.on('settled', (s: Settlement) => s.action === 'retry' && resolve()));
+      const firstRetry = new Promise<void>((resolve) =>
+        consumer.on('settled', (s: Settlement) => s.action === 'retry' && resolve()),
+      );
       const { eventId } = await addToOrder(env, { orderId: '1', delta: 10 });
       await firstRetry;
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.inbox WHERE event_id = $1`, [eventId])) === 0, 'after the failed attempt: no inbox row');
+      check(
+        checks,
+        (await count(env, `SELECT count(*) AS n FROM $schema.inbox WHERE event_id = $1`, [eventId])) === 0,
+        'after the failed attempt: no inbox row',
+      );
       check(checks, (await projectionRow(env, '1')) === null, 'after the failed attempt: projection unchanged');
       await waitUntil(async () => (await projectionRow(env, '1'))?.amount === 10, 'the redelivery to apply');
       check(checks, calls === 2, 'the redelivery ran the handler again', calls);
@@ -88,22 +135,47 @@ export const incrementalGap: Scenario = {
   title: 'incremental gap',
   async run(env) {
     const checks: string[] = [];
-    const consumer = startConsumer({ amqpUrl: AMQP_URL, queue: env.queue, exchange: env.exchange, pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger, backoff: fastRetry });
+    const consumer = startConsumer({
+      amqpUrl: AMQP_URL,
+      queue: env.queue,
+      exchange: env.exchange,
+      pool: env.pool,
+      schema: env.schema,
+      handlers: env.handlers,
+      logger: silentLogger,
+      backoff: fastRetry,
+    });
     try {
       await consumer.ready();
-      const parked = new Promise<void>((resolve) => consumer.on('settled', (s: Settlement) => s.action === 'ack' && s.outcome === 'parked' && resolve()));
+      const parked = new Promise<void>((resolve) =>
+        consumer.on('settled', (s: Settlement) => s.action === 'ack' && s.outcome === 'parked' && resolve()),
+      );
       await publishEnvelope(env, envelopeFor('1', 2, 20, 'E2'));
       await parked;
       check(checks, (await projectionRow(env, '1')) === null, 'E2 before E1 is not applied');
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E2'`)) === 0, 'E2 left no inbox row (the whole transaction rolled back)');
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.parked WHERE event_id = 'E2'`)) === 1, 'E2 waits in the reorder buffer (committed before its ack)');
+      check(
+        checks,
+        (await count(env, `SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E2'`)) === 0,
+        'E2 left no inbox row (the whole transaction rolled back)',
+      );
+      check(
+        checks,
+        (await count(env, `SELECT count(*) AS n FROM $schema.parked WHERE event_id = 'E2'`)) === 1,
+        'E2 waits in the reorder buffer (committed before its ack)',
+      );
       await publishEnvelope(env, envelopeFor('1', 1, 10, 'E1'));
       await waitUntil(async () => (await projectionRow(env, '1'))?.version === 2, 'E1 and the waiting E2 to apply');
       const row = await projectionRow(env, '1');
       check(checks, row?.amount === 30 && row.version === 2, 'after E1 arrives both apply: amount 30, version 2', row);
-      const order = await env.pool.query<{ event_id: string }>(`SELECT event_id FROM "${env.schema}".applications ORDER BY applied_at, event_id`);
+      const order = await env.pool.query<{ event_id: string }>(
+        `SELECT event_id FROM "${env.schema}".applications ORDER BY applied_at, event_id`,
+      );
       check(checks, order.rows.map((r) => r.event_id).join(',') === 'E1,E2', 'applied in order E1, E2');
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.parked`)) === 0, 'E2 left the reorder buffer with its inbox row');
+      check(
+        checks,
+        (await count(env, `SELECT count(*) AS n FROM $schema.parked`)) === 0,
+        'E2 left the reorder buffer with its inbox row',
+      );
     } finally {
       await consumer.stop();
     }
@@ -116,7 +188,13 @@ export const contentConflict: Scenario = {
   title: 'same eventId, different content',
   async run(env) {
     const checks: string[] = [];
-    const processor = new DeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
+    const processor = new DeliveryProcessor({
+      consumer: 'lab-orders',
+      pool: env.pool,
+      schema: env.schema,
+      handlers: env.handlers,
+      logger: silentLogger,
+    });
     try {
       await publishEnvelope(env, envelopeFor('1', 1, 10, 'E1'));
       const first = await getOne(env);
@@ -127,11 +205,28 @@ export const contentConflict: Scenario = {
       const second = await getOne(env);
       const conflict = await processor.process(second);
       env.channel.ack(second);
-      check(checks, conflict.action === 'ack' && conflict.outcome === 'quarantined' && conflict.reason === 'content-conflict', 'E1 with other content is rejected as a conflict');
-      check(checks, conflict.action === 'ack' && conflict.outcome === 'quarantined' && conflict.conflict instanceof ContentConflictError, 'a ContentConflictError is exposed');
+      check(
+        checks,
+        conflict.action === 'ack' && conflict.outcome === 'quarantined' && conflict.reason === 'content-conflict',
+        'E1 with other content is rejected as a conflict',
+      );
+      check(
+        checks,
+        conflict.action === 'ack' &&
+          conflict.outcome === 'quarantined' &&
+          conflict.conflict instanceof ContentConflictError,
+        'a ContentConflictError is exposed',
+      );
       const row = await projectionRow(env, '1');
       check(checks, row?.amount === 10 && row.version === 1, 'projection untouched: amount 10, version 1', row);
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.quarantine WHERE event_id = 'E1' AND reason = 'content-conflict'`)) === 1, 'the conflicting message is kept in quarantine for a person');
+      check(
+        checks,
+        (await count(
+          env,
+          `SELECT count(*) AS n FROM $schema.quarantine WHERE event_id = 'E1' AND reason = 'content-conflict'`,
+        )) === 1,
+        'the conflicting message is kept in quarantine for a person',
+      );
     } finally {
       await processor.close();
     }
@@ -144,7 +239,13 @@ export const snapshotRepair: Scenario = {
   title: 'conditional snapshot repair',
   async run(env) {
     const checks: string[] = [];
-    const processor = new DeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
+    const processor = new DeliveryProcessor({
+      consumer: 'lab-orders',
+      pool: env.pool,
+      schema: env.schema,
+      handlers: env.handlers,
+      logger: silentLogger,
+    });
     const deliver = async (eventId: string, version: number, delta: number) => {
       await publishEnvelope(env, envelopeFor('1', version, delta, eventId));
       const message = await getOne(env);
@@ -154,28 +255,68 @@ export const snapshotRepair: Scenario = {
     };
     const repair = (observedVersion: number | null, sourceVersion: number, amount: number) =>
       withTransaction(env.pool, (tx) =>
-        repairFromSnapshot(tx, { projection: PROJECTION, aggregateType: 'order', aggregateId: '1', observedVersion, sourceVersion, schema: env.schema }, async () => {
-          await tx.query(`UPDATE "${env.schema}".order_projection SET amount = $2 WHERE id = $1`, ['1', amount]);
-        }),
+        repairFromSnapshot(
+          tx,
+          {
+            projection: PROJECTION,
+            aggregateType: 'order',
+            aggregateId: '1',
+            observedVersion,
+            sourceVersion,
+            schema: env.schema,
+          },
+          async () => {
+            await tx.query(`UPDATE "${env.schema}".order_projection SET amount = $2 WHERE id = $1`, ['1', amount]);
+          },
+        ),
       );
     try {
       await deliver('E1', 1, 10);
       await deliver('E2', 2, 20);
       check(checks, (await projectionRow(env, '1'))?.version === 2, 'projection at version 2');
       const stale = await repair(1, 3, 35);
-      check(checks, !stale.repaired && stale.reason === 'stale-observation', 'repair with stale observation 1 is rejected');
+      check(
+        checks,
+        !stale.repaired && stale.reason === 'stale-observation',
+        'repair with stale observation 1 is rejected',
+      );
       const repaired = await repair(2, 3, 35);
       const atThree = await projectionRow(env, '1');
-      check(checks, repaired.repaired && atThree?.version === 3 && atThree.amount === 35, 'snapshot 3 with observation 2 applies (amount 35)', atThree);
+      check(
+        checks,
+        repaired.repaired && atThree?.version === 3 && atThree.amount === 35,
+        'snapshot 3 with observation 2 applies (amount 35)',
+        atThree,
+      );
       const e4 = await deliver('E4', 4, 7);
-      check(checks, e4.action === 'ack' && e4.outcome === 'applied' && (await projectionRow(env, '1'))?.version === 4, 'E4 applies on top of the snapshot: version 4');
+      check(
+        checks,
+        e4.action === 'ack' && e4.outcome === 'applied' && (await projectionRow(env, '1'))?.version === 4,
+        'E4 applies on top of the snapshot: version 4',
+      );
       const late = await repair(4, 3, 35);
-      check(checks, !late.repaired && late.reason === 'not-newer' && (await projectionRow(env, '1'))?.amount === 42, 'snapshot 3 cannot overwrite version 4');
+      check(
+        checks,
+        !late.repaired && late.reason === 'not-newer' && (await projectionRow(env, '1'))?.amount === 42,
+        'snapshot 3 cannot overwrite version 4',
+      );
       const e3 = await deliver('E3', 3, 5);
-      check(checks, e3.action === 'ack' && e3.outcome === 'applied' && (await projectionRow(env, '1'))?.amount === 42, 'late E3 is acked with no effect (covered by baseline 3)');
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E3'`)) === 1, 'late E3 is recorded in the inbox');
+      check(
+        checks,
+        e3.action === 'ack' && e3.outcome === 'applied' && (await projectionRow(env, '1'))?.amount === 42,
+        'late E3 is acked with no effect (covered by baseline 3)',
+      );
+      check(
+        checks,
+        (await count(env, `SELECT count(*) AS n FROM $schema.inbox WHERE event_id = 'E3'`)) === 1,
+        'late E3 is recorded in the inbox',
+      );
       const e3other = await deliver('E3', 3, 6);
-      check(checks, e3other.action === 'ack' && e3other.outcome === 'quarantined' && e3other.reason === 'content-conflict', 'E3 with other content is still a conflict');
+      check(
+        checks,
+        e3other.action === 'ack' && e3other.outcome === 'quarantined' && e3other.reason === 'content-conflict',
+        'E3 with other content is still a conflict',
+      );
       const final = await projectionRow(env, '1');
       check(checks, final?.amount === 42 && final.version === 4, 'final state: amount 42, version 4', final);
     } finally {
@@ -192,28 +333,75 @@ export const brokerDuplicates: Scenario = {
     const checks: string[] = [];
     let published = 0;
     // Relay A crashes between the broker's confirm and the mark; its lease then expires.
-    const crashing = new Relay({ amqpUrl: AMQP_URL,
-      pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, relayId: 'relay-a', leaseMs: 300,
-      hooks: { afterConfirm: (ids) => { published += ids.length; throw new Error('simulated crash after confirm, before mark'); } },
+    const crashing = new Relay({
+      amqpUrl: AMQP_URL,
+      pool: env.pool,
+      schema: env.schema,
+      exchange: env.exchange,
+      logger: silentLogger,
+      relayId: 'relay-a',
+      leaseMs: 300,
+      hooks: {
+        afterConfirm: (ids) => {
+          published += ids.length;
+          throw new Error('simulated crash after confirm, before mark');
+        },
+      },
     });
-    const survivor = new Relay({ amqpUrl: AMQP_URL, pool: env.pool, schema: env.schema, exchange: env.exchange, logger: silentLogger, relayId: 'relay-b' });
+    const survivor = new Relay({
+      amqpUrl: AMQP_URL,
+      pool: env.pool,
+      schema: env.schema,
+      exchange: env.exchange,
+      logger: silentLogger,
+      relayId: 'relay-b',
+    });
     survivor.on('published', (ids) => (published += ids.length));
-    const processor = new DeliveryProcessor({ consumer: 'lab-orders', pool: env.pool, schema: env.schema, handlers: env.handlers, logger: silentLogger });
+    const processor = new DeliveryProcessor({
+      consumer: 'lab-orders',
+      pool: env.pool,
+      schema: env.schema,
+      handlers: env.handlers,
+      logger: silentLogger,
+    });
     try {
       const { eventId } = await addToOrder(env, { orderId: '1', delta: 10 });
       await crashing.runOnce().catch(() => undefined);
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE status = 'pending' AND claimed_by = 'relay-a'`)) === 1, 'after the crash the event is still unpublished, claimed by relay A');
-      await waitUntil(async () => (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE claim_expires_at < now()`)) === 1, "relay A's lease to expire");
+      check(
+        checks,
+        (await count(
+          env,
+          `SELECT count(*) AS n FROM $schema.outbox WHERE status = 'pending' AND claimed_by = 'relay-a'`,
+        )) === 1,
+        'after the crash the event is still unpublished, claimed by relay A',
+      );
+      await waitUntil(
+        async () => (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE claim_expires_at < now()`)) === 1,
+        "relay A's lease to expire",
+      );
       await survivor.runOnce();
-      check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE status = 'published'`)) === 1, 'relay B re-published it with the same eventId and marked it');
+      check(
+        checks,
+        (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE status = 'published'`)) === 1,
+        'relay B re-published it with the same eventId and marked it',
+      );
       const queued = await env.channel.checkQueue(env.queue);
-      check(checks, published === 2 && queued.messageCount === 2, 'the same event was confirmed twice: two copies in the queue', { published, queued: queued.messageCount });
+      check(
+        checks,
+        published === 2 && queued.messageCount === 2,
+        'the same event was confirmed twice: two copies in the queue',
+        { published, queued: queued.messageCount },
+      );
 
       let deliveries = 0;
       const first = await getOne(env);
       deliveries++;
       const firstResult = await processor.process(first);
-      check(checks, first.properties.messageId === eventId && firstResult.action === 'ack' && firstResult.outcome === 'applied', 'first delivery committed');
+      check(
+        checks,
+        first.properties.messageId === eventId && firstResult.action === 'ack' && firstResult.outcome === 'applied',
+        'first delivery committed',
+      );
       env.channel.nack(first, false, true); // committed, but the ack never happened: the broker requeues
       const redelivered = await getOne(env);
       deliveries++;
@@ -224,13 +412,27 @@ export const brokerDuplicates: Scenario = {
       deliveries++;
       const secondResult = await processor.process(second);
       env.channel.ack(second);
-      check(checks, again.action === 'ack' && again.outcome === 'duplicate' && secondResult.action === 'ack' && secondResult.outcome === 'duplicate', 'both later deliveries are recognised as duplicates and acked');
+      check(
+        checks,
+        again.action === 'ack' &&
+          again.outcome === 'duplicate' &&
+          secondResult.action === 'ack' &&
+          secondResult.outcome === 'duplicate',
+        'both later deliveries are recognised as duplicates and acked',
+      );
 
       const applied = await count(env, `SELECT count(*) AS n FROM $schema.applications`);
       const inbox = await count(env, `SELECT count(*) AS n FROM $schema.inbox`);
       const amount = (await projectionRow(env, '1'))?.amount;
-      check(checks, applied === 1 && inbox === 1 && amount === 10, 'applied once, one inbox row, amount 10', { applied, inbox, amount });
-      return { checks, summary: `published=${published} deliveries=${deliveries} applied=${applied} inbox=${inbox} amount=${amount}` };
+      check(checks, applied === 1 && inbox === 1 && amount === 10, 'applied once, one inbox row, amount 10', {
+        applied,
+        inbox,
+        amount,
+      });
+      return {
+        checks,
+        summary: `published=${published} deliveries=${deliveries} applied=${applied} inbox=${inbox} amount=${amount}`,
+      };
     } finally {
       await crashing.stop();
       await survivor.stop();
@@ -239,7 +441,14 @@ export const brokerDuplicates: Scenario = {
   },
 };
 
-export const scenarios: readonly Scenario[] = [sourceRollback, consumerRollback, incrementalGap, contentConflict, snapshotRepair, brokerDuplicates];
+export const scenarios: readonly Scenario[] = [
+  sourceRollback,
+  consumerRollback,
+  incrementalGap,
+  contentConflict,
+  snapshotRepair,
+  brokerDuplicates,
+];
 
 export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
   const env = await createLabEnv();

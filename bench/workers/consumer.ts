@@ -27,7 +27,10 @@ export interface ConsumerWorkerConfig extends BaseConfig {
 type ConsumerOptionsMaybe = ConsumerOptions & Record<string, unknown>;
 
 /** Same approach as the relay worker: unknown optional keys are dropped and reported, never guessed into src. */
-function createConsumer(options: ConsumerOptionsMaybe, optional: Record<string, unknown>): { consumer: Consumer; dropped: string[] } {
+function createConsumer(
+  options: ConsumerOptionsMaybe,
+  optional: Record<string, unknown>,
+): { consumer: Consumer; dropped: string[] } {
   const dropped: string[] = [];
   for (;;) {
     try {
@@ -78,10 +81,16 @@ void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
   const { consumer, dropped } = createConsumer(options, config.optional);
   const resolved = consumer.options as unknown as Record<string, unknown>;
   const effective: Record<string, unknown> = { prefetch: consumer.options.prefetch };
-  for (const key of Object.keys(config.optional)) effective[key] = key in resolved && !dropped.includes(key) ? resolved[key] : 'unsupported';
+  for (const key of Object.keys(config.optional))
+    effective[key] = key in resolved && !dropped.includes(key) ? resolved[key] : 'unsupported';
   // Batching knobs that exist but were not set are listed too, so a reader sees they ran at their defaults.
   for (const [key, value] of Object.entries(resolved)) {
-    if (/batch|concurren|parallel/i.test(key) && !(key in effective) && ['number', 'boolean', 'string'].includes(typeof value)) effective[key] = `${String(value)} (default)`;
+    if (
+      /batch|concurren|parallel/i.test(key) &&
+      !(key in effective) &&
+      ['number', 'boolean', 'string'].includes(typeof value)
+    )
+      effective[key] = `${String(value)} (default)`;
   }
 
   consumer.on('settled', (settlement) => {

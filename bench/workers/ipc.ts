@@ -85,7 +85,9 @@ export class Progress {
   }
 }
 
-export async function runWorker<T extends BaseConfig>(setup: (config: T, progress: Progress) => Promise<WorkerBody>): Promise<void> {
+export async function runWorker<T extends BaseConfig>(
+  setup: (config: T, progress: Progress) => Promise<WorkerBody>,
+): Promise<void> {
   const fail = async (err: unknown) => {
     await send({ type: 'fatal', message: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
     process.exit(1);

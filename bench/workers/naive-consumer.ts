@@ -41,10 +41,17 @@ void runWorker<NaiveConsumerConfig>(async (config, progress) => {
     const bodies = batch.map((message) => JSON.parse(message.content.toString()) as Body);
     for (const body of bodies) {
       const seen = folded.get(body.aggregateId);
-      folded.set(body.aggregateId, { delta: (seen?.delta ?? 0) + body.payload.delta, version: Math.max(seen?.version ?? 0, body.version) });
+      folded.set(body.aggregateId, {
+        delta: (seen?.delta ?? 0) + body.payload.delta,
+        version: Math.max(seen?.version ?? 0, body.version),
+      });
     }
     await client.query('BEGIN');
-    await client.query(upsert, [[...folded.keys()], [...folded.values()].map((v) => v.delta), [...folded.values()].map((v) => v.version)]);
+    await client.query(upsert, [
+      [...folded.keys()],
+      [...folded.values()].map((v) => v.delta),
+      [...folded.values()].map((v) => v.version),
+    ]);
     await client.query('COMMIT');
     const committed = Date.now();
     channel!.ack(batch[batch.length - 1]!, true);

@@ -37,17 +37,32 @@ void runWorker<NaiveRelayConfig>(async (config, progress) => {
     const channel = await connection.createConfirmChannel();
     try {
       while (!stopping) {
-        const { rows } = await client.query<Row>(`SELECT id, aggregate_id, version, payload, occurred_at FROM ${table} WHERE NOT published ORDER BY id LIMIT $1`, [config.batch]);
+        const { rows } = await client.query<Row>(
+          `SELECT id, aggregate_id, version, payload, occurred_at FROM ${table} WHERE NOT published ORDER BY id LIMIT $1`,
+          [config.batch],
+        );
         if (rows.length === 0) {
           await new Promise((resolve) => setTimeout(resolve, config.idleMs));
           continue;
         }
         for (const row of rows) {
-          const body = { id: row.id, aggregateId: row.aggregate_id, version: Number(row.version), payload: row.payload, occurredAt: row.occurred_at.toISOString() };
-          channel.publish(config.exchange, 'naive.event', Buffer.from(JSON.stringify(body)), { persistent: true, mandatory: true, contentType: 'application/json' });
+          const body = {
+            id: row.id,
+            aggregateId: row.aggregate_id,
+            version: Number(row.version),
+            payload: row.payload,
+            occurredAt: row.occurred_at.toISOString(),
+          };
+          channel.publish(config.exchange, 'naive.event', Buffer.from(JSON.stringify(body)), {
+            persistent: true,
+            mandatory: true,
+            contentType: 'application/json',
+          });
         }
         await channel.waitForConfirms();
-        await client.query(`UPDATE ${table} SET published = true WHERE id = ANY($1::bigint[])`, [rows.map((row) => row.id)]);
+        await client.query(`UPDATE ${table} SET published = true WHERE id = ANY($1::bigint[])`, [
+          rows.map((row) => row.id),
+        ]);
         progress.add(rows.length);
       }
     } finally {

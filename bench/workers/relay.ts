@@ -20,7 +20,10 @@ export interface RelayWorkerConfig extends BaseConfig {
  */
 type RelayOptionsMaybe = RelayOptions & Record<string, unknown>;
 
-function createRelay(options: RelayOptionsMaybe, optional: Record<string, unknown>): { relay: Relay; dropped: string[] } {
+function createRelay(
+  options: RelayOptionsMaybe,
+  optional: Record<string, unknown>,
+): { relay: Relay; dropped: string[] } {
   const dropped: string[] = [];
   for (;;) {
     try {
@@ -56,8 +59,12 @@ void runWorker<RelayWorkerConfig>(async (config, progress) => {
   }
   const { relay, dropped } = createRelay(options, config.optional);
   const resolved = relay.options as unknown as Record<string, unknown>;
-  const effective: Record<string, unknown> = { batchSize: relay.options.batchSize, pollIntervalMs: relay.options.pollIntervalMs };
-  for (const key of Object.keys(config.optional)) effective[key] = key in resolved && !dropped.includes(key) ? resolved[key] : 'unsupported';
+  const effective: Record<string, unknown> = {
+    batchSize: relay.options.batchSize,
+    pollIntervalMs: relay.options.pollIntervalMs,
+  };
+  for (const key of Object.keys(config.optional))
+    effective[key] = key in resolved && !dropped.includes(key) ? resolved[key] : 'unsupported';
   relay.on('published', (eventIds) => progress.add(eventIds.length));
   relay.on('error', reportError);
   let retried = 0;

@@ -16,7 +16,11 @@ export const MAX_JSON_DEPTH = 64;
 // the text, where JSON.parse rejects it as before.
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-const name = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only');
+const name = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only');
 const text = z.string().min(1).max(200);
 const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
@@ -30,7 +34,10 @@ const envelopeSchema = z.strictObject({
   kind: z.enum(['incremental', 'snapshot']),
   payload: z.unknown().refine((value) => value !== undefined, 'required'),
   occurredAt: z.iso.datetime({ offset: true }),
-  traceparent: z.string().regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, 'W3C traceparent').optional(),
+  traceparent: z
+    .string()
+    .regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, 'W3C traceparent')
+    .optional(),
   tenantId: text.optional(),
 });
 
@@ -43,11 +50,17 @@ export function validateEnvelope(value: unknown): EventEnvelope {
   const result = envelopeSchema.safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0];
-    const field = issue && issue.path.length > 0 ? issue.path.join('.') : issue?.code === 'unrecognized_keys' ? String((issue as { keys?: string[] }).keys?.[0] ?? '(root)') : '(root)';
+    const field =
+      issue && issue.path.length > 0
+        ? issue.path.join('.')
+        : issue?.code === 'unrecognized_keys'
+          ? String((issue as { keys?: string[] }).keys?.[0] ?? '(root)')
+          : '(root)';
     throw new EnvelopeValidationError(field, describeIssue(issue));
   }
   // 1e400 parses to Infinity, which JSON.stringify writes back as null: the event would change on the way through.
-  if (!isFiniteThroughout(result.data.payload)) throw new EnvelopeValidationError('payload', 'holds a number outside the range of a double');
+  if (!isFiniteThroughout(result.data.payload))
+    throw new EnvelopeValidationError('payload', 'holds a number outside the range of a double');
   return result.data;
 }
 
@@ -75,9 +88,13 @@ function describeIssue(issue: z.core.$ZodIssue | undefined): string {
     case 'invalid_type':
       return `expected ${issue.expected}`;
     case 'too_small':
-      return issue.inclusive === false ? `must be greater than ${String(issue.minimum)}` : `must be at least ${String(issue.minimum)}`;
+      return issue.inclusive === false
+        ? `must be greater than ${String(issue.minimum)}`
+        : `must be at least ${String(issue.minimum)}`;
     case 'too_big':
-      return issue.inclusive === false ? `must be less than ${String(issue.maximum)}` : `must be at most ${String(issue.maximum)}`;
+      return issue.inclusive === false
+        ? `must be less than ${String(issue.maximum)}`
+        : `must be at most ${String(issue.maximum)}`;
     case 'invalid_format':
       return `not a valid ${issue.format}`;
     case 'invalid_value':
@@ -108,7 +125,8 @@ export function parseEnvelope(body: Buffer, maxBytes = DEFAULT_MAX_ENVELOPE_BYTE
   } catch {
     throw new MalformedBodyError('not valid JSON');
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new MalformedBodyError('expected a JSON object');
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new MalformedBodyError('expected a JSON object');
   return validateEnvelope(parsed);
 }
 

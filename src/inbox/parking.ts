@@ -168,7 +168,12 @@ export const gapQueryOptions = defineOptions(
   z.strictObject({
     schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
     consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope); all by default.'),
-    olderThanMs: z.number().int().min(0).default(0).describe('Only gaps whose oldest parked event waited at least this long, in ms.'),
+    olderThanMs: z
+      .number()
+      .int()
+      .min(0)
+      .default(0)
+      .describe('Only gaps whose oldest parked event waited at least this long, in ms.'),
     limit: z.number().int().min(1).max(100_000).default(1_000).describe('Most rows returned, oldest first.'),
   }),
 );

@@ -47,7 +47,13 @@ export interface GapFacts {
   stuckAggregates: number;
   oldestAgeSeconds: number | null;
   parked: number;
-  sample: { consumer: string; aggregateType: string; aggregateId: string; currentVersion: number; parkedVersions: number[] }[];
+  sample: {
+    consumer: string;
+    aggregateType: string;
+    aggregateId: string;
+    currentVersion: number;
+    parkedVersions: number[];
+  }[];
 }
 
 export interface FailureFacts {
@@ -70,7 +76,15 @@ export interface PipelineFacts {
 export type Stage = 'producer' | 'relay' | 'broker' | 'consumer' | 'projection' | 'ordering';
 
 export interface Finding {
-  kind: 'source-without-event' | 'outbox-growing' | 'outbox-failed' | 'broker-backlog' | 'queue-missing' | 'inbox-without-projection' | 'missing-versions' | 'quarantined';
+  kind:
+    | 'source-without-event'
+    | 'outbox-growing'
+    | 'outbox-failed'
+    | 'broker-backlog'
+    | 'queue-missing'
+    | 'inbox-without-projection'
+    | 'missing-versions'
+    | 'quarantined';
   severity: 'stalled' | 'warning';
   stage: Stage;
   /** What the finding is about when a stage has several: the source table or the queue. */
@@ -93,7 +107,12 @@ export interface Throughput {
 /** Net drain: a backlog only empties at completion minus arrival, e.g. (500 − 300)/s for 300 new per second. */
 export function drainEstimate(backlog: number, arrivalPerSecond: number, completionPerSecond: number): Throughput {
   const net = completionPerSecond - arrivalPerSecond;
-  return { arrivalPerSecond, completionPerSecond, backlog, drainSeconds: backlog === 0 ? 0 : net > 0 ? backlog / net : null };
+  return {
+    arrivalPerSecond,
+    completionPerSecond,
+    backlog,
+    drainSeconds: backlog === 0 ? 0 : net > 0 ? backlog / net : null,
+  };
 }
 
 /** Throughput of the relay: appended vs published, over the pending backlog. */
@@ -106,7 +125,10 @@ export function relayThroughput(outbox: OutboxFacts): Throughput {
  * the growth of the ready backlog (a shrinking backlog means arrivals below completion).
  */
 export function queueThroughput(queue: QueueFacts, sampleSeconds: number): Throughput {
-  const growth = queue.depth !== null && queue.depthBefore !== null && sampleSeconds > 0 ? (queue.depth - queue.depthBefore) / sampleSeconds : 0;
+  const growth =
+    queue.depth !== null && queue.depthBefore !== null && sampleSeconds > 0
+      ? (queue.depth - queue.depthBefore) / sampleSeconds
+      : 0;
   return drainEstimate(queue.depth ?? 0, Math.max(0, queue.completedPerSecond + growth), queue.completedPerSecond);
 }
 
@@ -122,15 +144,19 @@ export function diagnose(facts: PipelineFacts): Finding[] {
 
 function sourceFinding(source: SourceFacts): Finding[] {
   if (source.ahead === 0) return [];
-  return [{
-    kind: 'source-without-event',
-    severity: 'stalled',
-    stage: 'producer',
-    subject: source.source,
-    evidence: `${source.ahead} ${source.source} row(s) at a version with no outbox event for ${source.aggregateType} (e.g. ${source.sampleIds.join(', ')})`,
-    lookAt: 'writes that bypass appendToOutbox, or append on another connection or transaction than the business update',
-    recovered: 'every business version has its outbox event (re-run status); repair the projection with converge reconcile --repair',
-  }];
+  return [
+    {
+      kind: 'source-without-event',
+      severity: 'stalled',
+      stage: 'producer',
+      subject: source.source,
+      evidence: `${source.ahead} ${source.source} row(s) at a version with no outbox event for ${source.aggregateType} (e.g. ${source.sampleIds.join(', ')})`,
+      lookAt:
+        'writes that bypass appendToOutbox, or append on another connection or transaction than the business update',
+      recovered:
+        'every business version has its outbox event (re-run status); repair the projection with converge reconcile --repair',
+    },
+  ];
 }
 
 function outboxFindings(facts: PipelineFacts): Finding[] {
@@ -145,7 +171,8 @@ function outboxFindings(facts: PipelineFacts): Finding[] {
       severity: oldest > facts.stallAfterSeconds ? 'stalled' : 'warning',
       stage: 'relay',
       evidence: `${outbox.pending} unpublished (${signed(outbox.pending - outbox.pendingBefore)} in ${facts.sampleSeconds} s), oldest ${round(oldest)} s; appended ${round(throughput.arrivalPerSecond)}/s, published ${round(throughput.completionPerSecond)}/s`,
-      lookAt: 'is a relay running and claiming (claimed_by, next_attempt_at)? broker returns and nacks (last_error in converge outbox list --pending), AMQP connection and credentials',
+      lookAt:
+        'is a relay running and claiming (claimed_by, next_attempt_at)? broker returns and nacks (last_error in converge outbox list --pending), AMQP connection and credentials',
       recovered: 'the oldest pending age falls and published rows advance',
     });
   }
@@ -164,15 +191,18 @@ function outboxFindings(facts: PipelineFacts): Finding[] {
 
 function queueFindings(queue: QueueFacts, facts: PipelineFacts): Finding[] {
   if (queue.depth === null) {
-    return [{
-      kind: 'queue-missing',
-      severity: 'stalled',
-      stage: 'broker',
-      subject: queue.queue,
-      evidence: `queue ${queue.queue} does not exist on the broker`,
-      lookAt: 'the consumer never declared it, or it was deleted: events routed to it are returned to the relay (unroutable)',
-      recovered: 'the queue exists and is bound; the consumer subscribes',
-    }];
+    return [
+      {
+        kind: 'queue-missing',
+        severity: 'stalled',
+        stage: 'broker',
+        subject: queue.queue,
+        evidence: `queue ${queue.queue} does not exist on the broker`,
+        lookAt:
+          'the consumer never declared it, or it was deleted: events routed to it are returned to the relay (unroutable)',
+        recovered: 'the queue exists and is bound; the consumer subscribes',
+      },
+    ];
   }
   const findings: Finding[] = [];
   const shrinking = queue.depthBefore !== null && queue.depth < queue.depthBefore;
@@ -183,7 +213,8 @@ function queueFindings(queue: QueueFacts, facts: PipelineFacts): Finding[] {
       stage: 'consumer',
       subject: queue.queue,
       evidence: `${queue.queue}: ${queue.depth} ready message(s), ${queue.consumers ?? 0} subscriber(s), no inbox row for ${queue.consumer} in ${facts.sampleSeconds} s`,
-      lookAt: 'consumer connection and credentials, queue permissions, database locks (pg_stat_activity), handler errors in the logs',
+      lookAt:
+        'consumer connection and credentials, queue permissions, database locks (pg_stat_activity), handler errors in the logs',
       recovered: 'inbox commit rate recovers while unacknowledged deliveries stay within prefetch',
     });
   }
@@ -194,7 +225,8 @@ function queueFindings(queue: QueueFacts, facts: PipelineFacts): Finding[] {
       stage: 'projection',
       subject: queue.queue,
       evidence: `${queue.inboxInWindow} inbox row(s) for ${queue.consumer} in ${facts.windowSeconds} s, no change to projection ${queue.projection}`,
-      lookAt: 'is the inbox committed before the projection write? does the handler check its updated row counts? does it write another projection?',
+      lookAt:
+        'is the inbox committed before the projection write? does the handler check its updated row counts? does it write another projection?',
       recovered: 'the missing results are repaired (converge reconcile --repair) and new events change the projection',
     });
   }
@@ -203,29 +235,39 @@ function queueFindings(queue: QueueFacts, facts: PipelineFacts): Finding[] {
 
 function gapFindings(gaps: GapFacts, stallAfterSeconds: number): Finding[] {
   if (gaps.stuckAggregates === 0) return [];
-  const examples = gaps.sample.map((g) => `${g.aggregateType}/${g.aggregateId} at ${g.currentVersion}, waiting ${g.parkedVersions.join(',')}`).join('; ');
-  return [{
-    kind: 'missing-versions',
-    severity: 'stalled',
-    stage: 'ordering',
-    evidence: `${gaps.stuckAggregates} aggregate(s) missing a version for over ${stallAfterSeconds} s, oldest ${round(gaps.oldestAgeSeconds ?? 0)} s (${examples})`,
-    lookAt: 'routing of the aggregate (partitioning), the retry queue, a lost or quarantined predecessor (converge dlq list), a poison message',
-    recovered: 'the missing version arrives or is repaired (repairGaps(consumer, …), converge reconcile --repair) and later increments apply',
-  }];
+  const examples = gaps.sample
+    .map((g) => `${g.aggregateType}/${g.aggregateId} at ${g.currentVersion}, waiting ${g.parkedVersions.join(',')}`)
+    .join('; ');
+  return [
+    {
+      kind: 'missing-versions',
+      severity: 'stalled',
+      stage: 'ordering',
+      evidence: `${gaps.stuckAggregates} aggregate(s) missing a version for over ${stallAfterSeconds} s, oldest ${round(gaps.oldestAgeSeconds ?? 0)} s (${examples})`,
+      lookAt:
+        'routing of the aggregate (partitioning), the retry queue, a lost or quarantined predecessor (converge dlq list), a poison message',
+      recovered:
+        'the missing version arrives or is repaired (repairGaps(consumer, …), converge reconcile --repair) and later increments apply',
+    },
+  ];
 }
 
 function quarantineFindings(failures: FailureFacts): Finding[] {
   const total = Object.values(failures.quarantined).reduce((sum, n) => sum + n, 0);
   if (total === 0) return [];
-  const byReason = Object.entries(failures.quarantined).map(([reason, n]) => `${reason} ${n}`).join(', ');
-  return [{
-    kind: 'quarantined',
-    severity: 'warning',
-    stage: 'consumer',
-    evidence: `${total} open quarantined message(s): ${byReason}`,
-    lookAt: 'converge dlq list, then replay (after a fix) or discard with a reason',
-    recovered: 'no open quarantined message',
-  }];
+  const byReason = Object.entries(failures.quarantined)
+    .map(([reason, n]) => `${reason} ${n}`)
+    .join(', ');
+  return [
+    {
+      kind: 'quarantined',
+      severity: 'warning',
+      stage: 'consumer',
+      evidence: `${total} open quarantined message(s): ${byReason}`,
+      lookAt: 'converge dlq list, then replay (after a fix) or discard with a reason',
+      recovered: 'no open quarantined message',
+    },
+  ];
 }
 
 function round(n: number): string {

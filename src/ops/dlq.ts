@@ -17,20 +17,31 @@ export const quarantineFilterOptions = defineOptions(
     schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
     consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope).'),
     reason: z.string().min(1).optional().describe('Only this reason, e.g. handler-failed.'),
-    eventType: z.string().min(1).optional().describe("Only this eventType (the AMQP type property, which converge's relay sets)."),
+    eventType: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("Only this eventType (the AMQP type property, which converge's relay sets)."),
     olderThanMs: z.number().int().min(0).default(0).describe('Only rows at least this old, in ms.'),
     includeResolved: z.boolean().default(false).describe('Include replayed and discarded rows.'),
     limit: z.number().int().min(1).max(100_000).default(100).describe('Most rows, newest first.'),
   }),
 );
 
-export const showQuarantinedOptions = defineOptions('showQuarantined', z.strictObject({ schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.") }));
+export const showQuarantinedOptions = defineOptions(
+  'showQuarantined',
+  z.strictObject({ schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.") }),
+);
 
 export const replayQuarantinedOptions = defineOptions(
   'replayQuarantined',
   z.strictObject({
     id: z.string().min(1).describe('Id of the open quarantined message to replay.'),
-    queue: z.string().min(1).max(255).describe('Queue the message is published to (directly, through the default exchange).'),
+    queue: z
+      .string()
+      .min(1)
+      .max(255)
+      .describe('Queue the message is published to (directly, through the default exchange).'),
     schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
     note: z.string().optional().describe('Recorded with the resolution, after the target queue.'),
   }),
@@ -50,8 +61,6 @@ export const discardQuarantinedOptions = defineOptions(
 
 export type ReplayQuarantinedOptions = z.input<typeof replayQuarantinedOptions.schema>;
 export type DiscardQuarantinedOptions = z.input<typeof discardQuarantinedOptions.schema>;
-
-
 
 export type QuarantineFilter = z.input<typeof quarantineFilterOptions.schema>;
 
@@ -93,11 +102,19 @@ export async function listQuarantine(executor: Executor, input: QuarantineFilter
     filter.includeResolved,
     filter.limit,
   ]);
-  return rows.map((row) => ({ ...summary(row), ageSeconds: Number(row.age_seconds), bodyBytes: Number(row.body_bytes) }));
+  return rows.map((row) => ({
+    ...summary(row),
+    ageSeconds: Number(row.age_seconds),
+    bodyBytes: Number(row.body_bytes),
+  }));
 }
 
 /** One quarantined message with its raw body and properties, for a person to inspect. */
-export async function showQuarantined(executor: Executor, id: string, options: z.input<typeof showQuarantinedOptions.schema> = {}): Promise<QuarantinedMessage | null> {
+export async function showQuarantined(
+  executor: Executor,
+  id: string,
+  options: z.input<typeof showQuarantinedOptions.schema> = {},
+): Promise<QuarantinedMessage | null> {
   const { schema } = showQuarantinedOptions.parse(options);
   return readQuarantined(executor, schemaRef(schema), id);
 }
@@ -106,7 +123,12 @@ async function readQuarantined(executor: Executor, schema: SchemaRef, id: string
   const { rows } = await executor.query<Record<string, unknown>>(opsSql(schema).quarantined, [id]);
   const row = rows[0];
   if (!row) return null;
-  return { ...summary(row), exchange: (row.exchange as string | null) ?? null, properties: row.properties as QuarantinedMessage['properties'], body: row.body as Buffer };
+  return {
+    ...summary(row),
+    exchange: (row.exchange as string | null) ?? null,
+    properties: row.properties as QuarantinedMessage['properties'],
+    body: row.body as Buffer,
+  };
 }
 
 /**
@@ -123,7 +145,11 @@ async function readQuarantined(executor: Executor, schema: SchemaRef, id: string
  * which the inbox recognises. Any other executor runs the same statements on the caller's
  * connection, inside the caller's transaction if there is one.
  */
-export async function replayQuarantined(executor: Executor, channel: amqp.ConfirmChannel, input: ReplayQuarantinedOptions): Promise<void> {
+export async function replayQuarantined(
+  executor: Executor,
+  channel: amqp.ConfirmChannel,
+  input: ReplayQuarantinedOptions,
+): Promise<void> {
   const options = replayQuarantinedOptions.parse(input);
   const schema = schemaRef(options.schema);
   const replay = async (tx: Executor) => {
@@ -136,13 +162,24 @@ export async function replayQuarantined(executor: Executor, channel: amqp.Confir
   else await replay(executor);
 }
 
-async function publishReplay(channel: amqp.ConfirmChannel, queue: string, id: string, message: QuarantinedMessage): Promise<void> {
+async function publishReplay(
+  channel: amqp.ConfirmChannel,
+  queue: string,
+  id: string,
+  message: QuarantinedMessage,
+): Promise<void> {
   const { headers = {}, ...properties } = message.properties;
   // The attempt counter starts again for a replayed message; an earlier replay's row id gives way to this one.
   const { [ATTEMPT_HEADER]: _attempt, ...freshHeaders } = headers;
   const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${id}`;
   const publisher = new ConfirmPublisher(channel);
-  await publisher.publish('', queue, message.body, { ...(properties as object), headers: { ...freshHeaders, [REPLAY_OF_HEADER]: id }, messageId, persistent: true }, DEFAULT_CONFIRM_TIMEOUT_MS);
+  await publisher.publish(
+    '',
+    queue,
+    message.body,
+    { ...(properties as object), headers: { ...freshHeaders, [REPLAY_OF_HEADER]: id }, messageId, persistent: true },
+    DEFAULT_CONFIRM_TIMEOUT_MS,
+  );
 }
 
 /** Closes an open quarantined message without processing it; the reason is required and kept. */
@@ -160,7 +197,13 @@ async function openRow(executor: Executor, id: string, schema: SchemaRef): Promi
   return message;
 }
 
-async function resolve(executor: Executor, id: string, resolution: 'replayed' | 'discarded', note: string, schema: SchemaRef): Promise<void> {
+async function resolve(
+  executor: Executor,
+  id: string,
+  resolution: 'replayed' | 'discarded',
+  note: string,
+  schema: SchemaRef,
+): Promise<void> {
   const { rows } = await executor.query(opsSql(schema).resolveQuarantine, [id, resolution, note]);
   if (rows.length === 0) throw new QuarantineResolvedError(id);
 }
@@ -179,6 +222,7 @@ function summary(row: Record<string, unknown>): Omit<QuarantineSummary, 'ageSeco
     resolutionNote: (row.resolution_note as string | null) ?? null,
     replayOutcome: (row.replay_outcome as ReplayOutcome | null) ?? null,
     replayOutcomeAt: (row.replay_outcome_at as Date | null) ?? null,
-    replayQuarantineId: row.replay_quarantine_id == null ? null : (row.replay_quarantine_id as string | number).toString(),
+    replayQuarantineId:
+      row.replay_quarantine_id == null ? null : (row.replay_quarantine_id as string | number).toString(),
   };
 }

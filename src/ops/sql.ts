@@ -5,8 +5,13 @@ import { perSchema, type SchemaRef } from '../runtime/identifier.js';
  * outbox event of their aggregate: business changes committed without their event. $1
  * aggregate type, $2 only rows changed in the last $2 ms (when a change column is given), $3 limit.
  */
-export function sourceAheadSql(schema: SchemaRef, source: { table: string; id: string; version: string; changedAt?: string }): string {
-  const recent = source.changedAt ? `WHERE ${source.changedAt} >= now() - make_interval(secs => $2::double precision / 1000)` : 'WHERE $2::double precision IS NOT NULL';
+export function sourceAheadSql(
+  schema: SchemaRef,
+  source: { table: string; id: string; version: string; changedAt?: string },
+): string {
+  const recent = source.changedAt
+    ? `WHERE ${source.changedAt} >= now() - make_interval(secs => $2::double precision / 1000)`
+    : 'WHERE $2::double precision IS NOT NULL';
   return `
     SELECT s.id FROM (SELECT ${source.id}::text AS id, ${source.version}::bigint AS version FROM ${source.table} ${recent}) AS s
      WHERE s.version > coalesce((SELECT max(o.aggregate_version) FROM ${schema.quoted}.outbox o WHERE o.aggregate_type = $1 AND o.aggregate_id = s.id), 0)

@@ -9,7 +9,10 @@ import { opsSql } from './sql.js';
 const schemaField = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
 
 export const statusOptions = defineOptions('readStatus', z.strictObject({ schema: schemaField }));
-export const retryFailedOptions = defineOptions('retryFailedEvents', z.strictObject({ schema: schemaField, eventId: z.string().min(1).optional().describe('Only this event.') }));
+export const retryFailedOptions = defineOptions(
+  'retryFailedEvents',
+  z.strictObject({ schema: schemaField, eventId: z.string().min(1).optional().describe('Only this event.') }),
+);
 export const listOutboxOptions = defineOptions(
   'listOutbox',
   z.strictObject({
@@ -25,13 +28,20 @@ export interface ConvergeStatus {
 }
 
 /** Where work is stuck: unpublished and failed outbox rows, age of the oldest pending, open quarantine by reason. */
-export async function readStatus(executor: Executor, options: z.input<typeof statusOptions.schema> = {}): Promise<ConvergeStatus> {
+export async function readStatus(
+  executor: Executor,
+  options: z.input<typeof statusOptions.schema> = {},
+): Promise<ConvergeStatus> {
   const { schema } = statusOptions.parse(options);
   const ref = schemaRef(schema);
-  const status: ConvergeStatus = { outbox: { pending: 0, published: 0, failed: 0, oldestPendingAgeSeconds: null }, quarantine: {} };
+  const status: ConvergeStatus = {
+    outbox: { pending: 0, published: 0, failed: 0, oldestPendingAgeSeconds: null },
+    quarantine: {},
+  };
   for (const row of await readOutboxByStatus(executor, ref)) {
     status.outbox[row.status] = row.rows;
-    if (row.status === 'pending' && row.oldestAgeSeconds !== null) status.outbox.oldestPendingAgeSeconds = row.oldestAgeSeconds;
+    if (row.status === 'pending' && row.oldestAgeSeconds !== null)
+      status.outbox.oldestPendingAgeSeconds = row.oldestAgeSeconds;
   }
   const sql = opsSql(ref);
   const quarantine = await executor.query<{ reason: string; n: string }>(sql.openQuarantine);
@@ -40,7 +50,10 @@ export async function readStatus(executor: Executor, options: z.input<typeof sta
 }
 
 /** Sends failed outbox events (all, or one by id) through the relay again, with their original eventIds. */
-export async function retryFailedEvents(executor: Executor, input: z.input<typeof retryFailedOptions.schema> = {}): Promise<string[]> {
+export async function retryFailedEvents(
+  executor: Executor,
+  input: z.input<typeof retryFailedOptions.schema> = {},
+): Promise<string[]> {
   const options = retryFailedOptions.parse(input);
   const sql = opsSql(schemaRef(options.schema));
   const { rows } = await executor.query<{ event_id: string }>(sql.retryFailed, [options.eventId ?? null]);
@@ -62,7 +75,10 @@ export interface OutboxRow {
 }
 
 /** Lists outbox rows of one status (default `failed`), oldest first, without payloads. */
-export async function listOutbox(executor: Executor, input: z.input<typeof listOutboxOptions.schema> = {}): Promise<OutboxRow[]> {
+export async function listOutbox(
+  executor: Executor,
+  input: z.input<typeof listOutboxOptions.schema> = {},
+): Promise<OutboxRow[]> {
   const options = listOutboxOptions.parse(input);
   const sql = opsSql(schemaRef(options.schema));
   const { rows } = await executor.query<{

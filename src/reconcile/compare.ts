@@ -41,7 +41,10 @@ export function classify(source: ReconcileRow | undefined, target: ReconcileRow 
 }
 
 /** Compares the fields both sides report; a field only one side has is not compared. */
-function fieldsDiffer(source: Record<string, unknown> | undefined, target: Record<string, unknown> | undefined): boolean {
+function fieldsDiffer(
+  source: Record<string, unknown> | undefined,
+  target: Record<string, unknown> | undefined,
+): boolean {
   if (!source || !target) return false;
   for (const key of Object.keys(source)) {
     if (key in target && !isDeepStrictEqual(normalize(source[key]), normalize(target[key]))) return true;
@@ -66,7 +69,11 @@ export function mergePages(
   target: ReconcileRow[],
   sourceDone: boolean,
   targetDone: boolean,
-): { pairs: [ReconcileRow | undefined, ReconcileRow | undefined][]; sourceRest: ReconcileRow[]; targetRest: ReconcileRow[] } {
+): {
+  pairs: [ReconcileRow | undefined, ReconcileRow | undefined][];
+  sourceRest: ReconcileRow[];
+  targetRest: ReconcileRow[];
+} {
   const pairs: [ReconcileRow | undefined, ReconcileRow | undefined][] = [];
   let i = 0;
   let j = 0;

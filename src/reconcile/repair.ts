@@ -35,7 +35,11 @@ export type RepairResult =
  * without effect instead of waiting forever for a gap that the snapshot already closed.
  * `apply` writes the read model on the same transaction and runs only if the repair won.
  */
-export async function repairFromSnapshot(tx: Executor, snapshot: TrustedSnapshot, apply: () => Promise<void>): Promise<RepairResult> {
+export async function repairFromSnapshot(
+  tx: Executor,
+  snapshot: TrustedSnapshot,
+  apply: () => Promise<void>,
+): Promise<RepairResult> {
   return repairAt(tx, schemaRef(snapshot.schema ?? DEFAULT_SCHEMA), snapshot, apply);
 }
 
@@ -57,7 +61,11 @@ export async function repairAt(
     await apply();
     return { repaired: true, version: snapshot.sourceVersion };
   }
-  const current = await readState(tx, schema, { projection: snapshot.projection, aggregateType: snapshot.aggregateType, aggregateId: snapshot.aggregateId });
+  const current = await readState(tx, schema, {
+    projection: snapshot.projection,
+    aggregateType: snapshot.aggregateType,
+    aggregateId: snapshot.aggregateId,
+  });
   const stale = (current?.version ?? null) !== snapshot.observedVersion;
   return { repaired: false, reason: stale ? 'stale-observation' : 'not-newer', current };
 }

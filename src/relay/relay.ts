@@ -63,12 +63,18 @@ export class Relay extends EventEmitter<RelayEvents> {
   constructor(options: RelayOptions = {}) {
     super();
     this.options = resolveRelayOptions(options);
-    const lease = leasePool(this.options.pool, { connectionString: this.options.connectionString, max: this.options.concurrency + 1, applicationName: 'converge-relay', logger: this.options.logger });
+    const lease = leasePool(this.options.pool, {
+      connectionString: this.options.connectionString,
+      max: this.options.concurrency + 1,
+      applicationName: 'converge-relay',
+      logger: this.options.logger,
+    });
     this.#pool = lease.pool;
     this.#releasePool = () => lease.release();
     const schema = schemaRef(this.options.schema);
     this.#sql = relaySql(schema);
-    if (this.options.listen) this.#listener = new OutboxListener(this.#pool, schema, () => this.#idle.wake(), this.options.logger);
+    if (this.options.listen)
+      this.#listener = new OutboxListener(this.#pool, schema, () => this.#idle.wake(), this.options.logger);
   }
 
   /** Starts the background loop and returns at once. */
@@ -116,15 +122,30 @@ export class Relay extends EventEmitter<RelayEvents> {
    */
   async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
     const publisher = await this.#ensurePublisher();
-    const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [this.options.relayId, this.options.batchSize, this.options.leaseMs]);
-    const result: RelayCycleResult = { claimed: rows.length, published: 0, retried: 0, failed: 0, fenced: 0, unblocked: false };
+    const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [
+      this.options.relayId,
+      this.options.batchSize,
+      this.options.leaseMs,
+    ]);
+    const result: RelayCycleResult = {
+      claimed: rows.length,
+      published: 0,
+      retried: 0,
+      failed: 0,
+      fenced: 0,
+      unblocked: false,
+    };
     if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
     // Each publish is written to the channel synchronously here, in claim order.
     const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row, performance.now())));
     return { claimed: rows.length, done: this.#finishCycle(rows, outcomes, result) };
   }
 
-  async #finishCycle(rows: ClaimedRow[], pending: Promise<(PublishError | number)[]>, result: RelayCycleResult): Promise<RelayCycleResult> {
+  async #finishCycle(
+    rows: ClaimedRow[],
+    pending: Promise<(PublishError | number)[]>,
+    result: RelayCycleResult,
+  ): Promise<RelayCycleResult> {
     const outcomes = await pending;
     const confirmed = rows.filter((_, i) => typeof outcomes[i] === 'number');
     const rejected = rows.flatMap((row, i) => {
@@ -132,14 +153,29 @@ export class Relay extends EventEmitter<RelayEvents> {
       return outcome instanceof PublishError ? [{ row, error: outcome }] : [];
     });
     if (confirmed.length > 0) {
-      if (this.listenerCount('confirmed') > 0) this.emit('confirmed', outcomes.filter((o): o is number => typeof o === 'number'));
+      if (this.listenerCount('confirmed') > 0)
+        this.emit(
+          'confirmed',
+          outcomes.filter((o): o is number => typeof o === 'number'),
+        );
       await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
-      const marked = await runStatement<{ event_id: string; unblocks: boolean }>(this.#pool, this.#sql.markPublished, [this.options.relayId, confirmed.map((row) => row.position)]);
+      const marked = await runStatement<{ event_id: string; unblocks: boolean }>(this.#pool, this.#sql.markPublished, [
+        this.options.relayId,
+        confirmed.map((row) => row.position),
+      ]);
       result.unblocked = marked.rows.some((row) => row.unblocks);
       result.published = marked.rows.length;
       result.fenced = confirmed.length - result.published;
-      if (result.fenced > 0) this.options.logger.warn({ relayId: this.options.relayId, fenced: result.fenced }, 'lease lost before marking; another relay re-publishes these events');
-      if (marked.rows.length > 0) this.emit('published', marked.rows.map((row) => row.event_id));
+      if (result.fenced > 0)
+        this.options.logger.warn(
+          { relayId: this.options.relayId, fenced: result.fenced },
+          'lease lost before marking; another relay re-publishes these events',
+        );
+      if (marked.rows.length > 0)
+        this.emit(
+          'published',
+          marked.rows.map((row) => row.event_id),
+        );
     }
     if (rejected.length > 0) await this.#reschedule(rejected, result);
     return result;
@@ -154,7 +190,13 @@ export class Relay extends EventEmitter<RelayEvents> {
       return new PublishError('unencodable', describeError(err).err);
     }
     try {
-      await publisher.publish(this.options.exchange, message.routingKey, message.content, { ...message.options, messageId: row.event_id }, this.options.confirmTimeoutMs);
+      await publisher.publish(
+        this.options.exchange,
+        message.routingKey,
+        message.content,
+        { ...message.options, messageId: row.event_id },
+        this.options.confirmTimeoutMs,
+      );
       return performance.now() - sentAt;
     } catch (err) {
       return err instanceof PublishError ? err : new PublishError('channel-closed', describeError(err).err);
@@ -163,14 +205,18 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   async #reschedule(rejected: { row: ClaimedRow; error: PublishError }[], result: RelayCycleResult): Promise<void> {
     const delays = rejected.map(({ row }) => backoffDelay(row.attempts + 1, this.options.backoff));
-    const { rows } = await runStatement<{ event_id: string; status: string; attempts: number }>(this.#pool, this.#sql.reschedule, [
-      this.options.relayId,
-      rejected.map(({ row }) => row.position),
-      rejected.map(({ error }) => error.code),
-      delays,
-      this.options.maxAttempts,
-      rejected.map(({ error }) => error.reason === 'unencodable'),
-    ]);
+    const { rows } = await runStatement<{ event_id: string; status: string; attempts: number }>(
+      this.#pool,
+      this.#sql.reschedule,
+      [
+        this.options.relayId,
+        rejected.map(({ row }) => row.position),
+        rejected.map(({ error }) => error.code),
+        delays,
+        this.options.maxAttempts,
+        rejected.map(({ error }) => error.reason === 'unencodable'),
+      ],
+    );
     const reasons = new Map(rejected.map(({ row, error }) => [row.event_id, error.reason]));
     for (const row of rows) {
       const info = { eventId: row.event_id, attempts: row.attempts, reason: reasons.get(row.event_id) ?? 'unknown' };
@@ -184,7 +230,8 @@ export class Relay extends EventEmitter<RelayEvents> {
         this.emit('retry', info);
       }
     }
-    if (rejected.some(({ error }) => error.reason === 'confirm-timeout' || error.reason === 'channel-closed')) await this.#closeBroker();
+    if (rejected.some(({ error }) => error.reason === 'confirm-timeout' || error.reason === 'channel-closed'))
+      await this.#closeBroker();
   }
 
   /**
@@ -210,9 +257,12 @@ export class Relay extends EventEmitter<RelayEvents> {
           continue;
         }
         const tracked: Promise<void> = cycle.done
-          .then((done) => {
-            if (done.unblocked) this.#idle.wake();
-          }, (err: unknown) => this.#cycleFailed(err))
+          .then(
+            (done) => {
+              if (done.unblocked) this.#idle.wake();
+            },
+            (err: unknown) => this.#cycleFailed(err),
+          )
           .finally(() => inFlight.delete(tracked));
         inFlight.add(tracked);
       } catch (err) {
@@ -241,9 +291,15 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   async #openPublisher(): Promise<ConfirmPublisher> {
     if (!this.#connection) {
-      this.#connection = await openConnection(this.options.amqpUrl, `converge-relay ${this.options.relayId}`, this.options.logger, () => {
-        this.#connection = undefined;
-      }, this.options.amqpSocketOptions);
+      this.#connection = await openConnection(
+        this.options.amqpUrl,
+        `converge-relay ${this.options.relayId}`,
+        this.options.logger,
+        () => {
+          this.#connection = undefined;
+        },
+        this.options.amqpSocketOptions,
+      );
     }
     const channel = await this.#connection.createConfirmChannel();
     if (this.options.declareExchange) await channel.assertExchange(this.options.exchange, 'topic', { durable: true });

@@ -14,7 +14,11 @@ export const DEFAULT_BACKOFF: BackoffPolicy = { initialDelayMs: 200, maxDelayMs:
  * half random, so retries spread out but never collapse to zero. `attempt` counts from 1.
  * `random` is injectable so the function stays deterministic under test.
  */
-export function backoffDelay(attempt: number, policy: BackoffPolicy = DEFAULT_BACKOFF, random: () => number = Math.random): number {
+export function backoffDelay(
+  attempt: number,
+  policy: BackoffPolicy = DEFAULT_BACKOFF,
+  random: () => number = Math.random,
+): number {
   const exponent = Math.max(0, Math.min(attempt - 1, 60));
   const capped = Math.min(policy.maxDelayMs, policy.initialDelayMs * policy.factor ** exponent);
   const half = capped / 2;

@@ -7,8 +7,9 @@ import { migrateSql } from './sql.js';
 import { z } from 'zod';
 import { defineOptions, parseOptions, poolOption } from '../runtime/options.js';
 
-const migrateTarget = z.union([poolOption, z.string().min(1)], { error: 'a pg.Pool or a connection string is required (the library reads no environment)' });
-
+const migrateTarget = z.union([poolOption, z.string().min(1)], {
+  error: 'a pg.Pool or a connection string is required (the library reads no environment)',
+});
 
 export const migrateOptions = defineOptions(
   'migrate',

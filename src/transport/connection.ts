@@ -11,7 +11,11 @@ export type AmqpSocketOptions = amqp.SocketOptions;
 
 /** The caller's socket options with ours on top; connection_name is ours so a stuck relay stays findable in the management UI. */
 export function connectOptions(name: string, socketOptions: AmqpSocketOptions = {}): AmqpSocketOptions {
-  return { noDelay: true, ...socketOptions, clientProperties: { ...socketOptions.clientProperties, connection_name: name } };
+  return {
+    noDelay: true,
+    ...socketOptions,
+    clientProperties: { ...socketOptions.clientProperties, connection_name: name },
+  };
 }
 
 /**
@@ -19,9 +23,17 @@ export function connectOptions(name: string, socketOptions: AmqpSocketOptions = 
  * unhandled 'error' event. Reconnection is the caller's loop: relay and consumer each
  * decide what must be re-declared and which work must be re-taken.
  */
-export async function openConnection(url: string, name: string, logger: Logger, onClose: (err?: Error) => void, socketOptions: AmqpSocketOptions = {}): Promise<amqp.ChannelModel> {
+export async function openConnection(
+  url: string,
+  name: string,
+  logger: Logger,
+  onClose: (err?: Error) => void,
+  socketOptions: AmqpSocketOptions = {},
+): Promise<amqp.ChannelModel> {
   const connection = await amqp.connect(url, connectOptions(name, socketOptions));
-  connection.on('error', (err: Error) => logger.warn({ err: err.message, broker: redactUrl(url) }, 'amqp connection error'));
+  connection.on('error', (err: Error) =>
+    logger.warn({ err: err.message, broker: redactUrl(url) }, 'amqp connection error'),
+  );
   connection.on('close', (err?: Error) => onClose(err));
   return connection;
 }

@@ -34,7 +34,13 @@ export class ConfirmPublisher {
    * ('nacked' | 'returned' | 'confirm-timeout' | 'channel-closed'). Every publish needs a
    * distinct `messageId` while in flight on this channel.
    */
-  async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish & { messageId: string }, timeoutMs: number): Promise<void> {
+  async publish(
+    exchange: string,
+    routingKey: string,
+    content: Buffer,
+    options: Options.Publish & { messageId: string },
+    timeoutMs: number,
+  ): Promise<void> {
     if (this.#closed) throw new PublishError('channel-closed');
     const messageId = options.messageId;
     const result = new Promise<void>((resolve, reject) => {

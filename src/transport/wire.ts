@@ -19,7 +19,13 @@ export const DEFAULT_ROUTING_KEY = '{aggregateType}.{eventType}';
 
 /** Envelope fields a routing key may name: scalars only, so none stringifies as `[object Object]`. */
 type Placeholder = 'aggregateType' | 'eventType' | 'kind' | 'tenantId' | 'schemaVersion';
-const PLACEHOLDERS = new Set<string>(['aggregateType', 'eventType', 'kind', 'tenantId', 'schemaVersion'] satisfies Placeholder[]);
+const PLACEHOLDERS = new Set<string>([
+  'aggregateType',
+  'eventType',
+  'kind',
+  'tenantId',
+  'schemaVersion',
+] satisfies Placeholder[]);
 
 export type RoutingKeyFn = (envelope: EventEnvelope) => string;
 
@@ -58,7 +64,8 @@ export function encodeMessage(envelope: EventEnvelope, routingKey: RoutingKeyFn)
   if (envelope.traceparent !== undefined) headers[HEADER.traceparent] = envelope.traceparent;
   const key = routingKey(envelope);
   // AMQP caps routing keys at 255 bytes; a longer one would be refused by the client at publish time.
-  if (Buffer.byteLength(key) > 255) throw new EnvelopeValidationError('routingKey', 'longer than 255 bytes once filled in');
+  if (Buffer.byteLength(key) > 255)
+    throw new EnvelopeValidationError('routingKey', 'longer than 255 bytes once filled in');
   return {
     routingKey: key,
     content: Buffer.from(JSON.stringify(envelope)),

@@ -7,9 +7,28 @@
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { pino } from 'pino';
-import { applyIncrement, startConsumer, type Consumer, type EventEnvelope, type EventHandler, type Logger, type Settlement } from '../../src/index.js';
+import {
+  applyIncrement,
+  startConsumer,
+  type Consumer,
+  type EventEnvelope,
+  type EventHandler,
+  type Logger,
+  type Settlement,
+} from '../../src/index.js';
 import { fingerprint, parseEnvelope } from '../../src/testing/index.js';
-import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, orderEvent, AMQP_URL } from '../support/rig.js';
+import {
+  describe,
+  test,
+  connectRabbit,
+  createTestSchema,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+  dropTestBroker,
+  orderEvent,
+  AMQP_URL,
+} from '../support/rig.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';
 const PROJECTION = 'order_total';
@@ -37,7 +56,9 @@ async function withRig(fn: (rig: Rig) => Promise<void>): Promise<void> {
   const exchange = uniqueName('cvbad.events');
   const queue = uniqueName('cvbad.q');
   const q = `"${db.schema}"`;
-  await db.pool.query(`CREATE TABLE ${q}.order_total (aggregate_id text PRIMARY KEY, total numeric NOT NULL, events integer NOT NULL)`);
+  await db.pool.query(
+    `CREATE TABLE ${q}.order_total (aggregate_id text PRIMARY KEY, total numeric NOT NULL, events integer NOT NULL)`,
+  );
   const withChannel = async <T>(work: (ch: amqp.Channel) => Promise<T>): Promise<T> => {
     const ch = await connection.createChannel();
     ch.on('error', () => undefined);
@@ -54,7 +75,12 @@ async function withRig(fn: (rig: Rig) => Promise<void>): Promise<void> {
     exchange,
     queue,
     async publish(label, content) {
-      channel.publish(exchange, KEY, content, { persistent: true, contentType: 'application/json', messageId: `M-${label}`, headers: { 'x-test-case': label } });
+      channel.publish(exchange, KEY, content, {
+        persistent: true,
+        contentType: 'application/json',
+        messageId: `M-${label}`,
+        headers: { 'x-test-case': label },
+      });
       await channel.waitForConfirms();
     },
     async messageCount(name) {
@@ -91,7 +117,12 @@ function applyTotal(schema: string): EventHandler {
 }
 
 /** An order event whose payload always carries the secret, to prove it never reaches logs. */
-function envelope(eventId: string, aggregateId: string, version: number, payload: Record<string, unknown>): EventEnvelope {
+function envelope(
+  eventId: string,
+  aggregateId: string,
+  version: number,
+  payload: Record<string, unknown>,
+): EventEnvelope {
   return orderEvent(eventId, aggregateId, version, { payload: { note: SECRET, ...payload } });
 }
 
@@ -99,7 +130,9 @@ const json = (value: unknown) => Buffer.from(JSON.stringify(value));
 
 /** The same body text with one literal replaced, for values JSON.stringify cannot write (1e400, 30-digit integers). */
 function withLiteral(value: EventEnvelope, path: 'aggregateVersion' | 'payload.big', literal: string): Buffer {
-  const text = JSON.stringify(path === 'aggregateVersion' ? value : { ...value, payload: { ...(value.payload as object), big: 0 } });
+  const text = JSON.stringify(
+    path === 'aggregateVersion' ? value : { ...value, payload: { ...(value.payload as object), big: 0 } },
+  );
   const needle = path === 'aggregateVersion' ? `"aggregateVersion":${value.aggregateVersion}` : '"big":0';
   assert.ok(text.includes(needle));
   return Buffer.from(text.replace(needle, `${needle.split(':')[0]}:${literal}`));
@@ -129,31 +162,125 @@ function corpus(): Bad[] {
   const prefix = JSON.stringify({ ...sample, payload: { note: SECRET, blob: '' } }).slice(0, -3);
   const huge = Buffer.from(`${prefix}${'x'.repeat(TEN_MIB - prefix.length - 3)}"}}`);
   assert.equal(huge.length, TEN_MIB);
-  const deep = Buffer.from(text.replace('"payload":{', `"payload":{"deep":${'['.repeat(100_000)}${']'.repeat(100_000)},`));
+  const deep = Buffer.from(
+    text.replace('"payload":{', `"payload":{"deep":${'['.repeat(100_000)}${']'.repeat(100_000)},`),
+  );
   return [
-    { label: 'malformed-json', body: Buffer.from(`{"eventId": "B-json", "payload": {"note": ${SECRET}}}`), reason: 'malformed-body', detail: /"\(body\)": not valid JSON$/ },
-    { label: 'truncated', body: Buffer.from(text.slice(0, at + 4)), reason: 'malformed-body', detail: /"\(body\)": not valid JSON$/ },
-    { label: 'empty', body: Buffer.alloc(0), reason: 'malformed-body', detail: /"\(body\)": not valid JSON: empty body$/ },
-    { label: 'too-large', body: huge, reason: 'body-too-large', detail: new RegExp(`"\\(body\\)": ${TEN_MIB} bytes exceeds limit of ${256 * 1024}$`) },
-    { label: 'missing-field', body: json(missing), reason: 'invalid-envelope', detail: /"aggregateId": expected string$/ },
-    { label: 'wrong-type', body: json({ ...sample, aggregateVersion: SECRET }), reason: 'invalid-envelope', detail: /"aggregateVersion": expected number$/ },
-    { label: 'wrong-type-kind', body: json({ ...sample, kind: SECRET }), reason: 'invalid-envelope', detail: /"kind": not one of the allowed values$/ },
-    { label: 'negative-version', body: json({ ...sample, aggregateVersion: -3 }), reason: 'invalid-envelope', detail: /"aggregateVersion": must be greater than 0$/ },
-    { label: 'zero-version', body: json({ ...sample, aggregateVersion: 0 }), reason: 'invalid-envelope', detail: /"aggregateVersion": must be greater than 0$/ },
-    { label: 'zero-schema-version', body: json({ ...sample, schemaVersion: 0 }), reason: 'invalid-envelope', detail: /"schemaVersion": must be greater than 0$/ },
-    { label: 'unknown-event-type', body: json({ ...sample, eventId: 'B-type', eventType: 'OrderTeleported' }), reason: 'unknown-event-type', detail: /no handler for eventType OrderTeleported/, eventId: 'B-type' },
-    { label: 'newer-schema', body: json({ ...sample, eventId: 'B-schema', schemaVersion: 2 }), reason: 'unsupported-schema-version', detail: /AmountAdded schemaVersion 2 \(current 1\): newer than this consumer knows/, eventId: 'B-schema' },
+    {
+      label: 'malformed-json',
+      body: Buffer.from(`{"eventId": "B-json", "payload": {"note": ${SECRET}}}`),
+      reason: 'malformed-body',
+      detail: /"\(body\)": not valid JSON$/,
+    },
+    {
+      label: 'truncated',
+      body: Buffer.from(text.slice(0, at + 4)),
+      reason: 'malformed-body',
+      detail: /"\(body\)": not valid JSON$/,
+    },
+    {
+      label: 'empty',
+      body: Buffer.alloc(0),
+      reason: 'malformed-body',
+      detail: /"\(body\)": not valid JSON: empty body$/,
+    },
+    {
+      label: 'too-large',
+      body: huge,
+      reason: 'body-too-large',
+      detail: new RegExp(`"\\(body\\)": ${TEN_MIB} bytes exceeds limit of ${256 * 1024}$`),
+    },
+    {
+      label: 'missing-field',
+      body: json(missing),
+      reason: 'invalid-envelope',
+      detail: /"aggregateId": expected string$/,
+    },
+    {
+      label: 'wrong-type',
+      body: json({ ...sample, aggregateVersion: SECRET }),
+      reason: 'invalid-envelope',
+      detail: /"aggregateVersion": expected number$/,
+    },
+    {
+      label: 'wrong-type-kind',
+      body: json({ ...sample, kind: SECRET }),
+      reason: 'invalid-envelope',
+      detail: /"kind": not one of the allowed values$/,
+    },
+    {
+      label: 'negative-version',
+      body: json({ ...sample, aggregateVersion: -3 }),
+      reason: 'invalid-envelope',
+      detail: /"aggregateVersion": must be greater than 0$/,
+    },
+    {
+      label: 'zero-version',
+      body: json({ ...sample, aggregateVersion: 0 }),
+      reason: 'invalid-envelope',
+      detail: /"aggregateVersion": must be greater than 0$/,
+    },
+    {
+      label: 'zero-schema-version',
+      body: json({ ...sample, schemaVersion: 0 }),
+      reason: 'invalid-envelope',
+      detail: /"schemaVersion": must be greater than 0$/,
+    },
+    {
+      label: 'unknown-event-type',
+      body: json({ ...sample, eventId: 'B-type', eventType: 'OrderTeleported' }),
+      reason: 'unknown-event-type',
+      detail: /no handler for eventType OrderTeleported/,
+      eventId: 'B-type',
+    },
+    {
+      label: 'newer-schema',
+      body: json({ ...sample, eventId: 'B-schema', schemaVersion: 2 }),
+      reason: 'unsupported-schema-version',
+      detail: /AmountAdded schemaVersion 2 \(current 1\): newer than this consumer knows/,
+      eventId: 'B-schema',
+    },
     {
       label: 'invalid-utf8',
-      body: Buffer.concat([Buffer.from(text.slice(0, at)), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from(text.slice(at))]),
+      body: Buffer.concat([
+        Buffer.from(text.slice(0, at)),
+        Buffer.from([0xff, 0xfe, 0xc3]),
+        Buffer.from(text.slice(at)),
+      ]),
       reason: 'malformed-body',
       detail: /"\(body\)": not valid UTF-8$/,
     },
-    { label: 'huge-version', body: withLiteral(sample, 'aggregateVersion', '123456789012345678901234567890'), reason: 'invalid-envelope', detail: /"aggregateVersion": must be at most 9007199254740991$/ },
-    { label: 'infinite-number', body: withLiteral(sample, 'payload.big', '1e400'), reason: 'invalid-envelope', detail: /"payload": holds a number outside the range of a double$/ },
-    { label: 'deep-nesting', body: deep, reason: 'malformed-body', detail: /"\(body\)": nested deeper than 64 levels$/ },
-    { label: 'not-an-object', body: json([sample]), reason: 'malformed-body', detail: /"\(body\)": expected a JSON object$/ },
-    { label: 'sql-ids', body: json({ ...sample, eventId: SQL_BAD_EVENT, aggregateId: SQL_AGGREGATE, eventType: 'Order_Dropped' }), reason: 'unknown-event-type', detail: /no handler for eventType Order_Dropped/, eventId: SQL_BAD_EVENT },
+    {
+      label: 'huge-version',
+      body: withLiteral(sample, 'aggregateVersion', '123456789012345678901234567890'),
+      reason: 'invalid-envelope',
+      detail: /"aggregateVersion": must be at most 9007199254740991$/,
+    },
+    {
+      label: 'infinite-number',
+      body: withLiteral(sample, 'payload.big', '1e400'),
+      reason: 'invalid-envelope',
+      detail: /"payload": holds a number outside the range of a double$/,
+    },
+    {
+      label: 'deep-nesting',
+      body: deep,
+      reason: 'malformed-body',
+      detail: /"\(body\)": nested deeper than 64 levels$/,
+    },
+    {
+      label: 'not-an-object',
+      body: json([sample]),
+      reason: 'malformed-body',
+      detail: /"\(body\)": expected a JSON object$/,
+    },
+    {
+      label: 'sql-ids',
+      body: json({ ...sample, eventId: SQL_BAD_EVENT, aggregateId: SQL_AGGREGATE, eventType: 'Order_Dropped' }),
+      reason: 'unknown-event-type',
+      detail: /no handler for eventType Order_Dropped/,
+      eventId: SQL_BAD_EVENT,
+    },
   ];
 }
 
@@ -163,7 +290,8 @@ describe('bad input corpus through a plain AMQP publish', () => {
       const logger = capturingPino();
       const errors: unknown[] = [];
       const settled: Settlement[] = [];
-      const consumer: Consumer = startConsumer({ amqpUrl: AMQP_URL,
+      const consumer: Consumer = startConsumer({
+        amqpUrl: AMQP_URL,
         queue: rig.queue,
         exchange: rig.exchange,
         pool: rig.db.pool,
@@ -181,12 +309,23 @@ describe('bad input corpus through a plain AMQP publish', () => {
         const bad = corpus();
         const original = envelope('E-dup', 'o1', 1, { delta: 1 });
         const impostor = { ...original, payload: { note: SECRET, delta: 500 } };
-        bad.push({ label: 'same-id-different-content', body: json(impostor), reason: 'content-conflict', detail: /E-dup was already recorded/, eventId: 'E-dup' });
+        bad.push({
+          label: 'same-id-different-content',
+          body: json(impostor),
+          reason: 'content-conflict',
+          detail: /E-dup was already recorded/,
+          eventId: 'E-dup',
+        });
 
         // Good events: o1 versions 1..n (E-dup first), one with a 30-digit payload number, one with SQL-shaped ids.
         const good: Buffer[] = [json(original)];
-        for (let version = 2; good.length < bad.length; version++) good.push(json(envelope(`E${version}`, 'o1', version, { delta: version })));
-        const bigNumber = withLiteral(envelope('E-big', 'o2', 1, { delta: 7 }), 'payload.big', '123456789012345678901234567890');
+        for (let version = 2; good.length < bad.length; version++)
+          good.push(json(envelope(`E${version}`, 'o1', version, { delta: version })));
+        const bigNumber = withLiteral(
+          envelope('E-big', 'o2', 1, { delta: 7 }),
+          'payload.big',
+          '123456789012345678901234567890',
+        );
         good.push(bigNumber, json(envelope(SQL_EVENT, SQL_AGGREGATE, 1, { delta: 3 })));
 
         // good, bad, good, bad, ... good: every bad message has good neighbours on both sides.
@@ -196,10 +335,15 @@ describe('bad input corpus through a plain AMQP publish', () => {
           if (next) await rig.publish(next.label, next.body);
         }
 
-        const expectedO1 = good.slice(0, bad.length).reduce((sum, body) => sum + (parseEnvelope(body).payload as { delta: number }).delta, 0);
-        const count = async (sql: string, values: unknown[] = []) => Number((await rig.db.pool.query<{ n: string }>(sql.replaceAll('$schema', rig.q), values)).rows[0]?.n ?? 0);
+        const expectedO1 = good
+          .slice(0, bad.length)
+          .reduce((sum, body) => sum + (parseEnvelope(body).payload as { delta: number }).delta, 0);
+        const count = async (sql: string, values: unknown[] = []) =>
+          Number((await rig.db.pool.query<{ n: string }>(sql.replaceAll('$schema', rig.q), values)).rows[0]?.n ?? 0);
         await waitFor(
-          async () => (await count(`SELECT count(*) AS n FROM $schema.quarantine`)) === bad.length && (await count(`SELECT coalesce(sum(events), 0) AS n FROM $schema.order_total`)) === good.length,
+          async () =>
+            (await count(`SELECT count(*) AS n FROM $schema.quarantine`)) === bad.length &&
+            (await count(`SELECT coalesce(sum(events), 0) AS n FROM $schema.order_total`)) === good.length,
           'every good event applied and every bad one quarantined',
           60_000,
         );
@@ -208,7 +352,9 @@ describe('bad input corpus through a plain AMQP publish', () => {
         assert.equal(consumer.stats.retried, 0, 'no bad message was retried: each was judged permanent at once');
 
         // The projection: every good event applied once, nothing of the bad ones (the impostor's 500 included).
-        const { rows: totals } = await rig.db.pool.query<{ aggregate_id: string; total: string; events: number }>(`SELECT aggregate_id, total::text, events FROM ${rig.q}.order_total`);
+        const { rows: totals } = await rig.db.pool.query<{ aggregate_id: string; total: string; events: number }>(
+          `SELECT aggregate_id, total::text, events FROM ${rig.q}.order_total`,
+        );
         assert.deepEqual(
           totals.sort((a, b) => (a.aggregate_id < b.aggregate_id ? -1 : 1)),
           [
@@ -217,13 +363,36 @@ describe('bad input corpus through a plain AMQP publish', () => {
             { aggregate_id: 'o2', total: '7', events: 1 },
           ].sort((a, b) => (a.aggregate_id < b.aggregate_id ? -1 : 1)),
         );
-        assert.equal(await count(`SELECT count(*) AS n FROM $schema.inbox`), good.length, 'one inbox row per good event, none for a bad one');
-        assert.equal(await count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = $1`, [SQL_EVENT]), 1, 'the SQL-shaped eventId is stored as data');
-        const { rows: bigRow } = await rig.db.pool.query<{ fingerprint: string }>(`SELECT fingerprint FROM ${rig.q}.inbox WHERE event_id = 'E-big'`);
-        assert.equal(bigRow[0]?.fingerprint, fingerprint(parseEnvelope(bigNumber)), 'a 30-digit number is kept as a double with a stable fingerprint');
+        assert.equal(
+          await count(`SELECT count(*) AS n FROM $schema.inbox`),
+          good.length,
+          'one inbox row per good event, none for a bad one',
+        );
+        assert.equal(
+          await count(`SELECT count(*) AS n FROM $schema.inbox WHERE event_id = $1`, [SQL_EVENT]),
+          1,
+          'the SQL-shaped eventId is stored as data',
+        );
+        const { rows: bigRow } = await rig.db.pool.query<{ fingerprint: string }>(
+          `SELECT fingerprint FROM ${rig.q}.inbox WHERE event_id = 'E-big'`,
+        );
+        assert.equal(
+          bigRow[0]?.fingerprint,
+          fingerprint(parseEnvelope(bigNumber)),
+          'a 30-digit number is kept as a double with a stable fingerprint',
+        );
 
         // One row per bad message, each with its own reason, detail and the exact raw bytes.
-        const { rows } = await rig.db.pool.query<{ id: string; reason: string; detail: string; event_id: string | null; fingerprint: string | null; body: Buffer; properties: { headers?: Record<string, unknown> }; failure_class: string }>(
+        const { rows } = await rig.db.pool.query<{
+          id: string;
+          reason: string;
+          detail: string;
+          event_id: string | null;
+          fingerprint: string | null;
+          body: Buffer;
+          properties: { headers?: Record<string, unknown> };
+          failure_class: string;
+        }>(
           `SELECT id, reason, detail, event_id, fingerprint, body, properties, failure_class FROM ${rig.q}.quarantine ORDER BY id`,
         );
         assert.equal(rows.length, bad.length);
@@ -234,21 +403,38 @@ describe('bad input corpus through a plain AMQP publish', () => {
           assert.equal(row.reason, expected.reason, expected.label);
           assert.match(row.detail, expected.detail, expected.label);
           assert.ok(!row.detail.includes(SECRET), `${expected.label}: the detail quotes the payload: ${row.detail}`);
-          assert.equal(row.event_id, expected.eventId ?? null, `${expected.label}: an eventId only from a valid envelope`);
+          assert.equal(
+            row.event_id,
+            expected.eventId ?? null,
+            `${expected.label}: an eventId only from a valid envelope`,
+          );
           assert.equal(row.failure_class, 'permanent', expected.label);
           assert.ok(row.body.equals(expected.body), `${expected.label}: the raw body is kept byte for byte`);
         }
-        assert.ok(byLabel.get('invalid-utf8')!.body.includes(Buffer.from([0xff, 0xfe, 0xc3])), 'the invalid bytes themselves are kept, not U+FFFD');
+        assert.ok(
+          byLabel.get('invalid-utf8')!.body.includes(Buffer.from([0xff, 0xfe, 0xc3])),
+          'the invalid bytes themselves are kept, not U+FFFD',
+        );
         assert.equal(byLabel.get('same-id-different-content')!.fingerprint, fingerprint(impostor));
 
         // Every quarantined settlement points at a committed row: nothing was settled ahead of its row.
-        const quarantined = settled.flatMap((s) => (s.action === 'ack' && s.outcome === 'quarantined' ? [s.quarantineId] : []));
+        const quarantined = settled.flatMap((s) =>
+          s.action === 'ack' && s.outcome === 'quarantined' ? [s.quarantineId] : [],
+        );
         assert.deepEqual(quarantined.sort(), rows.map((r) => r.id).sort());
         assert.equal(settled.filter((s) => s.action === 'ack' && s.outcome === 'applied').length, good.length);
         assert.equal(settled.length, good.length + bad.length, 'every delivery settled exactly once');
 
         // The SQL fragments stayed data: the tables they name are all there.
-        for (const table of [PROJECTION, 'inbox', 'quarantine']) assert.equal(await count(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1 AND tablename = $2`, [rig.db.schema, table]), 1, table);
+        for (const table of [PROJECTION, 'inbox', 'quarantine'])
+          assert.equal(
+            await count(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1 AND tablename = $2`, [
+              rig.db.schema,
+              table,
+            ]),
+            1,
+            table,
+          );
 
         // Logs: the quarantines are there, with ids and reasons, and no payload or body anywhere.
         const quarantineLines = logger.lines.filter((line) => line.includes('delivery quarantined'));
@@ -256,7 +442,8 @@ describe('bad input corpus through a plain AMQP publish', () => {
         for (const line of logger.lines) {
           assert.ok(!line.includes(SECRET), `a log line carries the payload: ${line.slice(0, 300)}`);
           for (const { label, body } of bad) {
-            if (body.length > 16 && body.length < 1024 * 1024) assert.ok(!line.includes(body.toString('utf8').slice(0, 64)), `a log line carries the body of ${label}`);
+            if (body.length > 16 && body.length < 1024 * 1024)
+              assert.ok(!line.includes(body.toString('utf8').slice(0, 64)), `a log line carries the body of ${label}`);
           }
         }
       } finally {

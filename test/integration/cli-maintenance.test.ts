@@ -8,7 +8,10 @@ import type pg from 'pg';
 const CLI = ['--import', 'tsx', 'src/cli/main.ts'];
 
 function runCli(args: string[]): ChildProcess {
-  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' } });
+  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
+  });
 }
 
 async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -40,9 +43,24 @@ test('cleanup deletes old published outbox rows and refuses an inbox window belo
     `INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, published_at)
      SELECT 'cl-' || i, 'order', 'cl-' || i, 1, 'X', '{}', 'published', now() - interval '2 hours' FROM generate_series(1, 30) i`,
   );
-  const refused = await cli(['--schema', schema, 'cleanup', '--outbox-older-than', '3600000', '--inbox-older-than', '60000', '--retry-horizon-ms', '600000', '--quarantine-window-ms', '60000']);
+  const refused = await cli([
+    '--schema',
+    schema,
+    'cleanup',
+    '--outbox-older-than',
+    '3600000',
+    '--inbox-older-than',
+    '60000',
+    '--retry-horizon-ms',
+    '600000',
+    '--quarantine-window-ms',
+    '60000',
+  ]);
   assert.equal(refused.code, 1);
-  assert.match(refused.stderr, /CONVERGE_INVALID_CONFIG: invalid option "inboxRetentionMs": 60000 ms must exceed the broker retry horizon \(600000 ms\)/);
+  assert.match(
+    refused.stderr,
+    /CONVERGE_INVALID_CONFIG: invalid option "inboxRetentionMs": 60000 ms must exceed the broker retry horizon \(600000 ms\)/,
+  );
   const done = await cli(['--schema', schema, 'cleanup', '--outbox-older-than', '3600000', '--batch-size', '7']);
   assert.equal(done.code, 0, done.stderr);
   assert.match(done.stdout, /deleted 30 outbox and 0 inbox rows in 5 batches/);
@@ -55,17 +73,36 @@ test('compact-inbox folds old applied inbox rows into watermarks, prints the cou
     `INSERT INTO "${schema}".inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type, received_at)
      SELECT 'cmp', 'cmp-' || v, 'f', 'order', 'cmp-1', v, 'X', now() - interval '2 hours' FROM generate_series(1, 12) v`,
   );
-  await pool.query(`INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('cmp_view', 'order', 'cmp-1', 10)`);
-  const base = ['--schema', schema, 'compact-inbox', '--consumer', 'cmp', '--projection', 'cmp_view', '--retry-horizon-ms', '600000', '--quarantine-window-ms', '60000'];
+  await pool.query(
+    `INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('cmp_view', 'order', 'cmp-1', 10)`,
+  );
+  const base = [
+    '--schema',
+    schema,
+    'compact-inbox',
+    '--consumer',
+    'cmp',
+    '--projection',
+    'cmp_view',
+    '--retry-horizon-ms',
+    '600000',
+    '--quarantine-window-ms',
+    '60000',
+  ];
   const refused = await cli([...base, '--older-than', '60000']);
   assert.equal(refused.code, 1);
-  assert.match(refused.stderr, /CONVERGE_INVALID_CONFIG: invalid option "olderThanMs": 60000 ms must exceed the broker retry horizon \(600000 ms\)/);
+  assert.match(
+    refused.stderr,
+    /CONVERGE_INVALID_CONFIG: invalid option "olderThanMs": 60000 ms must exceed the broker retry horizon \(600000 ms\)/,
+  );
   const first = await cli([...base, '--older-than', '3600000', '--batch-size', '4', '--max-batches', '2']);
   assert.equal(first.code, 0, first.stderr);
   assert.match(first.stdout, /compacted 8 inbox rows into 2 watermarks in 2 batches/);
   const rest = await cli([...base, '--older-than', '3600000', '--json']);
   assert.equal(rest.code, 0, rest.stderr);
   assert.deepEqual(JSON.parse(rest.stdout), { compacted: 2, watermarks: 1, batches: 1 });
-  const { rows } = await pool.query(`SELECT version::int AS version FROM "${schema}".inbox_watermark WHERE consumer = 'cmp' AND aggregate_id = 'cmp-1'`);
+  const { rows } = await pool.query(
+    `SELECT version::int AS version FROM "${schema}".inbox_watermark WHERE consumer = 'cmp' AND aggregate_id = 'cmp-1'`,
+  );
   assert.deepEqual(rows, [{ version: 10 }], 'the applied version, not the highest recorded (12)');
 });

@@ -3,14 +3,27 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { appendToOutbox, withTransaction } from '../../src/index.js';
-import { after, before, test, DATABASE_URL, connectPostgres, connectRabbit, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
+import {
+  after,
+  before,
+  test,
+  DATABASE_URL,
+  connectPostgres,
+  connectRabbit,
+  uniqueName,
+  waitFor,
+  dropTestBroker,
+} from '../support/rig.js';
 import type pg from 'pg';
 import { LATEST_MIGRATION, migrations } from '../../src/schema/migrations.js';
 
 const CLI = ['--import', 'tsx', 'src/cli/main.ts'];
 
 function runCli(args: string[]): ChildProcess {
-  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' } });
+  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
+  });
 }
 
 async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -69,7 +82,17 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
     await channel.bindQueue(queue, exchange, '#');
     for (let version = 1; version <= 3; version++) {
       await withTransaction(pool, (tx) =>
-        appendToOutbox(tx, { aggregateType: 'order', aggregateId: 'cli-1', aggregateVersion: version, eventType: 'AmountAdded', payload: { delta: version } }, { schema }),
+        appendToOutbox(
+          tx,
+          {
+            aggregateType: 'order',
+            aggregateId: 'cli-1',
+            aggregateVersion: version,
+            eventType: 'AmountAdded',
+            payload: { delta: version },
+          },
+          { schema },
+        ),
       );
     }
     await pool.query(`INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts)
@@ -77,9 +100,15 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
 
     const status = await cli(['--schema', schema, 'status', '--json', '--sample-ms', '50']);
     assert.equal(status.code, 2, `a failed event is a stall: ${status.stderr}`);
-    const parsed = JSON.parse(status.stdout) as { outbox: { pending: number; failed: number }; findings: { kind: string }[] };
+    const parsed = JSON.parse(status.stdout) as {
+      outbox: { pending: number; failed: number };
+      findings: { kind: string }[];
+    };
     assert.deepEqual([parsed.outbox.pending, parsed.outbox.failed], [3, 1]);
-    assert.deepEqual(parsed.findings.map((f) => f.kind), ['outbox-failed']);
+    assert.deepEqual(
+      parsed.findings.map((f) => f.kind),
+      ['outbox-failed'],
+    );
     const shown = await cli(['--schema', schema, 'status', '--sample-ms', '50']);
     assert.equal(shown.code, 2, shown.stderr);
     assert.match(shown.stdout, /relay\s+failed events\s+STALLED\s+1\n/);
@@ -93,7 +122,9 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
     let stderr = '';
     relay.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     await waitFor(async () => {
-      const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".outbox WHERE status = 'published'`);
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".outbox WHERE status = 'published'`,
+      );
       return rows[0]!.n === 4;
     }, 'the CLI relay to publish all four events');
     relay.kill('SIGTERM');

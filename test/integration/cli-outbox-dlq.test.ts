@@ -8,7 +8,10 @@ import type pg from 'pg';
 const CLI = ['--import', 'tsx', 'src/cli/main.ts'];
 
 function runCli(args: string[]): ChildProcess {
-  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' } });
+  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
+  });
 }
 
 async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -45,12 +48,27 @@ test('outbox list shows failed (or pending) rows without payloads, and outbox re
   assert.equal(listed.code, 0, listed.stderr);
   assert.match(listed.stdout, /f-1\s+order\/o-1\s+2\s+Paid\s+10\s+CONVERGE_PUBLISH_RETURNED/);
   assert.doesNotMatch(listed.stdout, /SECRET/);
-  const json = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--json'])).stdout) as { eventId: string; status: string }[];
-  assert.deepEqual(json.map((r) => [r.eventId, r.status]), [['f-1', 'failed'], ['f-2', 'failed']]);
+  const json = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--json'])).stdout) as {
+    eventId: string;
+    status: string;
+  }[];
+  assert.deepEqual(
+    json.map((r) => [r.eventId, r.status]),
+    [
+      ['f-1', 'failed'],
+      ['f-2', 'failed'],
+    ],
+  );
   const retried = await cli(['--schema', schema, 'outbox', 'retry', '--event-id', 'f-2']);
   assert.match(retried.stdout, /requeued 1 event\(s\)/);
-  const pending = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--pending', '--json'])).stdout) as { eventId: string; attempts: number }[];
-  assert.deepEqual(pending.filter((r) => r.eventId.startsWith('f-')).map((r) => [r.eventId, r.attempts]), [['f-2', 0]]);
+  const pending = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--pending', '--json'])).stdout) as {
+    eventId: string;
+    attempts: number;
+  }[];
+  assert.deepEqual(
+    pending.filter((r) => r.eventId.startsWith('f-')).map((r) => [r.eventId, r.attempts]),
+    [['f-2', 0]],
+  );
 });
 
 test('dlq list / show / discard from the shell; the body is shown only on request, and a discard needs a reason', async () => {
@@ -74,8 +92,15 @@ test('dlq list / show / discard from the shell; the body is shown only on reques
   const discarded = await cli(['--schema', schema, 'dlq', 'discard', id, '--reason', 'test data']);
   assert.match(discarded.stdout, /discarded 1 message/);
   assert.match((await cli(['--schema', schema, 'dlq', 'list'])).stdout, /nothing quarantined/);
-  const all = JSON.parse((await cli(['--schema', schema, 'dlq', 'list', '--all', '--json'])).stdout) as { id: string; resolution: string; resolutionNote: string }[];
-  assert.deepEqual(all.filter((r) => r.id === id).map((r) => [r.resolution, r.resolutionNote]), [['discarded', 'test data']]);
+  const all = JSON.parse((await cli(['--schema', schema, 'dlq', 'list', '--all', '--json'])).stdout) as {
+    id: string;
+    resolution: string;
+    resolutionNote: string;
+  }[];
+  assert.deepEqual(
+    all.filter((r) => r.id === id).map((r) => [r.resolution, r.resolutionNote]),
+    [['discarded', 'test data']],
+  );
 });
 
 test('dlq list --all and dlq show report what a replay did, pointing at the row a failed replay landed in', async () => {
@@ -84,21 +109,41 @@ test('dlq list --all and dlq show report what a replay did, pointing at the row 
   const insert = `INSERT INTO "${schema}".quarantine (consumer, event_id, reason, detail, exchange, routing_key, properties, body, fingerprint)
                   VALUES ('search', 'q-2', 'handler-permanent', 'not yet', 'x', 'order.Paid', '{"messageId":"q-2"}', convert_to('{}', 'UTF8'), 'f') RETURNING id`;
   const original = (await pool.query<{ id: string }>(insert)).rows[0]!.id;
-  await pool.query(`UPDATE "${schema}".quarantine SET resolved_at = now(), resolution = 'replayed', resolution_note = 'to q' WHERE id = $1`, [original]);
+  await pool.query(
+    `UPDATE "${schema}".quarantine SET resolved_at = now(), resolution = 'replayed', resolution_note = 'to q' WHERE id = $1`,
+    [original],
+  );
   const again = (await pool.query<{ id: string }>(insert)).rows[0]!.id;
-  await pool.query(`UPDATE "${schema}".quarantine SET replay_outcome = 'quarantined', replay_outcome_at = now(), replay_quarantine_id = $2 WHERE id = $1`, [original, again]);
+  await pool.query(
+    `UPDATE "${schema}".quarantine SET replay_outcome = 'quarantined', replay_outcome_at = now(), replay_quarantine_id = $2 WHERE id = $1`,
+    [original, again],
+  );
 
   const listed = await cli(['--schema', schema, 'dlq', 'list', '--all']);
   assert.equal(listed.code, 0, listed.stderr);
   assert.match(listed.stdout, /replay_outcome/);
-  assert.match(listed.stdout, new RegExp(`${original}\\s+search\\s+q-2\\s+handler-permanent\\s+\\d+ s\\s+replayed\\s+quarantined -> ${again}`));
-  const shown = JSON.parse((await cli(['--schema', schema, 'dlq', 'show', original])).stdout) as { replayOutcome: string; replayOutcomeAt: string; replayQuarantineId: string };
+  assert.match(
+    listed.stdout,
+    new RegExp(`${original}\\s+search\\s+q-2\\s+handler-permanent\\s+\\d+ s\\s+replayed\\s+quarantined -> ${again}`),
+  );
+  const shown = JSON.parse((await cli(['--schema', schema, 'dlq', 'show', original])).stdout) as {
+    replayOutcome: string;
+    replayOutcomeAt: string;
+    replayQuarantineId: string;
+  };
   assert.equal(shown.replayOutcome, 'quarantined');
   assert.equal(shown.replayQuarantineId, again);
   assert.ok(!Number.isNaN(Date.parse(shown.replayOutcomeAt)));
-  const all = JSON.parse((await cli(['--schema', schema, 'dlq', 'list', '--all', '--json'])).stdout) as { id: string; replayOutcome: string | null; replayQuarantineId: string | null }[];
-  assert.deepEqual(all.filter((r) => r.id === original || r.id === again).map((r) => [r.id, r.replayOutcome, r.replayQuarantineId]), [
-    [again, null, null],
-    [original, 'quarantined', again],
-  ]);
+  const all = JSON.parse((await cli(['--schema', schema, 'dlq', 'list', '--all', '--json'])).stdout) as {
+    id: string;
+    replayOutcome: string | null;
+    replayQuarantineId: string | null;
+  }[];
+  assert.deepEqual(
+    all.filter((r) => r.id === original || r.id === again).map((r) => [r.id, r.replayOutcome, r.replayQuarantineId]),
+    [
+      [again, null, null],
+      [original, 'quarantined', again],
+    ],
+  );
 });

@@ -8,7 +8,10 @@ import type pg from 'pg';
 const CLI = ['--import', 'tsx', 'src/cli/main.ts'];
 
 function runCli(args: string[]): ChildProcess {
-  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' } });
+  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
+  });
 }
 
 async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -43,13 +46,24 @@ test('gaps lists aggregates stuck on a missing version as a table or JSON, and e
      VALUES ('search', 'e5', 'f5', 'order_view', 'order', 'o-7', 5, 4, '{}', '\\x00', now() - interval '1 minute'),
             ('search', 'e6', 'f6', 'order_view', 'order', 'o-7', 6, 4, '{}', '\\x00', now())`,
   );
-  await pool.query(`INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('order_view', 'order', 'o-7', 3)`);
+  await pool.query(
+    `INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('order_view', 'order', 'o-7', 3)`,
+  );
   const table = await cli(['--schema', schema, 'gaps']);
   assert.equal(table.code, 3, table.stderr);
   assert.match(table.stdout, /search\s+order_view\s+order\/o-7\s+3\s+4\s+5,6\s+6\d\.\d s/);
   const json = await cli(['--schema', schema, 'gaps', '--json', '--older-than', '30000']);
-  const [gap] = JSON.parse(json.stdout) as { aggregateId: string; currentVersion: number; missingVersion: number; parkedVersions: number[]; ageMs: number }[];
-  assert.deepEqual([gap?.aggregateId, gap?.currentVersion, gap?.missingVersion, gap?.parkedVersions], ['o-7', 3, 4, [5, 6]]);
+  const [gap] = JSON.parse(json.stdout) as {
+    aggregateId: string;
+    currentVersion: number;
+    missingVersion: number;
+    parkedVersions: number[];
+    ageMs: number;
+  }[];
+  assert.deepEqual(
+    [gap?.aggregateId, gap?.currentVersion, gap?.missingVersion, gap?.parkedVersions],
+    ['o-7', 3, 4, [5, 6]],
+  );
   assert.ok(gap!.ageMs >= 60_000);
   const recentOnly = await cli(['--schema', schema, 'gaps', '--json', '--older-than', '3600000']);
   assert.deepEqual([recentOnly.code, JSON.parse(recentOnly.stdout)], [0, []]);
@@ -63,14 +77,28 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   await pool.query(`CREATE TABLE ${q}.view (id text PRIMARY KEY, amount integer NOT NULL)`);
   await pool.query(`INSERT INTO ${q}.src VALUES ('a', 2, 20), ('b', 3, 30), ('c', 1, 10)`);
   await pool.query(`INSERT INTO ${q}.view VALUES ('a', 20), ('b', 25), ('c', 11)`);
-  await pool.query(`INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'a', 2), ('v', 'order', 'b', 2), ('v', 'order', 'c', 1)`);
+  await pool.query(
+    `INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'a', 2), ('v', 'order', 'b', 2), ('v', 'order', 'c', 1)`,
+  );
   await pool.query(`INSERT INTO ${q}.src VALUES ('d', 4, 40)`);
   await pool.query(`INSERT INTO ${q}.view VALUES ('x', 1)`);
-  await pool.query(`INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'x', 1)`);
+  await pool.query(
+    `INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'x', 1)`,
+  );
   const args = [
-    '--schema', schema, 'reconcile', '--projection', 'v', '--aggregate-type', 'order', '--page-size', '2',
-    '--source-sql', `SELECT id, version, amount FROM ${q}.src WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
-    '--target-sql', `SELECT s.aggregate_id AS id, s.version, v.amount FROM ${q}.projection_state s JOIN ${q}.view v ON v.id = s.aggregate_id WHERE s.projection = 'v' AND s.aggregate_id COLLATE "C" > $1 ORDER BY s.aggregate_id COLLATE "C" LIMIT $2`,
+    '--schema',
+    schema,
+    'reconcile',
+    '--projection',
+    'v',
+    '--aggregate-type',
+    'order',
+    '--page-size',
+    '2',
+    '--source-sql',
+    `SELECT id, version, amount FROM ${q}.src WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+    '--target-sql',
+    `SELECT s.aggregate_id AS id, s.version, v.amount FROM ${q}.projection_state s JOIN ${q}.view v ON v.id = s.aggregate_id WHERE s.projection = 'v' AND s.aggregate_id COLLATE "C" > $1 ORDER BY s.aggregate_id COLLATE "C" LIMIT $2`,
   ];
   const found = await cli([...args, '--json']);
   assert.equal(found.code, 4, found.stderr);
@@ -79,10 +107,14 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   assert.deepEqual([report.samples.missing, report.samples.stale, report.samples.mismatch], [['d'], ['b'], ['c']]);
 
   const repaired = await cli([
-    ...args, '--repair',
-    '--apply-sql', `INSERT INTO ${q}.view (id, amount) VALUES ($1, ($3::jsonb->>'amount')::int) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`,
-    '--lookup-sql', `SELECT id, version, amount FROM ${q}.src WHERE id = $1`,
-    '--remove-sql', `DELETE FROM ${q}.view WHERE id = $1`,
+    ...args,
+    '--repair',
+    '--apply-sql',
+    `INSERT INTO ${q}.view (id, amount) VALUES ($1, ($3::jsonb->>'amount')::int) ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount`,
+    '--lookup-sql',
+    `SELECT id, version, amount FROM ${q}.src WHERE id = $1`,
+    '--remove-sql',
+    `DELETE FROM ${q}.view WHERE id = $1`,
   ]);
   assert.equal(repaired.code, 0, repaired.stderr);
   assert.match(repaired.stdout, /repaired 4, skipped 0/);
@@ -90,7 +122,12 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   assert.equal(clean.code, 0, clean.stderr);
   assert.match(clean.stdout, /missing\s+0\n/);
   const { rows } = await pool.query(`SELECT id, amount FROM ${q}.view ORDER BY id`);
-  assert.deepEqual(rows, [{ id: 'a', amount: 20 }, { id: 'b', amount: 30 }, { id: 'c', amount: 10 }, { id: 'd', amount: 40 }]);
+  assert.deepEqual(rows, [
+    { id: 'a', amount: 20 },
+    { id: 'b', amount: 30 },
+    { id: 'c', amount: 10 },
+    { id: 'd', amount: 40 },
+  ]);
 
   const refused = await cli([...args, '--repair']);
   assert.equal(refused.code, 1);
@@ -105,20 +142,40 @@ test('rebuild forgets and empties a projection, then writes every source row at 
   await pool.query(`CREATE TABLE ${q}.rb_view (id text PRIMARY KEY, amount integer NOT NULL)`);
   await pool.query(`INSERT INTO ${q}.rb_src VALUES ('a', 5, 50), ('b', 2, 20)`);
   await pool.query(`INSERT INTO ${q}.rb_view VALUES ('a', 1), ('zombie', 7)`);
-  await pool.query(`INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('rb', 'order', 'a', 1), ('rb', 'order', 'zombie', 9), ('other', 'order', 'a', 4)`);
+  await pool.query(
+    `INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('rb', 'order', 'a', 1), ('rb', 'order', 'zombie', 9), ('other', 'order', 'a', 4)`,
+  );
   const result = await cli([
-    '--schema', schema, 'rebuild', '--projection', 'rb', '--aggregate-type', 'order',
-    '--source-sql', `SELECT id, version, amount FROM ${q}.rb_src WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
-    '--apply-sql', `INSERT INTO ${q}.rb_view (id, amount) SELECT id, (fields->>'amount')::int FROM converge_row`,
-    '--reset-sql', `TRUNCATE ${q}.rb_view`,
+    '--schema',
+    schema,
+    'rebuild',
+    '--projection',
+    'rb',
+    '--aggregate-type',
+    'order',
+    '--source-sql',
+    `SELECT id, version, amount FROM ${q}.rb_src WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+    '--apply-sql',
+    `INSERT INTO ${q}.rb_view (id, amount) SELECT id, (fields->>'amount')::int FROM converge_row`,
+    '--reset-sql',
+    `TRUNCATE ${q}.rb_view`,
   ]);
   assert.equal(result.code, 0, result.stderr);
   assert.match(result.stdout, /rebuilt rb: 2 aggregates written/);
-  assert.deepEqual((await pool.query(`SELECT id, amount FROM ${q}.rb_view ORDER BY id`)).rows, [{ id: 'a', amount: 50 }, { id: 'b', amount: 20 }]);
-  const state = await pool.query(`SELECT projection, aggregate_id, version FROM ${q}.projection_state WHERE projection IN ('rb', 'other') ORDER BY projection, aggregate_id`);
-  assert.deepEqual(state.rows, [
-    { projection: 'other', aggregate_id: 'a', version: '4' },
-    { projection: 'rb', aggregate_id: 'a', version: '5' },
-    { projection: 'rb', aggregate_id: 'b', version: '2' },
-  ], 'other projections untouched');
+  assert.deepEqual((await pool.query(`SELECT id, amount FROM ${q}.rb_view ORDER BY id`)).rows, [
+    { id: 'a', amount: 50 },
+    { id: 'b', amount: 20 },
+  ]);
+  const state = await pool.query(
+    `SELECT projection, aggregate_id, version FROM ${q}.projection_state WHERE projection IN ('rb', 'other') ORDER BY projection, aggregate_id`,
+  );
+  assert.deepEqual(
+    state.rows,
+    [
+      { projection: 'other', aggregate_id: 'a', version: '4' },
+      { projection: 'rb', aggregate_id: 'a', version: '5' },
+      { projection: 'rb', aggregate_id: 'b', version: '2' },
+    ],
+    'other projections untouched',
+  );
 });

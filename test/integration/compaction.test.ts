@@ -43,35 +43,67 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
   const processors: DeliveryProcessor[] = [];
   const q = `"${db.schema}"`;
   try {
-    await db.pool.query(`CREATE TABLE ${q}.order_totals (id text PRIMARY KEY, total integer NOT NULL, events integer NOT NULL)`);
+    await db.pool.query(
+      `CREATE TABLE ${q}.order_totals (id text PRIMARY KEY, total integer NOT NULL, events integer NOT NULL)`,
+    );
     const fixture: Fixture = {
       db,
       q,
       processor(options = {}) {
         const handlers = options.batchHandler ? {} : { handlers: { AmountAdded: addAmount(db.schema) } };
-        const processor = new DeliveryProcessor({ consumer: CONSUMER, pool: db.pool, schema: db.schema, logger: silentLogger, ...handlers, ...options });
+        const processor = new DeliveryProcessor({
+          consumer: CONSUMER,
+          pool: db.pool,
+          schema: db.schema,
+          logger: silentLogger,
+          ...handlers,
+          ...options,
+        });
         processors.push(processor);
         return processor;
       },
       compact: (options = {}) =>
-        compactInbox(db.pool, { schema: db.schema, consumer: CONSUMER, projection: PROJECTION, olderThanMs: HOUR, retryHorizonMs: 0, quarantineReplayWindowMs: 0, ...options }),
+        compactInbox(db.pool, {
+          schema: db.schema,
+          consumer: CONSUMER,
+          projection: PROJECTION,
+          olderThanMs: HOUR,
+          retryHorizonMs: 0,
+          quarantineReplayWindowMs: 0,
+          ...options,
+        }),
       async age(where = 'true') {
-        await db.pool.query(`UPDATE ${q}.inbox SET received_at = now() - interval '2 hours' WHERE consumer = $1 AND ${where}`, [CONSUMER]);
+        await db.pool.query(
+          `UPDATE ${q}.inbox SET received_at = now() - interval '2 hours' WHERE consumer = $1 AND ${where}`,
+          [CONSUMER],
+        );
       },
       async total(aggregateId) {
-        const { rows } = await db.pool.query<{ total: number; events: number }>(`SELECT total, events FROM ${q}.order_totals WHERE id = $1`, [aggregateId]);
+        const { rows } = await db.pool.query<{ total: number; events: number }>(
+          `SELECT total, events FROM ${q}.order_totals WHERE id = $1`,
+          [aggregateId],
+        );
         return rows[0];
       },
       async version(aggregateId) {
-        const { rows } = await db.pool.query<{ version: string }>(`SELECT version FROM ${q}.projection_state WHERE projection = $1 AND aggregate_type = 'order' AND aggregate_id = $2`, [PROJECTION, aggregateId]);
+        const { rows } = await db.pool.query<{ version: string }>(
+          `SELECT version FROM ${q}.projection_state WHERE projection = $1 AND aggregate_type = 'order' AND aggregate_id = $2`,
+          [PROJECTION, aggregateId],
+        );
         return rows[0] ? Number(rows[0].version) : null;
       },
       async watermark(aggregateId) {
-        const { rows } = await db.pool.query<{ version: string }>(`SELECT version FROM ${q}.inbox_watermark WHERE consumer = $1 AND aggregate_type = 'order' AND aggregate_id = $2`, [CONSUMER, aggregateId]);
+        const { rows } = await db.pool.query<{ version: string }>(
+          `SELECT version FROM ${q}.inbox_watermark WHERE consumer = $1 AND aggregate_type = 'order' AND aggregate_id = $2`,
+          [CONSUMER, aggregateId],
+        );
         return rows[0] ? Number(rows[0].version) : null;
       },
       async inboxVersions(aggregateId) {
-        const { rows } = await db.pool.query<{ aggregate_version: string }>(`SELECT aggregate_version FROM ${q}.inbox WHERE consumer = $1 AND aggregate_id = $2 ORDER BY aggregate_version`, [CONSUMER, aggregateId]);
+        const { rows } = await db.pool.query<{ aggregate_version: string }>(
+          `SELECT aggregate_version FROM ${q}.inbox WHERE consumer = $1 AND aggregate_id = $2 ORDER BY aggregate_version`,
+          [CONSUMER, aggregateId],
+        );
         return rows.map((r) => Number(r.aggregate_version));
       },
       async count(table) {
@@ -127,21 +159,37 @@ describe('compactInbox', () => {
     await withFixture(async (f) => {
       const logger = capturingLogger();
       const processor = f.processor({ logger });
-      for (let v = 1; v <= 3; v++) assert.deepEqual(timeless(await processor.process(delivery(envelope(`E${v}`, 'o1', v)))), { action: 'ack', outcome: 'applied', eventId: `E${v}` });
+      for (let v = 1; v <= 3; v++)
+        assert.deepEqual(timeless(await processor.process(delivery(envelope(`E${v}`, 'o1', v)))), {
+          action: 'ack',
+          outcome: 'applied',
+          eventId: `E${v}`,
+        });
       await f.age();
       assert.deepEqual(await f.compact({ olderThanMs: 1 }), { compacted: 3, watermarks: 1, batches: 1 });
       assert.deepEqual(await f.inboxVersions('o1'), []);
       assert.equal(await f.watermark('o1'), 3);
 
-      assert.deepEqual(timeless(await processor.process(delivery(envelope('E2', 'o1', 2)))), { action: 'ack', outcome: 'duplicate', eventId: 'E2' });
+      assert.deepEqual(timeless(await processor.process(delivery(envelope('E2', 'o1', 2)))), {
+        action: 'ack',
+        outcome: 'duplicate',
+        eventId: 'E2',
+      });
       assert.deepEqual(await f.total('o1'), { total: 30, events: 3 }, 'no effect');
       assert.equal(await f.version('o1'), 3);
       assert.equal(await f.count('quarantine'), 0, 'nothing quarantined');
       assert.deepEqual(await f.inboxVersions('o1'), [], 'the inbox does not grow back');
       const seen = logger.records.filter((r) => r.includes('compacted event seen again'));
-      assert.deepEqual(seen.map((r): unknown => JSON.parse(r)), [{ eventId: 'E2', msg: 'compacted event seen again; acknowledged without effect' }]);
+      assert.deepEqual(
+        seen.map((r): unknown => JSON.parse(r)),
+        [{ eventId: 'E2', msg: 'compacted event seen again; acknowledged without effect' }],
+      );
 
-      assert.deepEqual(timeless(await processor.process(delivery(envelope('E4', 'o1', 4, 5)))), { action: 'ack', outcome: 'applied', eventId: 'E4' });
+      assert.deepEqual(timeless(await processor.process(delivery(envelope('E4', 'o1', 4, 5)))), {
+        action: 'ack',
+        outcome: 'applied',
+        eventId: 'E4',
+      });
       assert.deepEqual(await f.total('o1'), { total: 35, events: 4 });
       assert.deepEqual(await f.compact(), { compacted: 0, watermarks: 0, batches: 1 }, 'E4 is younger than the window');
     });
@@ -163,10 +211,17 @@ describe('compactInbox', () => {
         },
       });
       const first = await processor.processBatch([1, 2, 3].map((v) => delivery(envelope(`E${v}`, 'o1', v))));
-      assert.deepEqual(first.map((s) => s.action === 'ack' && s.outcome), ['applied', 'applied', 'applied']);
+      assert.deepEqual(
+        first.map((s) => s.action === 'ack' && s.outcome),
+        ['applied', 'applied', 'applied'],
+      );
       await f.age();
       assert.equal((await f.compact()).compacted, 3);
-      const second = await processor.processBatch([delivery(envelope('E2', 'o1', 2)), delivery(envelope('E4', 'o1', 4, 5)), delivery(envelope('P1', 'o2', 1, 7))]);
+      const second = await processor.processBatch([
+        delivery(envelope('E2', 'o1', 2)),
+        delivery(envelope('E4', 'o1', 4, 5)),
+        delivery(envelope('P1', 'o2', 1, 7)),
+      ]);
       assert.deepEqual(second.map(timeless), [
         { action: 'ack', outcome: 'duplicate', eventId: 'E2' },
         { action: 'ack', outcome: 'applied', eventId: 'E4' },
@@ -181,8 +236,16 @@ describe('compactInbox', () => {
   it('with a gap the watermark stays at the contiguous applied version, never the highest seen; the parked event waits and applies after its predecessor', async () => {
     await withFixture(async (f) => {
       const processor = f.processor();
-      assert.deepEqual(timeless(await processor.process(delivery(envelope('E1', 'o1', 1)))), { action: 'ack', outcome: 'applied', eventId: 'E1' });
-      assert.deepEqual(timeless(await processor.process(delivery(envelope('E3', 'o1', 3)))), { action: 'ack', outcome: 'parked', eventId: 'E3' });
+      assert.deepEqual(timeless(await processor.process(delivery(envelope('E1', 'o1', 1)))), {
+        action: 'ack',
+        outcome: 'applied',
+        eventId: 'E1',
+      });
+      assert.deepEqual(timeless(await processor.process(delivery(envelope('E3', 'o1', 3)))), {
+        action: 'ack',
+        outcome: 'parked',
+        eventId: 'E3',
+      });
       // An inbox row above the applied version (as after a rebuild that moved the projection back) must stay too.
       await f.db.pool.query(
         `INSERT INTO ${f.q}.inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type) VALUES ($1, 'E7', 'f7', 'order', 'o1', 7, 'AmountAdded')`,
@@ -194,7 +257,11 @@ describe('compactInbox', () => {
       assert.deepEqual(await f.inboxVersions('o1'), [7]);
       assert.equal(await f.count('parked'), 1, 'E3 stays parked');
 
-      assert.deepEqual(timeless(await processor.process(delivery(envelope('E2', 'o1', 2)))), { action: 'ack', outcome: 'applied', eventId: 'E2' });
+      assert.deepEqual(timeless(await processor.process(delivery(envelope('E2', 'o1', 2)))), {
+        action: 'ack',
+        outcome: 'applied',
+        eventId: 'E2',
+      });
       assert.equal(await f.version('o1'), 3, 'E3 drained after E2');
       assert.deepEqual(await f.total('o1'), { total: 30, events: 3 });
       assert.equal(await f.count('parked'), 0);
@@ -209,15 +276,33 @@ describe('compactInbox', () => {
         `INSERT INTO ${f.q}.inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type) VALUES ($1, 'X1', 'f', 'order', 'elsewhere', 1, 'AmountAdded')`,
         [CONSUMER],
       );
-      await f.age('aggregate_version <= 2 OR aggregate_id = \'elsewhere\'');
+      await f.age("aggregate_version <= 2 OR aggregate_id = 'elsewhere'");
 
-      await assert.rejects(f.compact({ olderThanMs: HOUR, retryHorizonMs: HOUR, quarantineReplayWindowMs: 60_000 }), (err: unknown) => err instanceof ConfigError && err.field === 'olderThanMs' && /must exceed the broker retry horizon \(3600000 ms\)/.test(err.message));
-      await assert.rejects(f.compact({ olderThanMs: HOUR, retryHorizonMs: 0, quarantineReplayWindowMs: 2 * HOUR }), (err: unknown) => err instanceof ConfigError && err.field === 'olderThanMs');
-      await assert.rejects(f.compact({ consumer: '' }), (err: unknown) => err instanceof ConfigError && err.field === 'consumer');
-      await assert.rejects(f.compact({ schema: 'Bad"Schema' }), (err: unknown) => err instanceof ConfigError && err.field === 'schema');
+      await assert.rejects(
+        f.compact({ olderThanMs: HOUR, retryHorizonMs: HOUR, quarantineReplayWindowMs: 60_000 }),
+        (err: unknown) =>
+          err instanceof ConfigError &&
+          err.field === 'olderThanMs' &&
+          /must exceed the broker retry horizon \(3600000 ms\)/.test(err.message),
+      );
+      await assert.rejects(
+        f.compact({ olderThanMs: HOUR, retryHorizonMs: 0, quarantineReplayWindowMs: 2 * HOUR }),
+        (err: unknown) => err instanceof ConfigError && err.field === 'olderThanMs',
+      );
+      await assert.rejects(
+        f.compact({ consumer: '' }),
+        (err: unknown) => err instanceof ConfigError && err.field === 'consumer',
+      );
+      await assert.rejects(
+        f.compact({ schema: 'Bad"Schema' }),
+        (err: unknown) => err instanceof ConfigError && err.field === 'schema',
+      );
       assert.equal(await f.count('inbox'), 4, 'nothing compacted before the options were valid');
 
-      assert.deepEqual(await f.compact({ olderThanMs: HOUR, retryHorizonMs: 60_000, quarantineReplayWindowMs: 60_000 }), { compacted: 2, watermarks: 1, batches: 1 });
+      assert.deepEqual(
+        await f.compact({ olderThanMs: HOUR, retryHorizonMs: 60_000, quarantineReplayWindowMs: 60_000 }),
+        { compacted: 2, watermarks: 1, batches: 1 },
+      );
       assert.deepEqual(await f.inboxVersions('o1'), [3], 'the young row stays');
       assert.deepEqual(await f.inboxVersions('elsewhere'), [1], 'no applied version to stand for it');
       assert.equal(await f.watermark('o1'), 2);
@@ -243,7 +328,10 @@ describe('compactInbox', () => {
       const [a, b] = await Promise.all([f.compact({ batchSize: 37 }), f.compact({ batchSize: 37 })]);
       assert.equal(30 + a.compacted + b.compacted, 800);
       assert.equal(await f.count('inbox'), 200, 'versions 21..25 of every order stay');
-      const { rows } = await f.db.pool.query(`SELECT min(version)::int AS min, max(version)::int AS max, count(*)::int AS n FROM ${f.q}.inbox_watermark WHERE consumer = $1`, [CONSUMER]);
+      const { rows } = await f.db.pool.query(
+        `SELECT min(version)::int AS min, max(version)::int AS max, count(*)::int AS n FROM ${f.q}.inbox_watermark WHERE consumer = $1`,
+        [CONSUMER],
+      );
       assert.deepEqual(rows[0], { min: 20, max: 20, n: 40 });
 
       // A lower version compacted later (it was younger before) leaves the watermark where it is.
@@ -270,11 +358,17 @@ describe('compactInbox', () => {
 
       for (const id of ['o1', 'o2']) {
         const settlement = await processor.process(delivery(envelope(`${id}-other`, id, 2, 99)));
-        assert.ok(settlement.action === 'ack' && settlement.outcome === 'quarantined' && settlement.reason === 'stale-version', JSON.stringify(settlement));
+        assert.ok(
+          settlement.action === 'ack' && settlement.outcome === 'quarantined' && settlement.reason === 'stale-version',
+          JSON.stringify(settlement),
+        );
         assert.deepEqual(await f.total(id), { total: 20, events: 2 });
       }
       const { rows } = await f.db.pool.query(`SELECT event_id, reason FROM ${f.q}.quarantine ORDER BY id`);
-      assert.deepEqual(rows, [{ event_id: 'o1-other', reason: 'stale-version' }, { event_id: 'o2-other', reason: 'stale-version' }]);
+      assert.deepEqual(rows, [
+        { event_id: 'o1-other', reason: 'stale-version' },
+        { event_id: 'o2-other', reason: 'stale-version' },
+      ]);
     });
   });
 });

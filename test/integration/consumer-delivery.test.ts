@@ -314,7 +314,10 @@ describe('consumer delivery and ack-after-commit', () => {
           ),
         );
         // The handler runs inside the transaction: wait for the settled (committed) delivery, not only the call.
-        await waitFor(() => received.length === 1 && sms.stats.applied === 1, 'the next hop to reach the second consumer');
+        await waitFor(
+          () => received.length === 1 && sms.stats.applied === 1,
+          'the next hop to reach the second consumer',
+        );
         assert.equal(received[0]!.eventId, `${eventId}:sms`);
         assert.equal(orders.stats.applied, 1);
         assert.equal(orders.stats.quarantined, 0, 'the order queue never saw the notification');

@@ -31,30 +31,73 @@ interface SourceEvent {
 
 /** A source history: per aggregate, versions 1..n with their deltas; some versions also as snapshots. */
 const historyArb = fc
-  .array(fc.array(fc.record({ delta: fc.integer({ min: 1, max: 9 }), snapshot: fc.boolean() }), { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 3 })
-  .map((aggregates) => aggregates.flatMap((steps, a) => steps.map((step, i) => ({ aggregateId: `a${a}`, version: i + 1, delta: step.delta, snapshot: step.snapshot && i > 0 }))));
+  .array(
+    fc.array(fc.record({ delta: fc.integer({ min: 1, max: 9 }), snapshot: fc.boolean() }), {
+      minLength: 1,
+      maxLength: 6,
+    }),
+    { minLength: 1, maxLength: 3 },
+  )
+  .map((aggregates) =>
+    aggregates.flatMap((steps, a) =>
+      steps.map((step, i) => ({
+        aggregateId: `a${a}`,
+        version: i + 1,
+        delta: step.delta,
+        snapshot: step.snapshot && i > 0,
+      })),
+    ),
+  );
 
 /** What the consumers receive: every event at least once (some twice), shuffled; some snapshot copies; a repair now and then. */
 function deliveryPlanArb(history: SourceEvent[]) {
-  const items = history.flatMap((e) => [{ kind: 'incremental' as const, event: e }, ...(e.snapshot ? [{ kind: 'snapshot' as const, event: e }] : [])]);
-  return fc.record({
-    order: fc.shuffledSubarray(items, { minLength: items.length, maxLength: items.length }),
-    duplicates: fc.array(fc.nat({ max: items.length - 1 }), { maxLength: 4 }),
-    repairAt: fc.option(fc.nat({ max: items.length }), { nil: undefined }),
-    lost: fc.option(fc.nat({ max: history.length - 1 }), { nil: undefined }),
-  }).map((plan) => ({ ...plan, items }));
+  const items = history.flatMap((e) => [
+    { kind: 'incremental' as const, event: e },
+    ...(e.snapshot ? [{ kind: 'snapshot' as const, event: e }] : []),
+  ]);
+  return fc
+    .record({
+      order: fc.shuffledSubarray(items, { minLength: items.length, maxLength: items.length }),
+      duplicates: fc.array(fc.nat({ max: items.length - 1 }), { maxLength: 4 }),
+      repairAt: fc.option(fc.nat({ max: items.length }), { nil: undefined }),
+      lost: fc.option(fc.nat({ max: history.length - 1 }), { nil: undefined }),
+    })
+    .map((plan) => ({ ...plan, items }));
 }
 
 function totalUpTo(history: SourceEvent[], aggregateId: string, version: number): number {
-  return history.filter((e) => e.aggregateId === aggregateId && e.version <= version).reduce((sum, e) => sum + e.delta, 0);
+  return history
+    .filter((e) => e.aggregateId === aggregateId && e.version <= version)
+    .reduce((sum, e) => sum + e.delta, 0);
 }
 
-function envelopeOf(history: SourceEvent[], item: { kind: 'incremental' | 'snapshot'; event: SourceEvent }): EventEnvelope {
+function envelopeOf(
+  history: SourceEvent[],
+  item: { kind: 'incremental' | 'snapshot'; event: SourceEvent },
+): EventEnvelope {
   const { event } = item;
-  const base = { aggregateType: 'order', aggregateId: event.aggregateId, aggregateVersion: event.version, schemaVersion: 1, occurredAt: '2026-12-02T00:00:00.000Z' };
+  const base = {
+    aggregateType: 'order',
+    aggregateId: event.aggregateId,
+    aggregateVersion: event.version,
+    schemaVersion: 1,
+    occurredAt: '2026-12-02T00:00:00.000Z',
+  };
   return item.kind === 'incremental'
-    ? { ...base, eventId: `${event.aggregateId}-${event.version}`, eventType: 'Added', kind: 'incremental', payload: { delta: event.delta } }
-    : { ...base, eventId: `${event.aggregateId}-${event.version}-snap`, eventType: 'Totals', kind: 'snapshot', payload: { total: totalUpTo(history, event.aggregateId, event.version) } };
+    ? {
+        ...base,
+        eventId: `${event.aggregateId}-${event.version}`,
+        eventType: 'Added',
+        kind: 'incremental',
+        payload: { delta: event.delta },
+      }
+    : {
+        ...base,
+        eventId: `${event.aggregateId}-${event.version}-snap`,
+        eventType: 'Totals',
+        kind: 'snapshot',
+        payload: { total: totalUpTo(history, event.aggregateId, event.version) },
+      };
 }
 
 const delivery = (envelope: EventEnvelope) => deliveryOf(envelope, { routingKey: 'order.any', redelivered: false });
@@ -73,18 +116,31 @@ describe('convergence over random histories', () => {
     const handlers: Record<string, EventHandler> = {
       Added: async (event, { tx }) => {
         await applyIncrement(tx, { projection: PROJECTION, event, schema: db.schema }, async () => {
-          await tx.query(`INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = totals.total + $2`, [event.aggregateId, (event.payload as { delta: number }).delta]);
+          await tx.query(
+            `INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = totals.total + $2`,
+            [event.aggregateId, (event.payload as { delta: number }).delta],
+          );
           await tx.query(`INSERT INTO ${q}.effects (event_id) VALUES ($1)`, [event.eventId]);
         });
       },
       Totals: async (event, { tx }) => {
         await applySnapshot(tx, { projection: PROJECTION, event, schema: db.schema }, async () => {
-          await tx.query(`INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = $2`, [event.aggregateId, (event.payload as { total: number }).total]);
+          await tx.query(
+            `INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = $2`,
+            [event.aggregateId, (event.payload as { total: number }).total],
+          );
           await tx.query(`INSERT INTO ${q}.effects (event_id) VALUES ($1)`, [event.eventId]);
         });
       },
     };
-    const options = { consumer: 'totals', pool: db.pool, schema: db.schema, logger: silentLogger, handlers, maxAttempts: 1_000 };
+    const options = {
+      consumer: 'totals',
+      pool: db.pool,
+      schema: db.schema,
+      logger: silentLogger,
+      handlers,
+      maxAttempts: 1_000,
+    };
     consumers = [new DeliveryProcessor(options), new DeliveryProcessor(options)];
   });
 
@@ -98,12 +154,16 @@ describe('convergence over random histories', () => {
       fc.asyncProperty(
         historyArb.chain((history) => deliveryPlanArb(history).map((plan) => ({ history, plan }))),
         async ({ history, plan }) => {
-          await db.pool.query(`TRUNCATE ${q}.totals, ${q}.effects, ${q}.inbox, ${q}.parked, ${q}.projection_state, ${q}.quarantine`);
+          await db.pool.query(
+            `TRUNCATE ${q}.totals, ${q}.effects, ${q}.inbox, ${q}.parked, ${q}.projection_state, ${q}.quarantine`,
+          );
           const queue = [...plan.order, ...plan.duplicates.map((i) => plan.items[i]!)]
             // A lost event never reaches the consumers; only the reconciler can bring its effect in.
             .filter((item) => plan.lost === undefined || item.kind === 'snapshot' || item.event !== history[plan.lost]);
           const source = async (afterId: string | null) => {
-            const ids = [...new Set(history.map((e) => e.aggregateId))].sort().filter((id) => afterId === null || id > afterId);
+            const ids = [...new Set(history.map((e) => e.aggregateId))]
+              .sort()
+              .filter((id) => afterId === null || id > afterId);
             return ids.map((id) => {
               const version = Math.max(...history.filter((e) => e.aggregateId === id).map((e) => e.version));
               return { id, version, fields: {} };
@@ -111,8 +171,17 @@ describe('convergence over random histories', () => {
           };
           const repair = () =>
             reconcile(db.pool, {
-              schema: db.schema, projection: PROJECTION, aggregateType: 'order', source,
-              repair: { apply: async (tx, row) => void (await tx.query(`INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = $2`, [row.id, totalUpTo(history, row.id, row.version)])) },
+              schema: db.schema,
+              projection: PROJECTION,
+              aggregateType: 'order',
+              source,
+              repair: {
+                apply: async (tx, row) =>
+                  void (await tx.query(
+                    `INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = $2`,
+                    [row.id, totalUpTo(history, row.id, row.version)],
+                  )),
+              },
             });
           // Two consumers take deliveries off one queue; a retry goes to the back (the retry queue).
           let taken = 0;
@@ -121,7 +190,11 @@ describe('convergence over random histories', () => {
             for (let next = queue.shift(); next; next = queue.shift()) {
               if (plan.repairAt !== undefined && taken++ === plan.repairAt) repairing = repair();
               const settlement = await consumer.process(delivery(envelopeOf(history, next)));
-              assert.notEqual(settlement.action === 'ack' && settlement.outcome, 'quarantined', `nothing in a valid history is quarantined (${JSON.stringify(settlement)})`);
+              assert.notEqual(
+                settlement.action === 'ack' && settlement.outcome,
+                'quarantined',
+                `nothing in a valid history is quarantined (${JSON.stringify(settlement)})`,
+              );
               if (settlement.action === 'retry') queue.push(next);
             }
           };
@@ -131,8 +204,19 @@ describe('convergence over random histories', () => {
           if (plan.lost !== undefined) await repair();
           for (const consumer of consumers) await consumer.drainReady();
 
-          const totals = new Map((await db.pool.query<{ id: string; total: number }>(`SELECT id, total FROM ${q}.totals`)).rows.map((r) => [r.id, r.total]));
-          const versions = new Map((await db.pool.query<{ aggregate_id: string; version: string }>(`SELECT aggregate_id, version FROM ${q}.projection_state`)).rows.map((r) => [r.aggregate_id, Number(r.version)]));
+          const totals = new Map(
+            (await db.pool.query<{ id: string; total: number }>(`SELECT id, total FROM ${q}.totals`)).rows.map((r) => [
+              r.id,
+              r.total,
+            ]),
+          );
+          const versions = new Map(
+            (
+              await db.pool.query<{ aggregate_id: string; version: string }>(
+                `SELECT aggregate_id, version FROM ${q}.projection_state`,
+              )
+            ).rows.map((r) => [r.aggregate_id, Number(r.version)]),
+          );
           for (const id of new Set(history.map((e) => e.aggregateId))) {
             const finalVersion = Math.max(...history.filter((e) => e.aggregateId === id).map((e) => e.version));
             assert.equal(versions.get(id), finalVersion, `${id} at the source's version`);
@@ -140,7 +224,11 @@ describe('convergence over random histories', () => {
           }
           const twice = await db.pool.query(`SELECT event_id FROM ${q}.effects GROUP BY event_id HAVING count(*) > 1`);
           assert.deepEqual(twice.rows, [], 'no effect written twice');
-          assert.equal(Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.parked`)).rows[0]?.n), 0, 'nothing left parked');
+          assert.equal(
+            Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.parked`)).rows[0]?.n),
+            0,
+            'nothing left parked',
+          );
         },
       ),
       { numRuns: RUNS, ...(process.env.FC_SEED ? { seed: Number(process.env.FC_SEED) } : {}) },

@@ -2,14 +2,41 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type amqp from 'amqplib';
-import { ConfigError, Consumer, Relay, appendToOutbox, applyIncrement, grantsSql, migrate, silentLogger, withTransaction } from '../../src/index.js';
+import {
+  ConfigError,
+  Consumer,
+  Relay,
+  appendToOutbox,
+  applyIncrement,
+  grantsSql,
+  migrate,
+  silentLogger,
+  withTransaction,
+} from '../../src/index.js';
 import { encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
-import { after, before, describe, test, connectPostgres, connectRabbit, uniqueName, waitFor, dropTestBroker, AMQP_URL } from '../support/rig.js';
+import {
+  after,
+  before,
+  describe,
+  test,
+  connectPostgres,
+  connectRabbit,
+  uniqueName,
+  waitFor,
+  dropTestBroker,
+  AMQP_URL,
+} from '../support/rig.js';
 
 describe('grantsSql', () => {
   test('quotes every name and grants only what each component runs', () => {
-    const sql = grantsSql({ schema: 'conv', relayRole: 'r', consumerRoles: ['c1', 'c2'], producerRole: 'p', projectionTables: ['app.totals'] });
+    const sql = grantsSql({
+      schema: 'conv',
+      relayRole: 'r',
+      consumerRoles: ['c1', 'c2'],
+      producerRole: 'p',
+      projectionTables: ['app.totals'],
+    });
     assert.match(sql, /GRANT SELECT, UPDATE ON "conv"\.outbox TO "r";/);
     assert.match(sql, /GRANT INSERT ON "conv"\.outbox TO "p";/);
     assert.match(sql, /GRANT SELECT \(position, event_id\) ON "conv"\.outbox TO "p";/);
@@ -17,7 +44,10 @@ describe('grantsSql', () => {
     assert.doesNotMatch(sql, /TRUNCATE|GRANT ALL|migrations/);
     // The relay's only table is the outbox.
     const relayLines = sql.split('\n').filter((line) => line.endsWith(' TO "r";'));
-    assert.deepEqual(relayLines, ['GRANT USAGE ON SCHEMA "conv" TO "r";', 'GRANT SELECT, UPDATE ON "conv".outbox TO "r";']);
+    assert.deepEqual(relayLines, [
+      'GRANT USAGE ON SCHEMA "conv" TO "r";',
+      'GRANT SELECT, UPDATE ON "conv".outbox TO "r";',
+    ]);
   });
 
   test('a malicious role, schema or table name is a ConfigError naming the field', () => {
@@ -30,11 +60,14 @@ describe('grantsSql', () => {
       ['projectionTables.0', { consumerRole: 'c', projectionTables: ['totals'] }],
     ];
     for (const [field, options] of cases) {
-      assert.throws(() => grantsSql(options), (err: unknown) => {
-        assert.ok(err instanceof ConfigError, String(err));
-        assert.equal(err.field, field);
-        return true;
-      });
+      assert.throws(
+        () => grantsSql(options),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError, String(err));
+          assert.equal(err.field, field);
+          return true;
+        },
+      );
     }
   });
 });
@@ -58,7 +91,12 @@ async function sqlstateAs(role: string, sql: string): Promise<string> {
 describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
   const schema = uniqueName('cvt_grants');
   const biz = `${schema}_biz`;
-  const roles = { migrator: `${schema}_migrator`, relay: `${schema}_relay`, consumer: `${schema}_consumer`, producer: `${schema}_producer` };
+  const roles = {
+    migrator: `${schema}_migrator`,
+    relay: `${schema}_relay`,
+    consumer: `${schema}_consumer`,
+    producer: `${schema}_producer`,
+  };
   const exchange = uniqueName('cvt.grants');
   const queue = uniqueName('cvt.grants.q');
   let admin: pg.Pool;
@@ -100,7 +138,9 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
       await admin.query(`DROP OWNED BY "${role}"`).catch(() => undefined);
       await admin.query(`DROP ROLE IF EXISTS "${role}"`);
     }
-    const { rows } = await admin.query(`SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])`, [Object.values(roles)]);
+    const { rows } = await admin.query(`SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])`, [
+      Object.values(roles),
+    ]);
     assert.deepEqual(rows, [], 'every test role is dropped again');
     await admin.end();
   });
@@ -112,11 +152,14 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
     // The owner applies the grants on converge's tables; the projection table's owner (here the superuser) grants that one.
     const owner = new pg.Client({ connectionString: roleUrl(roles.migrator) });
     await owner.connect();
-    await owner.query(grantsSql({ schema, relayRole: roles.relay, consumerRole: roles.consumer, producerRole: roles.producer }));
+    await owner.query(
+      grantsSql({ schema, relayRole: roles.relay, consumerRole: roles.consumer, producerRole: roles.producer }),
+    );
     await owner.end();
     await admin.query(grantsSql({ schema, consumerRole: roles.consumer, projectionTables: [`${biz}.order_totals`] }));
 
-    const consumer = new Consumer({ amqpUrl: AMQP_URL,
+    const consumer = new Consumer({
+      amqpUrl: AMQP_URL,
       queue,
       exchange,
       pool: rolePool(roles.consumer),
@@ -129,7 +172,10 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
         AmountAdded: async (event, { tx }) => {
           await applyIncrement(tx, { projection: 'order_totals', event, schema }, async () => {
             const amount = (event.payload as { amount: number }).amount;
-            await tx.query(`INSERT INTO "${biz}".order_totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = order_totals.total + EXCLUDED.total`, [event.aggregateId, amount]);
+            await tx.query(
+              `INSERT INTO "${biz}".order_totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = order_totals.total + EXCLUDED.total`,
+              [event.aggregateId, amount],
+            );
           });
         },
       },
@@ -137,7 +183,14 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
     const errors: Error[] = [];
     consumer.on('error', (err) => errors.push(err));
     consumer.start();
-    const relay = new Relay({ amqpUrl: AMQP_URL, pool: rolePool(roles.relay), schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      pool: rolePool(roles.relay),
+      schema,
+      exchange,
+      logger: silentLogger,
+      pollIntervalMs: 20,
+    });
     relay.on('error', (err) => errors.push(err));
     try {
       await consumer.ready();
@@ -146,37 +199,81 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
       const orderId = randomUUID();
       const addAmount = (version: number, amount: number) =>
         withTransaction(producer, async (tx) => {
-          if (version === 1) await tx.query(`INSERT INTO "${biz}".orders (id, total) VALUES ($1, $2)`, [orderId, amount]);
+          if (version === 1)
+            await tx.query(`INSERT INTO "${biz}".orders (id, total) VALUES ($1, $2)`, [orderId, amount]);
           else await tx.query(`UPDATE "${biz}".orders SET total = total + $2 WHERE id = $1`, [orderId, amount]);
-          await appendToOutbox(tx, { aggregateType: 'order', aggregateId: orderId, aggregateVersion: version, eventType: 'AmountAdded', payload: { amount } }, { schema });
+          await appendToOutbox(
+            tx,
+            {
+              aggregateType: 'order',
+              aggregateId: orderId,
+              aggregateVersion: version,
+              eventType: 'AmountAdded',
+              payload: { amount },
+            },
+            { schema },
+          );
         });
 
       await addAmount(1, 10);
-      await waitFor(async () => (await admin.query(`SELECT 1 FROM "${schema}".outbox WHERE status = 'published'`)).rowCount === 1, 'the relay role publishing version 1');
+      await waitFor(
+        async () => (await admin.query(`SELECT 1 FROM "${schema}".outbox WHERE status = 'published'`)).rowCount === 1,
+        'the relay role publishing version 1',
+      );
       await waitFor(async () => consumer.stats.applied === 1, 'the consumer role applying version 1');
 
       // Version 3 arrives before version 2: the consumer role parks it in the reorder buffer.
       const early: EventEnvelope = {
-        eventId: randomUUID(), aggregateType: 'order', aggregateId: orderId, aggregateVersion: 3, eventType: 'AmountAdded',
-        schemaVersion: 1, kind: 'incremental', payload: { amount: 300 }, occurredAt: new Date().toISOString(),
+        eventId: randomUUID(),
+        aggregateType: 'order',
+        aggregateId: orderId,
+        aggregateVersion: 3,
+        eventType: 'AmountAdded',
+        schemaVersion: 1,
+        kind: 'incremental',
+        payload: { amount: 300 },
+        occurredAt: new Date().toISOString(),
       };
       const message = encodeMessage(early, routingKeyFromTemplate('{aggregateType}.{eventType}'));
       channel.publish(exchange, message.routingKey, message.content, message.options);
       await channel.waitForConfirms();
-      await waitFor(async () => (await admin.query(`SELECT 1 FROM "${schema}".parked WHERE event_id = $1`, [early.eventId])).rowCount === 1, 'version 3 parked');
+      await waitFor(
+        async () =>
+          (await admin.query(`SELECT 1 FROM "${schema}".parked WHERE event_id = $1`, [early.eventId])).rowCount === 1,
+        'version 3 parked',
+      );
 
       // Version 2 through the outbox: applied, and version 3 drains from the buffer.
       await addAmount(2, 20);
-      await waitFor(async () => (await admin.query<{ total: string }>(`SELECT total FROM "${biz}".order_totals WHERE id = $1`, [orderId])).rows[0]?.total === '330', 'versions 2 and 3 applied');
+      await waitFor(
+        async () =>
+          (await admin.query<{ total: string }>(`SELECT total FROM "${biz}".order_totals WHERE id = $1`, [orderId]))
+            .rows[0]?.total === '330',
+        'versions 2 and 3 applied',
+      );
       assert.equal((await admin.query(`SELECT 1 FROM "${schema}".parked`)).rowCount, 0, 'the buffer was drained');
-      const state = await admin.query<{ version: string }>(`SELECT version FROM "${schema}".projection_state WHERE projection = 'order_totals' AND aggregate_id = $1`, [orderId]);
+      const state = await admin.query<{ version: string }>(
+        `SELECT version FROM "${schema}".projection_state WHERE projection = 'order_totals' AND aggregate_id = $1`,
+        [orderId],
+      );
       assert.equal(state.rows[0]?.version, '3');
 
       // A message that is not an envelope: the consumer role writes the quarantine row.
-      channel.publish(exchange, 'order.AmountAdded', Buffer.from('not json'), { persistent: true, messageId: randomUUID() });
+      channel.publish(exchange, 'order.AmountAdded', Buffer.from('not json'), {
+        persistent: true,
+        messageId: randomUUID(),
+      });
       await channel.waitForConfirms();
-      await waitFor(async () => (await admin.query(`SELECT 1 FROM "${schema}".quarantine WHERE consumer = $1`, [queue])).rowCount === 1, 'the bad message quarantined');
-      assert.equal((await admin.query<{ total: string }>(`SELECT total FROM "${biz}".orders WHERE id = $1`, [orderId])).rows[0]?.total, '30');
+      await waitFor(
+        async () =>
+          (await admin.query(`SELECT 1 FROM "${schema}".quarantine WHERE consumer = $1`, [queue])).rowCount === 1,
+        'the bad message quarantined',
+      );
+      assert.equal(
+        (await admin.query<{ total: string }>(`SELECT total FROM "${biz}".orders WHERE id = $1`, [orderId])).rows[0]
+          ?.total,
+        '30',
+      );
     } finally {
       await relay.stop();
       await consumer.stop();
@@ -185,15 +282,47 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
   });
 
   test('each role is refused what it was not granted (SQLSTATE 42501)', async () => {
-    assert.equal(await sqlstateAs(roles.relay, `SELECT * FROM "${biz}".orders`), '42501', 'relay reads a business table');
+    assert.equal(
+      await sqlstateAs(roles.relay, `SELECT * FROM "${biz}".orders`),
+      '42501',
+      'relay reads a business table',
+    );
     assert.equal(await sqlstateAs(roles.relay, `SELECT * FROM "${schema}".inbox`), '42501', 'relay reads the inbox');
     assert.equal(await sqlstateAs(roles.relay, `DELETE FROM "${schema}".outbox`), '42501', 'relay deletes outbox rows');
-    assert.equal(await sqlstateAs(roles.relay, `SELECT * FROM "${schema}".projection_state`), '42501', 'relay reads projection state');
-    assert.equal(await sqlstateAs(roles.consumer, `UPDATE "${schema}".outbox SET status = 'pending'`), '42501', 'consumer updates the outbox');
-    assert.equal(await sqlstateAs(roles.consumer, `SELECT * FROM "${biz}".orders`), '42501', 'consumer reads the business table');
-    assert.equal(await sqlstateAs(roles.consumer, `DELETE FROM "${schema}".inbox`), '42501', 'consumer deletes inbox rows');
-    assert.equal(await sqlstateAs(roles.producer, `SELECT payload FROM "${schema}".outbox`), '42501', 'producer reads payloads back');
-    assert.equal(await sqlstateAs(roles.producer, `UPDATE "${schema}".outbox SET status = 'published'`), '42501', 'producer marks events published');
-    assert.equal(await sqlstateAs(roles.consumer, `SELECT * FROM "${schema}".migrations`), '42501', 'consumer reads migrations');
+    assert.equal(
+      await sqlstateAs(roles.relay, `SELECT * FROM "${schema}".projection_state`),
+      '42501',
+      'relay reads projection state',
+    );
+    assert.equal(
+      await sqlstateAs(roles.consumer, `UPDATE "${schema}".outbox SET status = 'pending'`),
+      '42501',
+      'consumer updates the outbox',
+    );
+    assert.equal(
+      await sqlstateAs(roles.consumer, `SELECT * FROM "${biz}".orders`),
+      '42501',
+      'consumer reads the business table',
+    );
+    assert.equal(
+      await sqlstateAs(roles.consumer, `DELETE FROM "${schema}".inbox`),
+      '42501',
+      'consumer deletes inbox rows',
+    );
+    assert.equal(
+      await sqlstateAs(roles.producer, `SELECT payload FROM "${schema}".outbox`),
+      '42501',
+      'producer reads payloads back',
+    );
+    assert.equal(
+      await sqlstateAs(roles.producer, `UPDATE "${schema}".outbox SET status = 'published'`),
+      '42501',
+      'producer marks events published',
+    );
+    assert.equal(
+      await sqlstateAs(roles.consumer, `SELECT * FROM "${schema}".migrations`),
+      '42501',
+      'consumer reads migrations',
+    );
   });
 });

@@ -2,9 +2,36 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import prom from 'prom-client';
-import { Consumer, ContentConflictError, appendToOutbox, withTransaction, Relay, silentLogger } from '../../src/index.js';
-import { instrumentConsumer, instrumentRelay, registerConvergenceMetrics, serveMetrics, serveRelayMetrics, serveConsumerMetrics } from '../../src/metrics/index.js';
-import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, waitFor, type TestDatabase, dropTestBroker, AMQP_URL, DATABASE_URL } from '../support/rig.js';
+import {
+  Consumer,
+  ContentConflictError,
+  appendToOutbox,
+  withTransaction,
+  Relay,
+  silentLogger,
+} from '../../src/index.js';
+import {
+  instrumentConsumer,
+  instrumentRelay,
+  registerConvergenceMetrics,
+  serveMetrics,
+  serveRelayMetrics,
+  serveConsumerMetrics,
+} from '../../src/metrics/index.js';
+import {
+  after,
+  before,
+  describe,
+  it,
+  connectRabbit,
+  createTestSchema,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+  dropTestBroker,
+  AMQP_URL,
+  DATABASE_URL,
+} from '../support/rig.js';
 
 describe('convergence metrics', () => {
   let db: TestDatabase;
@@ -13,7 +40,9 @@ describe('convergence metrics', () => {
 
   before(async () => {
     db = await createTestSchema('cvm');
-    server = await serveMetrics(registerConvergenceMetrics(db.pool, { schema: db.schema, gapAfterMs: 30_000 }), { port: 0 });
+    server = await serveMetrics(registerConvergenceMetrics(db.pool, { schema: db.schema, gapAfterMs: 30_000 }), {
+      port: 0,
+    });
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
 
@@ -74,18 +103,40 @@ describe('relay and consumer counters, readiness', () => {
     const registry = new prom.Registry();
     // Not started: the events are emitted here, as the running components emit them.
     const relay = new Relay({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, logger: silentLogger });
-    const consumer = new Consumer({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, queue: 'metrics-test', handlers: { X: async () => undefined }, logger: silentLogger });
+    const consumer = new Consumer({
+      amqpUrl: AMQP_URL,
+      connectionString: DATABASE_URL,
+      queue: 'metrics-test',
+      handlers: { X: async () => undefined },
+      logger: silentLogger,
+    });
     instrumentRelay(relay, registry);
     instrumentConsumer(consumer, registry);
     relay.emit('published', ['a', 'b', 'c']);
     relay.emit('retry', { eventId: 'd', attempts: 1, reason: 'returned' });
     relay.emit('failed', { eventId: 'e', attempts: 10, reason: 'nacked' });
     relay.emit('confirmed', [2, 30]);
-    consumer.emit('settled', { action: 'ack', outcome: 'applied', eventId: 'a', occurredAt: new Date(Date.now() - 1_500).toISOString() });
+    consumer.emit('settled', {
+      action: 'ack',
+      outcome: 'applied',
+      eventId: 'a',
+      occurredAt: new Date(Date.now() - 1_500).toISOString(),
+    });
     consumer.emit('settled', { action: 'ack', outcome: 'parked', eventId: 'c' });
-    consumer.emit('settled', { action: 'ack', outcome: 'quarantined', reason: 'stale-version', eventId: 'f', quarantineId: '1' });
+    consumer.emit('settled', {
+      action: 'ack',
+      outcome: 'quarantined',
+      reason: 'stale-version',
+      eventId: 'f',
+      quarantineId: '1',
+    });
     consumer.emit('settled', { action: 'retry', delayMs: 10, attempt: 1, reason: 'handler-error', eventId: 'g' });
-    consumer.emit('drained', { action: 'ack', outcome: 'applied', eventId: 'c', occurredAt: new Date(Date.now() - 20_000).toISOString() });
+    consumer.emit('drained', {
+      action: 'ack',
+      outcome: 'applied',
+      eventId: 'c',
+      occurredAt: new Date(Date.now() - 20_000).toISOString(),
+    });
     consumer.emit('conflict', new ContentConflictError('metrics-test', 'h', 'f1', 'f2'));
     const text = await registry.metrics();
     for (const line of [
@@ -110,7 +161,8 @@ describe('relay and consumer counters, readiness', () => {
       'converge_consumer_lag_seconds_bucket{le="10"} 1',
       'converge_consumer_lag_seconds_bucket{le="30"} 2',
       'converge_consumer_lag_seconds_count 2',
-    ]) assert.ok(text.includes(`${line}\n`), `missing: ${line}`);
+    ])
+      assert.ok(text.includes(`${line}\n`), `missing: ${line}`);
   });
 
   it('/readyz answers 503 until ready() says so', async () => {
@@ -132,29 +184,67 @@ describe('metrics served beside a running relay and consumer', () => {
     const db = await createTestSchema('cvms');
     const exchange = uniqueName('cvms-x');
     const queue = uniqueName('cvms-q');
-    const relay = new Relay({ amqpUrl: AMQP_URL, pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
-    const consumer = new Consumer({ amqpUrl: AMQP_URL, queue, exchange, pool: db.pool, schema: db.schema, logger: silentLogger, handlers: { Counted: async () => undefined } });
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      pool: db.pool,
+      schema: db.schema,
+      exchange,
+      logger: silentLogger,
+      pollIntervalMs: 20,
+    });
+    const consumer = new Consumer({
+      amqpUrl: AMQP_URL,
+      queue,
+      exchange,
+      pool: db.pool,
+      schema: db.schema,
+      logger: silentLogger,
+      handlers: { Counted: async () => undefined },
+    });
     const relayMetrics = serveRelayMetrics(relay, { port: 0 });
     const consumerMetrics = serveConsumerMetrics(consumer, { port: 0 });
-    const scrape = async (served: { url: Promise<string> } | undefined, path = '/metrics') => fetch(`${await served!.url}${path}`);
+    const scrape = async (served: { url: Promise<string> } | undefined, path = '/metrics') =>
+      fetch(`${await served!.url}${path}`);
     try {
       consumer.start();
       await consumer.ready();
-      await waitFor(async () => (await scrape(consumerMetrics, '/readyz')).status === 200, 'consumer ready once subscribed');
+      await waitFor(
+        async () => (await scrape(consumerMetrics, '/readyz')).status === 200,
+        'consumer ready once subscribed',
+      );
       await withTransaction(db.pool, async (tx) => {
-        for (let v = 1; v <= 5; v++) await appendToOutbox(tx, { aggregateType: 'meter', aggregateId: 'm1', aggregateVersion: v, eventType: 'Counted', payload: { v } }, { schema: db.schema });
+        for (let v = 1; v <= 5; v++)
+          await appendToOutbox(
+            tx,
+            { aggregateType: 'meter', aggregateId: 'm1', aggregateVersion: v, eventType: 'Counted', payload: { v } },
+            { schema: db.schema },
+          );
       });
       relay.start();
-      await waitFor(async () => /converge_consumer_deliveries_total\{outcome="applied"\} 5\n/.test(await (await scrape(consumerMetrics)).text()), 'five applied events on the consumer endpoint');
+      await waitFor(
+        async () =>
+          /converge_consumer_deliveries_total\{outcome="applied"\} 5\n/.test(
+            await (await scrape(consumerMetrics)).text(),
+          ),
+        'five applied events on the consumer endpoint',
+      );
       const consumerText = await (await scrape(consumerMetrics)).text();
       assert.match(consumerText, /converge_consumer_lag_seconds_count 5\n/);
-      assert.match(consumerText, /# TYPE converge_parked_events gauge/, 'the reorder-buffer gauges come with the consumer');
+      assert.match(
+        consumerText,
+        /# TYPE converge_parked_events gauge/,
+        'the reorder-buffer gauges come with the consumer',
+      );
       const relayText = await (await scrape(relayMetrics)).text();
       assert.match(relayText, /converge_relay_published_total 5\n/);
       assert.match(relayText, /converge_relay_confirm_seconds_count 5\n/);
       assert.match(relayText, /converge_outbox_rows\{status="published"\} 5\n/);
       assert.match(relayText, /converge_outbox_oldest_pending_seconds 0\n/);
-      assert.equal((await scrape(relayMetrics, '/readyz')).status, 200, 'relay ready while its confirm channel is open');
+      assert.equal(
+        (await scrape(relayMetrics, '/readyz')).status,
+        200,
+        'relay ready while its confirm channel is open',
+      );
       const urls = [await relayMetrics.url, await consumerMetrics.url];
       await relay.stop();
       await consumer.stop();
@@ -174,5 +264,4 @@ describe('metrics served beside a running relay and consumer', () => {
       await db.close();
     }
   });
-
 });

@@ -7,7 +7,15 @@ import { type MigrateResult, migrate, migrationSql } from '../../src/schema/migr
 import { LATEST_MIGRATION, migrations } from '../../src/schema/migrations.js';
 import { after, before, describe, it, DATABASE_URL, connectPostgres, uniqueName, waitFor } from '../support/rig.js';
 
-const CONVERGE_TABLES = ['inbox', 'inbox_watermark', 'migrations', 'outbox', 'parked', 'projection_state', 'quarantine'];
+const CONVERGE_TABLES = [
+  'inbox',
+  'inbox_watermark',
+  'migrations',
+  'outbox',
+  'parked',
+  'projection_state',
+  'quarantine',
+];
 const MIGRATE_MODULE = fileURLToPath(new URL('../../src/schema/migrate.ts', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -121,7 +129,10 @@ describe('migrate', () => {
       const results = outcomes.map((outcome) => (outcome as PromiseFulfilledResult<MigrateResult>).value);
       const appliers = results.filter((result) => result.applied.length > 0);
       assert.equal(appliers.length, 1, 'exactly one migrator applies the migrations');
-      assert.deepEqual(appliers[0]!.applied, migrations.map((m) => m.version));
+      assert.deepEqual(
+        appliers[0]!.applied,
+        migrations.map((m) => m.version),
+      );
       for (const result of results) {
         assert.equal(result.schema, schema);
         assert.equal(result.version, LATEST_MIGRATION);
@@ -145,7 +156,10 @@ describe('migrate', () => {
   it('is a no-op the second time', async () => {
     const schema = freshSchema('cvt_mig_again');
     const first = await migrate(admin, { schema });
-    assert.deepEqual(first.applied, migrations.map((m) => m.version));
+    assert.deepEqual(
+      first.applied,
+      migrations.map((m) => m.version),
+    );
     const before = await shapeOf(schema);
     const second = await migrate(admin, { schema });
     assert.deepEqual(second, { schema, applied: [], version: LATEST_MIGRATION });
@@ -170,7 +184,10 @@ describe('migrate', () => {
   it('opens and closes its own connection when given only a connection string', async () => {
     const schema = freshSchema('cvt_mig_url');
     const result = await migrate(DATABASE_URL, { schema });
-    assert.deepEqual(result.applied, migrations.map((m) => m.version));
+    assert.deepEqual(
+      result.applied,
+      migrations.map((m) => m.version),
+    );
     assert.deepEqual(await tablesIn(schema), CONVERGE_TABLES);
   });
 
@@ -197,7 +214,9 @@ describe('migrate', () => {
     const schema = freshSchema('cvt_mig_new');
     await migrate(admin, { schema });
     const newer = LATEST_MIGRATION + 1;
-    await admin.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'from a newer converge')`, [newer]);
+    await admin.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'from a newer converge')`, [
+      newer,
+    ]);
     await admin.query(`DROP TABLE "${schema}".quarantine`);
 
     await assert.rejects(migrate(admin, { schema }), (err: unknown) => {
@@ -227,7 +246,9 @@ describe('migrate', () => {
     const pool = await connectPostgres(1);
     try {
       await migrate(pool, { schema });
-      await pool.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'future')`, [LATEST_MIGRATION + 5]);
+      await pool.query(`INSERT INTO "${schema}".migrations (version, name) VALUES ($1, 'future')`, [
+        LATEST_MIGRATION + 5,
+      ]);
       await assert.rejects(migrate(pool, { schema }), SchemaTooNewError);
       const { rows } = await pool.query<{ ok: number }>('SELECT 1 AS ok');
       assert.equal(rows[0]!.ok, 1);
@@ -249,8 +270,13 @@ describe('migrationSql', () => {
 
     assert.deepEqual(await tablesIn(viaScript), CONVERGE_TABLES);
     assert.deepEqual(await shapeOf(viaScript), await shapeOf(viaMigrate));
-    const { rows } = await admin.query<{ version: number; name: string }>(`SELECT version, name FROM "${viaScript}".migrations ORDER BY version`);
-    assert.deepEqual(rows, migrations.map((m) => ({ version: m.version, name: m.name })));
+    const { rows } = await admin.query<{ version: number; name: string }>(
+      `SELECT version, name FROM "${viaScript}".migrations ORDER BY version`,
+    );
+    assert.deepEqual(
+      rows,
+      migrations.map((m) => ({ version: m.version, name: m.name })),
+    );
   });
 
   it('can be run twice and leaves migrate() nothing to do', async () => {
@@ -266,6 +292,9 @@ describe('migrationSql', () => {
   it("defaults to the 'converge' schema and quotes it everywhere", () => {
     const script = migrationSql();
     assert.match(script, /^CREATE SCHEMA IF NOT EXISTS "converge";/);
-    assert.doesNotMatch(script.replace(/"converge"\./g, ''), /\bconverge\.(outbox|inbox|quarantine|projection_state|migrations)\b/);
+    assert.doesNotMatch(
+      script.replace(/"converge"\./g, ''),
+      /\bconverge\.(outbox|inbox|quarantine|projection_state|migrations)\b/,
+    );
   });
 });

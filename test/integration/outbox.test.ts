@@ -5,7 +5,16 @@ import { withTransaction } from '../../src/db/transaction.js';
 import type { NewEvent } from '../../src/envelope/envelope.js';
 import { ConcurrencyConflictError, EnvelopeValidationError, InvalidIdentifierError } from '../../src/runtime/errors.js';
 import { appendManyToOutbox, appendToOutbox, updateExactlyOne } from '../../src/outbox/append.js';
-import { after, before, beforeEach, describe, it, type TestDatabase, createTestSchema, waitFor } from '../support/rig.js';
+import {
+  after,
+  before,
+  beforeEach,
+  describe,
+  it,
+  type TestDatabase,
+  createTestSchema,
+  waitFor,
+} from '../support/rig.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -32,11 +41,21 @@ beforeEach(async () => {
 });
 
 function orderEvent(id: string, version: number, overrides: Partial<NewEvent> = {}): NewEvent {
-  return { aggregateType: 'order', aggregateId: id, aggregateVersion: version, eventType: 'OrderPlaced', payload: { id, total: 42 }, ...overrides };
+  return {
+    aggregateType: 'order',
+    aggregateId: id,
+    aggregateVersion: version,
+    eventType: 'OrderPlaced',
+    payload: { id, total: 42 },
+    ...overrides,
+  };
 }
 
 /** Runs `work` in an explicit transaction on one checked-out connection, the way a service would. */
-async function inTransaction<T>(work: (client: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> {
+async function inTransaction<T>(
+  work: (client: pg.PoolClient) => Promise<T>,
+  end: 'COMMIT' | 'ROLLBACK' = 'COMMIT',
+): Promise<T> {
   const client = await db.pool.connect();
   try {
     await client.query('BEGIN');
@@ -57,7 +76,9 @@ async function outboxRows(): Promise<Array<Record<string, unknown>>> {
 }
 
 async function orderRows(): Promise<Array<{ id: string; status: string; version: number }>> {
-  const { rows } = await db.pool.query<{ id: string; status: string; version: number }>(`SELECT * FROM ${orders} ORDER BY id`);
+  const { rows } = await db.pool.query<{ id: string; status: string; version: number }>(
+    `SELECT * FROM ${orders} ORDER BY id`,
+  );
   return rows;
 }
 
@@ -156,7 +177,9 @@ describe('appendToOutbox', () => {
   });
 
   it('accepts an ISO string for occurredAt', async () => {
-    await inTransaction((client) => appendToOutbox(client, orderEvent('o1', 1, { occurredAt: '2024-05-01T12:00:00+02:00' }), { schema }));
+    await inTransaction((client) =>
+      appendToOutbox(client, orderEvent('o1', 1, { occurredAt: '2024-05-01T12:00:00+02:00' }), { schema }),
+    );
     const [row] = await outboxRows();
     assert.equal((row!.occurred_at as Date).toISOString(), '2024-05-01T10:00:00.000Z');
   });
@@ -181,7 +204,10 @@ describe('appendToOutbox', () => {
         },
       };
       const event = { ...orderEvent('o1', 1), ...change } as NewEvent;
-      await assert.rejects(appendToOutbox(spy, event, { schema }), (err: unknown) => err instanceof EnvelopeValidationError && err.field === field);
+      await assert.rejects(
+        appendToOutbox(spy, event, { schema }),
+        (err: unknown) => err instanceof EnvelopeValidationError && err.field === field,
+      );
       assert.deepEqual(sent, []);
 
       // On a real transaction the failure must not poison it: the caller can still decide what to do.
@@ -200,7 +226,10 @@ describe('appendToOutbox', () => {
         throw new Error('must not query');
       },
     };
-    await assert.rejects(appendToOutbox(spy, orderEvent('o1', 1), { schema: 'x"; DROP TABLE y; --' }), InvalidIdentifierError);
+    await assert.rejects(
+      appendToOutbox(spy, orderEvent('o1', 1), { schema: 'x"; DROP TABLE y; --' }),
+      InvalidIdentifierError,
+    );
   });
 
   it('refuses a second event for the same aggregate version', async () => {
@@ -223,7 +252,9 @@ describe('appendToOutbox', () => {
     await inTransaction((client) => appendToOutbox(client, orderEvent('o1', 1, { eventId: 'same' }), { schema }));
     await assert.rejects(
       inTransaction((client) => appendToOutbox(client, orderEvent('o2', 1, { eventId: 'same' }), { schema })),
-      (err: unknown) => (err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'outbox_event_id_key',
+      (err: unknown) =>
+        (err as { code?: string; constraint?: string }).code === '23505' &&
+        (err as { constraint?: string }).constraint === 'outbox_event_id_key',
     );
   });
 });
@@ -253,7 +284,17 @@ describe('updateExactlyOne', () => {
       await updateExactlyOne(winner, sql(), ['o1', 'paid', 1]);
 
       const loser = withTransaction(db.pool, async (client) => {
-        await appendToOutbox(client, { aggregateType: 'payment', aggregateId: 'p1', aggregateVersion: 1, eventType: 'PaymentRecorded', payload: { order: 'o1' } }, { schema });
+        await appendToOutbox(
+          client,
+          {
+            aggregateType: 'payment',
+            aggregateId: 'p1',
+            aggregateVersion: 1,
+            eventType: 'PaymentRecorded',
+            payload: { order: 'o1' },
+          },
+          { schema },
+        );
         await updateExactlyOne(client, sql(), ['o1', 'cancelled', 1]);
         await appendToOutbox(client, orderEvent('o1', 2, { eventType: 'OrderCancelled' }), { schema });
       });
@@ -262,11 +303,16 @@ describe('updateExactlyOne', () => {
         (err: unknown) => err,
       );
       await waitFor(async () => {
-        const blocked = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, [winnerPid]);
+        const blocked = await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`,
+          [winnerPid],
+        );
         return blocked.rows[0]!.n === 1;
       }, 'the losing update to wait for the winner’s row lock');
 
-      await appendToOutbox(winner, orderEvent('o1', 2, { eventType: 'OrderPaid', eventId: 'winner-event' }), { schema });
+      await appendToOutbox(winner, orderEvent('o1', 2, { eventType: 'OrderPaid', eventId: 'winner-event' }), {
+        schema,
+      });
       await winner.query('COMMIT');
 
       const err = await loserOutcome;
@@ -279,7 +325,10 @@ describe('updateExactlyOne', () => {
     }
     assert.deepEqual(await orderRows(), [{ id: 'o1', status: 'paid', version: 2 }]);
     const rows = await outboxRows();
-    assert.deepEqual(rows.map((row) => [row.event_id, row.aggregate_type, row.event_type]), [['winner-event', 'order', 'OrderPaid']]);
+    assert.deepEqual(
+      rows.map((row) => [row.event_id, row.aggregate_type, row.event_type]),
+      [['winner-event', 'order', 'OrderPaid']],
+    );
   });
 
   it('throws with the real count when a statement changes more than one row', async () => {
@@ -288,7 +337,10 @@ describe('updateExactlyOne', () => {
       inTransaction((client) => updateExactlyOne(client, `UPDATE ${orders} SET status = 'paid' WHERE version = 1`)),
       (err: unknown) => err instanceof ConcurrencyConflictError && err.rowCount === 2,
     );
-    assert.deepEqual((await orderRows()).map((row) => row.status), ['placed', 'placed']);
+    assert.deepEqual(
+      (await orderRows()).map((row) => row.status),
+      ['placed', 'placed'],
+    );
   });
 });
 
@@ -322,11 +374,21 @@ describe('outbox table', () => {
         `INSERT INTO ${outbox} (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, ${column})
          VALUES ('chk-' || md5(random()::text), 'order', 'o1', 1, 'X', '{}', ${value})`,
       );
-    for (const [column, value] of [['kind', `'delta'`], ['status', `'done'`], ['schema_version', '0']] as const) {
-      await assert.rejects(insert(column, value), (err: unknown) => (err as { code?: string }).code === '23514', column);
+    for (const [column, value] of [
+      ['kind', `'delta'`],
+      ['status', `'done'`],
+      ['schema_version', '0'],
+    ] as const) {
+      await assert.rejects(
+        insert(column, value),
+        (err: unknown) => (err as { code?: string }).code === '23514',
+        column,
+      );
     }
     await assert.rejects(
-      db.pool.query(`INSERT INTO ${outbox} (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload) VALUES ('v0', 'order', 'o1', 0, 'X', '{}')`),
+      db.pool.query(
+        `INSERT INTO ${outbox} (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload) VALUES ('v0', 'order', 'o1', 0, 'X', '{}')`,
+      ),
       (err: unknown) => (err as { code?: string }).code === '23514',
     );
   });
@@ -348,7 +410,10 @@ describe('appendManyToOutbox', () => {
   });
 
   it('rolls back with the transaction', async () => {
-    await inTransaction((client) => appendManyToOutbox(client, [orderEvent('r1', 1), orderEvent('r1', 2)], { schema: db.schema }), 'ROLLBACK');
+    await inTransaction(
+      (client) => appendManyToOutbox(client, [orderEvent('r1', 1), orderEvent('r1', 2)], { schema: db.schema }),
+      'ROLLBACK',
+    );
     assert.equal((await outboxRows()).length, 0);
   });
 

@@ -8,7 +8,18 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { appendToOutbox, withTransaction } from '../../src/index.js';
 import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../../src/ops/index.js';
-import { after, before, describe, it, connectRabbit, createTestSchema, uniqueName, type TestDatabase, dropTestBroker, AMQP_URL } from '../support/rig.js';
+import {
+  after,
+  before,
+  describe,
+  it,
+  connectRabbit,
+  createTestSchema,
+  uniqueName,
+  type TestDatabase,
+  dropTestBroker,
+  AMQP_URL,
+} from '../support/rig.js';
 
 describe('pipeline status', () => {
   let db: TestDatabase;
@@ -21,7 +32,9 @@ describe('pipeline status', () => {
     connection = await connectRabbit();
     channel = await connection.createChannel();
     await channel.assertQueue(queue, { durable: false });
-    await db.pool.query(`CREATE TABLE "${db.schema}".orders (id text PRIMARY KEY, version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`);
+    await db.pool.query(
+      `CREATE TABLE "${db.schema}".orders (id text PRIMARY KEY, version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`,
+    );
   });
 
   after(async () => {
@@ -31,22 +44,40 @@ describe('pipeline status', () => {
   });
 
   const status = (options: Partial<PipelineStatusOptions> = {}): Promise<PipelineStatus> =>
-    readPipelineStatus(db.pool, { schema: db.schema, amqpUrl: AMQP_URL, sampleMs: 100, stallAfterMs: 30_000, ...options });
+    readPipelineStatus(db.pool, {
+      schema: db.schema,
+      amqpUrl: AMQP_URL,
+      sampleMs: 100,
+      stallAfterMs: 30_000,
+      ...options,
+    });
   const kinds = (s: PipelineStatus) => s.findings.map((f) => f.kind);
-  const sql = (text: string, params: unknown[] = []) => db.pool.query(text.replaceAll('$schema', `"${db.schema}"`), params);
+  const sql = (text: string, params: unknown[] = []) =>
+    db.pool.query(text.replaceAll('$schema', `"${db.schema}"`), params);
 
   /** A business change and its event on one transaction, as the producer must do it. */
   const placeOrder = (id: string, version: number) =>
     withTransaction(db.pool, async (tx) => {
-      await tx.query(`INSERT INTO "${db.schema}".orders (id, version) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, updated_at = now()`, [id, version]);
-      await appendToOutbox(tx, { aggregateType: 'order', aggregateId: id, aggregateVersion: version, eventType: 'OrderChanged', payload: {} }, { schema: db.schema });
+      await tx.query(
+        `INSERT INTO "${db.schema}".orders (id, version) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, updated_at = now()`,
+        [id, version],
+      );
+      await appendToOutbox(
+        tx,
+        { aggregateType: 'order', aggregateId: id, aggregateVersion: version, eventType: 'OrderChanged', payload: {} },
+        { schema: db.schema },
+      );
     });
-  const publishAll = () => sql(`UPDATE $schema.outbox SET status = 'published', published_at = now() WHERE status = 'pending'`);
+  const publishAll = () =>
+    sql(`UPDATE $schema.outbox SET status = 'published', published_at = now() WHERE status = 'pending'`);
 
   it('finds no stall in an idle, consistent pipeline', async () => {
     await placeOrder('o1', 1);
     await publishAll();
-    const s = await status({ sources: [{ table: `${db.schema}.orders`, aggregateType: 'order' }], queues: [{ queue }] });
+    const s = await status({
+      sources: [{ table: `${db.schema}.orders`, aggregateType: 'order' }],
+      queues: [{ queue }],
+    });
     assert.deepEqual(s.findings, []);
     assert.equal(s.stalled, false);
     assert.deepEqual(s.sources, [{ source: `${db.schema}.orders`, aggregateType: 'order', ahead: 0, sampleIds: [] }]);
@@ -56,15 +87,30 @@ describe('pipeline status', () => {
 
   it('source changed without an outbox event → producer', async () => {
     await sql(`UPDATE $schema.orders SET version = 2, updated_at = now() WHERE id = 'o1'`);
-    const s = await status({ sources: [{ table: `${db.schema}.orders`, aggregateType: 'order', changedAtColumn: 'updated_at' }] });
+    const s = await status({
+      sources: [{ table: `${db.schema}.orders`, aggregateType: 'order', changedAtColumn: 'updated_at' }],
+    });
     assert.deepEqual(kinds(s), ['source-without-event']);
     assert.equal(s.findings[0]!.stage, 'producer');
     assert.deepEqual(s.sources[0]!.sampleIds, ['o1']);
     // Outside the lookback the same row is not checked (its events may have been cleaned up).
     await sql(`UPDATE $schema.orders SET updated_at = now() - interval '2 hours' WHERE id = 'o1'`);
-    assert.deepEqual(kinds(await status({ sources: [{ table: `${db.schema}.orders`, aggregateType: 'order', changedAtColumn: 'updated_at' }] })), []);
+    assert.deepEqual(
+      kinds(
+        await status({
+          sources: [{ table: `${db.schema}.orders`, aggregateType: 'order', changedAtColumn: 'updated_at' }],
+        }),
+      ),
+      [],
+    );
     // Recovery: the event for version 2 exists.
-    await withTransaction(db.pool, (tx) => appendToOutbox(tx, { aggregateType: 'order', aggregateId: 'o1', aggregateVersion: 2, eventType: 'OrderChanged', payload: {} }, { schema: db.schema }));
+    await withTransaction(db.pool, (tx) =>
+      appendToOutbox(
+        tx,
+        { aggregateType: 'order', aggregateId: 'o1', aggregateVersion: 2, eventType: 'OrderChanged', payload: {} },
+        { schema: db.schema },
+      ),
+    );
     await publishAll();
     assert.deepEqual(kinds(await status({ sources: [{ table: `${db.schema}.orders`, aggregateType: 'order' }] })), []);
   });
@@ -100,7 +146,13 @@ describe('pipeline status', () => {
     const missing = uniqueName('cvps-missing');
     const s = await status({ queues: [{ queue, consumer: 'search' }, { queue: missing }] });
     assert.deepEqual(kinds(s), ['broker-backlog', 'queue-missing']);
-    assert.deepEqual(s.findings.map((f) => [f.stage, f.subject]), [['consumer', queue], ['broker', missing]]);
+    assert.deepEqual(
+      s.findings.map((f) => [f.stage, f.subject]),
+      [
+        ['consumer', queue],
+        ['broker', missing],
+      ],
+    );
     assert.match(s.findings[0]!.evidence, /3 ready message\(s\), 0 subscriber\(s\)/);
     assert.equal(s.queues[0]!.throughput.drainSeconds, null);
     await channel.purgeQueue(queue);
@@ -116,8 +168,15 @@ describe('pipeline status', () => {
       );
     await inbox('search', 4, 2);
     await inbox('stats', 4, 0.5);
-    await sql(`INSERT INTO $schema.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('order_stats', 'order', 'x1', 1)`);
-    const s = await status({ queues: [{ queue, consumer: 'search', projection: 'order_search' }, { queue, consumer: 'stats', projection: 'order_stats' }] });
+    await sql(
+      `INSERT INTO $schema.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('order_stats', 'order', 'x1', 1)`,
+    );
+    const s = await status({
+      queues: [
+        { queue, consumer: 'search', projection: 'order_search' },
+        { queue, consumer: 'stats', projection: 'order_stats' },
+      ],
+    });
     assert.deepEqual(kinds(s), ['inbox-without-projection']);
     assert.match(s.findings[0]!.evidence, /4 inbox row\(s\) for search .* no change to projection order_search/);
     const lag = Object.fromEntries(s.lag.map((l) => [l.consumer, l]));
@@ -133,10 +192,16 @@ describe('pipeline status', () => {
        VALUES ('search', 'p5', 'f', 'order_search', 'order', 'o9', 5, 4, '{}', '\\x00', now() - interval '2 minutes'),
               ('search', 'p6', 'f', 'order_search', 'order', 'o8', 2, 1, '{}', '\\x00', now())`,
     );
-    await sql(`INSERT INTO $schema.quarantine (consumer, event_id, reason, detail, properties, body) VALUES ('search', 'q1', 'handler-permanent', 'd', '{}', '\\x00')`);
+    await sql(
+      `INSERT INTO $schema.quarantine (consumer, event_id, reason, detail, properties, body) VALUES ('search', 'q1', 'handler-permanent', 'd', '{}', '\\x00')`,
+    );
     const s = await status();
     assert.deepEqual(kinds(s), ['missing-versions', 'quarantined']);
-    assert.deepEqual(s.gaps.sample.map((g) => [g.aggregateId, g.currentVersion, g.parkedVersions]), [['o9', 0, [5]]], 'o8 has waited only a moment');
+    assert.deepEqual(
+      s.gaps.sample.map((g) => [g.aggregateId, g.currentVersion, g.parkedVersions]),
+      [['o9', 0, [5]]],
+      'o8 has waited only a moment',
+    );
     assert.equal(s.gaps.parked, 2);
     assert.equal(s.stalled, true);
     await sql(`DELETE FROM $schema.parked`);
@@ -145,6 +210,9 @@ describe('pipeline status', () => {
   });
 
   it('rejects an unsafe source table name before any query', async () => {
-    await assert.rejects(status({ sources: [{ table: 'orders; DROP TABLE x', aggregateType: 'order' }] }), /sources\.0\.table/);
+    await assert.rejects(
+      status({ sources: [{ table: 'orders; DROP TABLE x', aggregateType: 'order' }] }),
+      /sources\.0\.table/,
+    );
   });
 });

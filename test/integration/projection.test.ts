@@ -14,14 +14,14 @@ import {
 import { AGGREGATE_TYPE, PROJECTION, withReadModel, type ReadModel } from '../support/read-model.js';
 import { describe, it, backendPid, isBlockedOnLock, settle, waitFor } from '../support/rig.js';
 
-
-
 interface Fixture extends ReadModel {
   /** Fully qualified stand-in for the inbox row written in the same consumer transaction. */
   marker: string;
   target(aggregateId: string, version: number): ProjectionTarget;
   snapshot(aggregateId: string, version: number, deleted?: boolean): SnapshotTarget;
-  rawState(aggregateId: string): Promise<{ version: string; baseline_version: string | null; deleted: boolean } | undefined>;
+  rawState(
+    aggregateId: string,
+  ): Promise<{ version: string; baseline_version: string | null; deleted: boolean } | undefined>;
   markers(): Promise<string[]>;
 }
 
@@ -69,20 +69,23 @@ function consume(f: Fixture, eventId: string, aggregateId: string, version: numb
   });
 }
 
-
 describe('applyIncrement', () => {
   it('applies v1 on an empty projection, then v2 on top of it', async () => {
     await withFixture(async (f) => {
       assert.equal(await f.state('o1'), null);
 
-      const first = await withTransaction(f.pool, (client) => applyIncrement(client, f.target('o1', 1), f.addAmount(client, 'o1', 10, 'v1')));
+      const first = await withTransaction(f.pool, (client) =>
+        applyIncrement(client, f.target('o1', 1), f.addAmount(client, 'o1', 10, 'v1')),
+      );
       assert.deepEqual(first, { applied: true, version: 1 });
       assert.deepEqual(f.calls, ['v1']);
       assert.deepEqual(await f.state('o1'), { version: 1, baselineVersion: null, deleted: false });
       assert.deepEqual(await f.rawState('o1'), { version: '1', baseline_version: null, deleted: false });
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 10, deleted: false });
 
-      const second = await withTransaction(f.pool, (client) => applyIncrement(client, f.target('o1', 2), f.addAmount(client, 'o1', 20, 'v2')));
+      const second = await withTransaction(f.pool, (client) =>
+        applyIncrement(client, f.target('o1', 2), f.addAmount(client, 'o1', 20, 'v2')),
+      );
       assert.deepEqual(second, { applied: true, version: 2 });
       assert.deepEqual(f.calls, ['v1', 'v2']);
       assert.deepEqual(await f.state('o1'), { version: 2, baselineVersion: null, deleted: false });
@@ -92,8 +95,12 @@ describe('applyIncrement', () => {
 
   it('keeps aggregates and projections independent', async () => {
     await withFixture(async (f) => {
-      await withTransaction(f.pool, (client) => applyIncrement(client, f.target('o1', 1), f.addAmount(client, 'o1', 1, 'o1v1')));
-      await withTransaction(f.pool, (client) => applyIncrement(client, f.target('o2', 1), f.addAmount(client, 'o2', 2, 'o2v1')));
+      await withTransaction(f.pool, (client) =>
+        applyIncrement(client, f.target('o1', 1), f.addAmount(client, 'o1', 1, 'o1v1')),
+      );
+      await withTransaction(f.pool, (client) =>
+        applyIncrement(client, f.target('o2', 1), f.addAmount(client, 'o2', 2, 'o2v1')),
+      );
       // Same aggregate, other projection: starts at its own version 1.
       const other = await withTransaction(f.pool, (client) =>
         applyIncrement(client, { ...f.target('o1', 1), projection: 'order_stats' }, async () => {
@@ -104,7 +111,12 @@ describe('applyIncrement', () => {
       assert.deepEqual(f.calls, ['o1v1', 'o2v1', 'stats']);
       assert.deepEqual(await f.state('o1'), { version: 1, baselineVersion: null, deleted: false });
       assert.deepEqual(await f.state('o2'), { version: 1, baselineVersion: null, deleted: false });
-      const stats = await readProjectionState(f.pool, { schema: f.schema, projection: 'order_stats', aggregateType: AGGREGATE_TYPE, aggregateId: 'o1' });
+      const stats = await readProjectionState(f.pool, {
+        schema: f.schema,
+        projection: 'order_stats',
+        aggregateType: AGGREGATE_TYPE,
+        aggregateId: 'o1',
+      });
       assert.deepEqual(stats, { version: 1, baselineVersion: null, deleted: false });
     });
   });
@@ -199,7 +211,10 @@ describe('applyIncrement', () => {
 
         assert.equal(outcome.ok, false, 'the second transaction must not apply v1 again');
         if (!outcome.ok) {
-          assert.ok(outcome.error instanceof StaleVersionError, `expected StaleVersionError, got ${String(outcome.error)}`);
+          assert.ok(
+            outcome.error instanceof StaleVersionError,
+            `expected StaleVersionError, got ${String(outcome.error)}`,
+          );
           assert.equal(outcome.error.eventVersion, 1);
           assert.equal(outcome.error.currentVersion, 1);
         }
@@ -222,7 +237,10 @@ describe('applyIncrement', () => {
         await first.query('BEGIN');
         await second.query('BEGIN');
 
-        assert.deepEqual(await applyIncrement(first, f.target('o1', 2), f.addAmount(first, 'o1', 20, 'first')), { applied: true, version: 2 });
+        assert.deepEqual(await applyIncrement(first, f.target('o1', 2), f.addAmount(first, 'o1', 20, 'first')), {
+          applied: true,
+          version: 2,
+        });
 
         const secondPid = await backendPid(second);
         const racing = settle(applyIncrement(second, f.target('o1', 2), f.addAmount(second, 'o1', 20, 'second')));
@@ -234,7 +252,10 @@ describe('applyIncrement', () => {
 
         assert.equal(outcome.ok, false);
         if (!outcome.ok) {
-          assert.ok(outcome.error instanceof StaleVersionError, `expected StaleVersionError, got ${String(outcome.error)}`);
+          assert.ok(
+            outcome.error instanceof StaleVersionError,
+            `expected StaleVersionError, got ${String(outcome.error)}`,
+          );
           assert.equal(outcome.error.currentVersion, 2);
         }
         assert.deepEqual(f.calls, ['e1', 'first']);
@@ -251,9 +272,13 @@ describe('applyIncrement', () => {
   it('advances versions beyond the int4 range', async () => {
     await withFixture(async (f) => {
       const big = 2_147_483_647;
-      const snap = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', big), f.replace(client, 'o1', 1, false, 'snap')));
+      const snap = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', big), f.replace(client, 'o1', 1, false, 'snap')),
+      );
       assert.deepEqual(snap, { applied: true, version: big });
-      const next = await withTransaction(f.pool, (client) => applyIncrement(client, f.target('o1', big + 1), f.addAmount(client, 'o1', 1, 'next')));
+      const next = await withTransaction(f.pool, (client) =>
+        applyIncrement(client, f.target('o1', big + 1), f.addAmount(client, 'o1', 1, 'next')),
+      );
       assert.deepEqual(next, { applied: true, version: big + 1 });
       assert.deepEqual(await f.state('o1'), { version: big + 1, baselineVersion: big, deleted: false });
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 2, deleted: false });
@@ -264,21 +289,29 @@ describe('applyIncrement', () => {
 describe('applySnapshot', () => {
   it('applies only when newer and records the snapshot version as the baseline', async () => {
     await withFixture(async (f) => {
-      const applied = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 2), f.replace(client, 'o1', 50, false, 'snap2')));
+      const applied = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 2), f.replace(client, 'o1', 50, false, 'snap2')),
+      );
       assert.deepEqual(applied, { applied: true, version: 2 });
       assert.deepEqual(f.calls, ['snap2']);
       assert.deepEqual(await f.state('o1'), { version: 2, baselineVersion: 2, deleted: false });
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 50, deleted: false });
 
-      const equal = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 2), f.replace(client, 'o1', 77, false, 'snap2-again')));
+      const equal = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 2), f.replace(client, 'o1', 77, false, 'snap2-again')),
+      );
       assert.deepEqual(equal, { applied: false, reason: 'not-newer', version: 2 });
-      const older = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 1), f.replace(client, 'o1', 11, false, 'snap1')));
+      const older = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 1), f.replace(client, 'o1', 11, false, 'snap1')),
+      );
       assert.deepEqual(older, { applied: false, reason: 'not-newer', version: 2 });
       assert.deepEqual(f.calls, ['snap2'], 'apply is not called for a snapshot that is not newer');
       assert.deepEqual(await f.state('o1'), { version: 2, baselineVersion: 2, deleted: false });
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 50, deleted: false });
 
-      const newer = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 5), f.replace(client, 'o1', 70, false, 'snap5')));
+      const newer = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 5), f.replace(client, 'o1', 70, false, 'snap5')),
+      );
       assert.deepEqual(newer, { applied: true, version: 5 });
       assert.deepEqual(f.calls, ['snap2', 'snap5']);
       assert.deepEqual(await f.state('o1'), { version: 5, baselineVersion: 5, deleted: false });
@@ -291,21 +324,29 @@ describe('applySnapshot', () => {
       await consume(f, 'e1', 'o1', 1, 10);
       await consume(f, 'e2', 'o1', 2, 20);
 
-      const tombstone = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 4, true), f.replace(client, 'o1', 0, true, 'tomb4')));
+      const tombstone = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 4, true), f.replace(client, 'o1', 0, true, 'tomb4')),
+      );
       assert.deepEqual(tombstone, { applied: true, version: 4 });
       assert.deepEqual(await f.state('o1'), { version: 4, baselineVersion: 4, deleted: true });
       assert.deepEqual(await f.rawState('o1'), { version: '4', baseline_version: '4', deleted: true });
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 0, deleted: true });
 
-      const olderAlive = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 3, false), f.replace(client, 'o1', 33, false, 'snap3')));
+      const olderAlive = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 3, false), f.replace(client, 'o1', 33, false, 'snap3')),
+      );
       assert.deepEqual(olderAlive, { applied: false, reason: 'not-newer', version: 4 });
-      const equalAlive = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 4, false), f.replace(client, 'o1', 44, false, 'snap4')));
+      const equalAlive = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 4, false), f.replace(client, 'o1', 44, false, 'snap4')),
+      );
       assert.deepEqual(equalAlive, { applied: false, reason: 'not-newer', version: 4 });
       assert.deepEqual(f.calls, ['e1', 'e2', 'tomb4']);
       assert.deepEqual(await f.state('o1'), { version: 4, baselineVersion: 4, deleted: true }, 'still a tombstone');
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 0, deleted: true });
 
-      const newerAlive = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 6, false), f.replace(client, 'o1', 60, false, 'snap6')));
+      const newerAlive = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 6, false), f.replace(client, 'o1', 60, false, 'snap6')),
+      );
       assert.deepEqual(newerAlive, { applied: true, version: 6 });
       assert.deepEqual(f.calls, ['e1', 'e2', 'tomb4', 'snap6']);
       assert.deepEqual(await f.state('o1'), { version: 6, baselineVersion: 6, deleted: false });
@@ -315,12 +356,16 @@ describe('applySnapshot', () => {
 
   it('a tombstone snapshot of a never-seen aggregate records the deletion with its version', async () => {
     await withFixture(async (f) => {
-      const result = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('gone', 7, true), f.replace(client, 'gone', 0, true, 'tomb7')));
+      const result = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('gone', 7, true), f.replace(client, 'gone', 0, true, 'tomb7')),
+      );
       assert.deepEqual(result, { applied: true, version: 7 });
       assert.deepEqual(await f.state('gone'), { version: 7, baselineVersion: 7, deleted: true });
       assert.deepEqual(await f.row('gone'), { id: 'gone', amount: 0, deleted: true });
       // Late incremental history the deletion already contains is acknowledged without effect.
-      const late = await withTransaction(f.pool, (client) => applyIncrement(client, f.target('gone', 1), f.addAmount(client, 'gone', 5, 'late1')));
+      const late = await withTransaction(f.pool, (client) =>
+        applyIncrement(client, f.target('gone', 1), f.addAmount(client, 'gone', 5, 'late1')),
+      );
       assert.deepEqual(late, { applied: false, reason: 'covered-by-baseline', version: 7 });
       assert.deepEqual(f.calls, ['tomb7']);
       assert.deepEqual(await f.state('gone'), { version: 7, baselineVersion: 7, deleted: true });
@@ -331,13 +376,23 @@ describe('applySnapshot', () => {
     await withFixture(async (f) => {
       await consume(f, 'e1', 'o1', 1, 10);
       await consume(f, 'e2', 'o1', 2, 20);
-      const snap = await withTransaction(f.pool, (client) => applySnapshot(client, f.snapshot('o1', 3), f.replace(client, 'o1', 100, false, 'snap3')));
+      const snap = await withTransaction(f.pool, (client) =>
+        applySnapshot(client, f.snapshot('o1', 3), f.replace(client, 'o1', 100, false, 'snap3')),
+      );
       assert.deepEqual(snap, { applied: true, version: 3 });
       assert.deepEqual(await f.state('o1'), { version: 3, baselineVersion: 3, deleted: false });
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 100, deleted: false });
 
-      assert.deepEqual(await consume(f, 'e2-late', 'o1', 2, 20), { applied: false, reason: 'covered-by-baseline', version: 3 });
-      assert.deepEqual(await consume(f, 'e3-late', 'o1', 3, 30), { applied: false, reason: 'covered-by-baseline', version: 3 });
+      assert.deepEqual(await consume(f, 'e2-late', 'o1', 2, 20), {
+        applied: false,
+        reason: 'covered-by-baseline',
+        version: 3,
+      });
+      assert.deepEqual(await consume(f, 'e3-late', 'o1', 3, 30), {
+        applied: false,
+        reason: 'covered-by-baseline',
+        version: 3,
+      });
       assert.deepEqual(f.calls, ['e1', 'e2', 'snap3'], 'no apply call for covered events');
       // Covered events are acknowledged: their inbox stand-in rows commit.
       assert.deepEqual(await f.markers(), ['e1', 'e2', 'e2-late', 'e3-late']);
@@ -352,7 +407,10 @@ describe('applySnapshot', () => {
       // Above the baseline but already applied: stale, not covered.
       await assert.rejects(consume(f, 'e4-other', 'o1', 4, 5), StaleVersionError);
       // Beyond current + 1 with a baseline: still a gap.
-      await assert.rejects(consume(f, 'e6', 'o1', 6, 5), (err: unknown) => err instanceof VersionGapError && err.currentVersion === 4);
+      await assert.rejects(
+        consume(f, 'e6', 'o1', 6, 5),
+        (err: unknown) => err instanceof VersionGapError && err.currentVersion === 4,
+      );
       assert.deepEqual(f.calls, ['e1', 'e2', 'snap3', 'e4']);
       assert.deepEqual(await f.state('o1'), { version: 4, baselineVersion: 3, deleted: false });
       assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 105, deleted: false });
@@ -367,10 +425,23 @@ describe('readProjectionState', () => {
       await consume(f, 'e1', 'o1', 1, 10);
       assert.equal(await f.state('nobody'), null);
       assert.equal(
-        await readProjectionState(f.pool, { schema: f.schema, projection: 'other_projection', aggregateType: AGGREGATE_TYPE, aggregateId: 'o1' }),
+        await readProjectionState(f.pool, {
+          schema: f.schema,
+          projection: 'other_projection',
+          aggregateType: AGGREGATE_TYPE,
+          aggregateId: 'o1',
+        }),
         null,
       );
-      assert.equal(await readProjectionState(f.pool, { schema: f.schema, projection: PROJECTION, aggregateType: 'customer', aggregateId: 'o1' }), null);
+      assert.equal(
+        await readProjectionState(f.pool, {
+          schema: f.schema,
+          projection: PROJECTION,
+          aggregateType: 'customer',
+          aggregateId: 'o1',
+        }),
+        null,
+      );
       assert.deepEqual(await f.state('o1'), { version: 1, baselineVersion: null, deleted: false });
     });
   });
@@ -379,15 +450,24 @@ describe('readProjectionState', () => {
     await withFixture(async (f) => {
       for (const schema of ['Bad-Schema', 'x"; DROP TABLE t; --', '1abc', '']) {
         await assert.rejects(
-          readProjectionState(f.pool, { schema, projection: PROJECTION, aggregateType: AGGREGATE_TYPE, aggregateId: 'o1' }),
+          readProjectionState(f.pool, {
+            schema,
+            projection: PROJECTION,
+            aggregateType: AGGREGATE_TYPE,
+            aggregateId: 'o1',
+          }),
           (err: unknown) => err instanceof InvalidIdentifierError && err.code === 'CONVERGE_INVALID_IDENTIFIER',
         );
         await assert.rejects(
-          withTransaction(f.pool, (client) => applyIncrement(client, { ...f.target('o1', 1), schema }, f.addAmount(client, 'o1', 1, 'bad-inc'))),
+          withTransaction(f.pool, (client) =>
+            applyIncrement(client, { ...f.target('o1', 1), schema }, f.addAmount(client, 'o1', 1, 'bad-inc')),
+          ),
           InvalidIdentifierError,
         );
         await assert.rejects(
-          withTransaction(f.pool, (client) => applySnapshot(client, { ...f.snapshot('o1', 1), schema }, f.replace(client, 'o1', 1, false, 'bad-snap'))),
+          withTransaction(f.pool, (client) =>
+            applySnapshot(client, { ...f.snapshot('o1', 1), schema }, f.replace(client, 'o1', 1, false, 'bad-snap')),
+          ),
           InvalidIdentifierError,
         );
       }
@@ -399,20 +479,33 @@ describe('readProjectionState', () => {
 });
 
 describe('applyIncrements', () => {
-  const ev = (aggregateId: string, version: number) => ({ aggregateType: AGGREGATE_TYPE, aggregateId, aggregateVersion: version, amount: version * 10 });
+  const ev = (aggregateId: string, version: number) => ({
+    aggregateType: AGGREGATE_TYPE,
+    aggregateId,
+    aggregateVersion: version,
+    amount: version * 10,
+  });
 
   it('applies a batch across aggregates in version order with one apply call, starting new aggregates', async () => {
     await withFixture(async (f) => {
       await withTransaction(f.pool, (tx) => applyIncrement(tx, f.target('a', 1), f.addAmount(tx, 'a', 10, 'a1')));
       const calls: number[][] = [];
       const result = await withTransaction(f.pool, (tx) =>
-        applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 3), ev('b', 1), ev('a', 2)], schema: f.schema }, async (events) => {
-          calls.push(events.map((e) => e.aggregateVersion));
-          for (const e of events) await f.addAmount(tx, e.aggregateId, e.amount, `${e.aggregateId}${e.aggregateVersion}`)();
-        }),
+        applyIncrements(
+          tx,
+          { projection: PROJECTION, events: [ev('a', 3), ev('b', 1), ev('a', 2)], schema: f.schema },
+          async (events) => {
+            calls.push(events.map((e) => e.aggregateVersion));
+            for (const e of events)
+              await f.addAmount(tx, e.aggregateId, e.amount, `${e.aggregateId}${e.aggregateVersion}`)();
+          },
+        ),
       );
       assert.equal(calls.length, 1);
-      assert.deepEqual(result.applied.map((e) => `${e.aggregateId}${e.aggregateVersion}`), ['a2', 'a3', 'b1']);
+      assert.deepEqual(
+        result.applied.map((e) => `${e.aggregateId}${e.aggregateVersion}`),
+        ['a2', 'a3', 'b1'],
+      );
       assert.deepEqual(await f.state('a'), { version: 3, baselineVersion: null, deleted: false });
       assert.deepEqual(await f.state('b'), { version: 1, baselineVersion: null, deleted: false });
       assert.equal((await f.row('a'))?.amount, 60);
@@ -424,9 +517,13 @@ describe('applyIncrements', () => {
       let applied = false;
       const failure = await settle(
         withTransaction(f.pool, (tx) =>
-          applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 1), ev('b', 2)], schema: f.schema }, async () => {
-            applied = true;
-          }),
+          applyIncrements(
+            tx,
+            { projection: PROJECTION, events: [ev('a', 1), ev('b', 2)], schema: f.schema },
+            async () => {
+              applied = true;
+            },
+          ),
         ),
       );
       assert.ok(!failure.ok && failure.error instanceof VersionGapError);
@@ -442,14 +539,25 @@ describe('applyIncrements', () => {
       await withTransaction(f.pool, (tx) => applySnapshot(tx, f.snapshot('b', 3), f.replace(tx, 'b', 30, false, 's3')));
       const calls: string[][] = [];
       const result = await withTransaction(f.pool, (tx) =>
-        applyIncrements(tx, { projection: PROJECTION, events: [ev('b', 4), ev('a', 3), ev('c', 1), ev('b', 2), ev('a', 2), ev('b', 3)], schema: f.schema }, async (events) => {
-          calls.push(events.map((e) => `${e.aggregateId}${e.aggregateVersion}`));
-        }),
+        applyIncrements(
+          tx,
+          {
+            projection: PROJECTION,
+            events: [ev('b', 4), ev('a', 3), ev('c', 1), ev('b', 2), ev('a', 2), ev('b', 3)],
+            schema: f.schema,
+          },
+          async (events) => {
+            calls.push(events.map((e) => `${e.aggregateId}${e.aggregateVersion}`));
+          },
+        ),
       );
       assert.equal(calls.length, 1);
       assert.deepEqual([...calls[0]!].sort(), ['a2', 'a3', 'b4', 'c1']);
       assert.ok(calls[0]!.indexOf('a2') < calls[0]!.indexOf('a3'), 'version order within an aggregate');
-      assert.deepEqual(result.covered.map((e) => `${e.aggregateId}${e.aggregateVersion}`), ['b2', 'b3']);
+      assert.deepEqual(
+        result.covered.map((e) => `${e.aggregateId}${e.aggregateVersion}`),
+        ['b2', 'b3'],
+      );
       assert.deepEqual(await f.state('a'), { version: 3, baselineVersion: null, deleted: false });
       assert.deepEqual(await f.state('b'), { version: 4, baselineVersion: 3, deleted: false });
       assert.deepEqual(await f.state('c'), { version: 1, baselineVersion: null, deleted: false });
@@ -458,7 +566,15 @@ describe('applyIncrements', () => {
 
   it('takes the full plan for a batch with a hole inside one aggregate and still rejects the gap', async () => {
     await withFixture(async (f) => {
-      const failure = await settle(withTransaction(f.pool, (tx) => applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 1), ev('a', 3)], schema: f.schema }, async () => undefined)));
+      const failure = await settle(
+        withTransaction(f.pool, (tx) =>
+          applyIncrements(
+            tx,
+            { projection: PROJECTION, events: [ev('a', 1), ev('a', 3)], schema: f.schema },
+            async () => undefined,
+          ),
+        ),
+      );
       assert.ok(!failure.ok && failure.error instanceof VersionGapError);
       assert.equal((failure as { error: VersionGapError }).error.eventVersion, 3);
       assert.equal(await f.state('a'), null);
@@ -469,15 +585,33 @@ describe('applyIncrements', () => {
     await withFixture(async (f) => {
       await withTransaction(f.pool, (tx) => applySnapshot(tx, f.snapshot('a', 3), f.replace(tx, 'a', 30, false, 's3')));
       await withTransaction(f.pool, (tx) => applyIncrement(tx, f.target('c', 1), f.addAmount(tx, 'c', 10, 'c1')));
-      const stale = await settle(withTransaction(f.pool, (tx) => applyIncrements(tx, { projection: PROJECTION, events: [ev('c', 1)], schema: f.schema }, async () => undefined)));
+      const stale = await settle(
+        withTransaction(f.pool, (tx) =>
+          applyIncrements(
+            tx,
+            { projection: PROJECTION, events: [ev('c', 1)], schema: f.schema },
+            async () => undefined,
+          ),
+        ),
+      );
       assert.ok(!stale.ok && stale.error instanceof StaleVersionError);
       const result = await withTransaction(f.pool, (tx) =>
-        applyIncrements(tx, { projection: PROJECTION, events: [ev('a', 2), ev('a', 3), ev('a', 4)], schema: f.schema }, async (events) => {
-          for (const e of events) await f.addAmount(tx, e.aggregateId, 1, `a${e.aggregateVersion}`)();
-        }),
+        applyIncrements(
+          tx,
+          { projection: PROJECTION, events: [ev('a', 2), ev('a', 3), ev('a', 4)], schema: f.schema },
+          async (events) => {
+            for (const e of events) await f.addAmount(tx, e.aggregateId, 1, `a${e.aggregateVersion}`)();
+          },
+        ),
       );
-      assert.deepEqual(result.covered.map((e) => e.aggregateVersion), [2, 3]);
-      assert.deepEqual(result.applied.map((e) => e.aggregateVersion), [4]);
+      assert.deepEqual(
+        result.covered.map((e) => e.aggregateVersion),
+        [2, 3],
+      );
+      assert.deepEqual(
+        result.applied.map((e) => e.aggregateVersion),
+        [4],
+      );
       assert.deepEqual(await f.state('a'), { version: 4, baselineVersion: 3, deleted: false });
     });
   });

@@ -4,11 +4,7 @@
  * rebuild from the versioned source does, and later events apply on top.
  */
 import assert from 'node:assert/strict';
-import {
-  applyIncrement,
-  rebuildProjection,
-  silentLogger,
-} from '../../src/index.js';
+import { applyIncrement, rebuildProjection, silentLogger } from '../../src/index.js';
 import { DeliveryProcessor } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
@@ -22,7 +18,9 @@ describe('rebuildProjection', () => {
   it('restores a projection that an old backup rolled back while the inbox kept its newest rows, and later events apply on top', async () => {
     const db = await createTestSchema('cvb');
     const q = `"${db.schema}"`;
-    await db.pool.query(`CREATE TABLE ${q}.orders (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`);
+    await db.pool.query(
+      `CREATE TABLE ${q}.orders (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`,
+    );
     await db.pool.query(`CREATE TABLE ${q}.order_view (id text PRIMARY KEY, amount integer NOT NULL)`);
     const processor = new DeliveryProcessor({
       consumer: 'view',
@@ -32,14 +30,23 @@ describe('rebuildProjection', () => {
       handlers: {
         AmountAdded: async (event, { tx }) => {
           await applyIncrement(tx, { projection: PROJECTION, event, schema: db.schema }, async () => {
-            await tx.query(`INSERT INTO ${q}.order_view (id, amount) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET amount = order_view.amount + $2`, [event.aggregateId, (event.payload as { delta: number }).delta]);
+            await tx.query(
+              `INSERT INTO ${q}.order_view (id, amount) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET amount = order_view.amount + $2`,
+              [event.aggregateId, (event.payload as { delta: number }).delta],
+            );
           });
         },
       },
     });
-    const amount = async () => (await db.pool.query<{ amount: number }>(`SELECT amount FROM ${q}.order_view WHERE id = 'o1'`)).rows[0]?.amount;
+    const amount = async () =>
+      (await db.pool.query<{ amount: number }>(`SELECT amount FROM ${q}.order_view WHERE id = 'o1'`)).rows[0]?.amount;
     try {
-      for (const [id, version, delta] of [['E1', 1, 10], ['E2', 2, 20], ['E3', 3, 30]] as const) assert.equal((await processor.process(delivery(id, version, delta))).action, 'ack');
+      for (const [id, version, delta] of [
+        ['E1', 1, 10],
+        ['E2', 2, 20],
+        ['E3', 3, 30],
+      ] as const)
+        assert.equal((await processor.process(delivery(id, version, delta))).action, 'ack');
       await db.pool.query(`INSERT INTO ${q}.orders VALUES ('o1', 3, 60), ('o2', 1, 5)`);
       assert.equal(await amount(), 60);
 
@@ -55,14 +62,28 @@ describe('rebuildProjection', () => {
         projection: PROJECTION,
         aggregateType: 'order',
         source: async (after, limit) =>
-          (await db.pool.query<{ id: string; version: string; amount: number }>(`SELECT id, version, amount FROM ${q}.orders WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`, [after ?? '', limit])).rows.map((r) => ({ id: r.id, version: Number(r.version), fields: { amount: r.amount } })),
+          (
+            await db.pool.query<{ id: string; version: string; amount: number }>(
+              `SELECT id, version, amount FROM ${q}.orders WHERE id COLLATE "C" > $1 ORDER BY id COLLATE "C" LIMIT $2`,
+              [after ?? '', limit],
+            )
+          ).rows.map((r) => ({ id: r.id, version: Number(r.version), fields: { amount: r.amount } })),
         reset: async (tx) => void (await tx.query(`TRUNCATE ${q}.order_view`)),
-        apply: async (tx, row) => void (await tx.query(`INSERT INTO ${q}.order_view (id, amount) VALUES ($1, $2)`, [row.id, row.fields!.amount])),
+        apply: async (tx, row) =>
+          void (await tx.query(`INSERT INTO ${q}.order_view (id, amount) VALUES ($1, $2)`, [
+            row.id,
+            row.fields!.amount,
+          ])),
       });
       assert.equal(report.repaired, 2);
       assert.equal(await amount(), 60);
-      const state = await db.pool.query(`SELECT aggregate_id, version, baseline_version FROM ${q}.projection_state ORDER BY aggregate_id`);
-      assert.deepEqual(state.rows, [{ aggregate_id: 'o1', version: '3', baseline_version: '3' }, { aggregate_id: 'o2', version: '1', baseline_version: '1' }]);
+      const state = await db.pool.query(
+        `SELECT aggregate_id, version, baseline_version FROM ${q}.projection_state ORDER BY aggregate_id`,
+      );
+      assert.deepEqual(state.rows, [
+        { aggregate_id: 'o1', version: '3', baseline_version: '3' },
+        { aggregate_id: 'o2', version: '1', baseline_version: '1' },
+      ]);
 
       assert.equal(((await processor.process(delivery('E3', 3, 30))) as { outcome: string }).outcome, 'duplicate');
       assert.equal(((await processor.process(delivery('E4', 4, 40))) as { outcome: string }).outcome, 'applied');

@@ -16,8 +16,23 @@ import { HEADER, parseEnvelope } from '../../src/testing/index.js';
 import { CONTENT_TYPE } from '../../src/transport/wire.js';
 import { relaySql } from '../../src/relay/sql.js';
 import { schemaRef } from '../../src/runtime/identifier.js';
-import { describe, it, AMQP_URL, DATABASE_URL, type TestDatabase, connectRabbit, createTestSchema, uniqueName, waitFor, settle, KEEP_FAILED, dropBrokerNames, connectionPids, closeConnection, connectPostgres } from '../support/rig.js';
-
+import {
+  describe,
+  it,
+  AMQP_URL,
+  DATABASE_URL,
+  type TestDatabase,
+  connectRabbit,
+  createTestSchema,
+  uniqueName,
+  waitFor,
+  settle,
+  KEEP_FAILED,
+  dropBrokerNames,
+  connectionPids,
+  closeConnection,
+  connectPostgres,
+} from '../support/rig.js';
 
 interface OutboxRow {
   position: string;
@@ -68,7 +83,15 @@ class Rig {
 
   /** Relay options every test shares: this rig's schema and exchange, silent logs. */
   relayOptions(overrides: RelayOptions = {}): RelayOptions {
-    return { schema: this.schema, exchange: this.exchange, logger: silentLogger, amqpUrl: AMQP_URL, connectionString: DATABASE_URL, pollIntervalMs: 20, ...overrides };
+    return {
+      schema: this.schema,
+      exchange: this.exchange,
+      logger: silentLogger,
+      amqpUrl: AMQP_URL,
+      connectionString: DATABASE_URL,
+      pollIntervalMs: 20,
+      ...overrides,
+    };
   }
 
   /** A relay that is not started: cycles run only through runOnce(). */
@@ -167,7 +190,14 @@ async function withRig(work: (rig: Rig) => Promise<void>): Promise<void> {
 }
 
 function event(aggregateId: string, version: number, overrides: Partial<NewEvent> = {}): NewEvent {
-  return { aggregateType: 'order', aggregateId, aggregateVersion: version, eventType: 'OrderChanged', payload: { aggregateId, version }, ...overrides };
+  return {
+    aggregateType: 'order',
+    aggregateId,
+    aggregateVersion: version,
+    eventType: 'OrderChanged',
+    payload: { aggregateId, version },
+    ...overrides,
+  };
 }
 
 interface Gate {
@@ -200,7 +230,9 @@ async function reach(hold: Gate, work: Promise<unknown>, what: string): Promise<
 }
 
 async function backendPids(pool: pg.Pool, applicationName: string): Promise<number[]> {
-  const { rows } = await pool.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+  const { rows } = await pool.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [
+    applicationName,
+  ]);
   return rows.map((row) => row.pid);
 }
 
@@ -384,10 +416,20 @@ describe('relay', () => {
       assert.equal(stillA.claimed_by, relayA.options.relayId);
 
       await waitFor(async () => {
-        const { rows } = await rig.db.pool.query(`SELECT 1 FROM ${rig.outbox} WHERE event_id = $1 AND claim_expires_at < now()`, [id]);
+        const { rows } = await rig.db.pool.query(
+          `SELECT 1 FROM ${rig.outbox} WHERE event_id = $1 AND claim_expires_at < now()`,
+          [id],
+        );
         return rows.length === 1;
       }, "A's lease to expire");
-      assert.deepEqual(await relayB.runOnce(), { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0, unblocked: false });
+      assert.deepEqual(await relayB.runOnce(), {
+        claimed: 1,
+        published: 1,
+        retried: 0,
+        failed: 0,
+        fenced: 0,
+        unblocked: false,
+      });
       const published = await rig.row(id!);
       assert.equal(published.status, 'published');
       assert.equal(published.claimed_by, null);
@@ -422,7 +464,10 @@ describe('relay', () => {
       await reach(holdA, cycleA, 'relay A');
       assert.equal((await rig.row(id!)).claimed_by, relayA.options.relayId);
       await waitFor(async () => {
-        const { rows } = await rig.db.pool.query(`SELECT 1 FROM ${rig.outbox} WHERE event_id = $1 AND claim_expires_at < now()`, [id]);
+        const { rows } = await rig.db.pool.query(
+          `SELECT 1 FROM ${rig.outbox} WHERE event_id = $1 AND claim_expires_at < now()`,
+          [id],
+        );
         return rows.length === 1;
       }, "A's lease to expire");
 
@@ -445,7 +490,14 @@ describe('relay', () => {
       const sql = relaySql(schemaRef(rig.schema));
       const mark = await rig.db.pool.query(sql.markPublished, [relayA.options.relayId, [heldByB.position]]);
       assert.equal(mark.rowCount, 0);
-      const reschedule = await rig.db.pool.query(sql.reschedule, [relayA.options.relayId, [heldByB.position], ['CONVERGE_PUBLISH_RETURNED'], [1000], 10, [false]]);
+      const reschedule = await rig.db.pool.query(sql.reschedule, [
+        relayA.options.relayId,
+        [heldByB.position],
+        ['CONVERGE_PUBLISH_RETURNED'],
+        [1000],
+        10,
+        [false],
+      ]);
       assert.equal(reschedule.rowCount, 0);
       const untouched = await rig.row(id!);
       assert.equal(untouched.status, 'pending');
@@ -471,10 +523,20 @@ describe('relay', () => {
         `UPDATE ${rig.outbox} SET claimed_by = 'dead-relay', claim_expires_at = now() - interval '1 second' WHERE event_id = ANY($1)`,
         [[dead1, dead2]],
       );
-      await rig.db.pool.query(`UPDATE ${rig.outbox} SET claimed_by = 'live-relay', claim_expires_at = now() + interval '1 minute' WHERE event_id = $1`, [live]);
+      await rig.db.pool.query(
+        `UPDATE ${rig.outbox} SET claimed_by = 'live-relay', claim_expires_at = now() + interval '1 minute' WHERE event_id = $1`,
+        [live],
+      );
 
       const relay = rig.relay();
-      assert.deepEqual(await relay.runOnce(), { claimed: 3, published: 3, retried: 0, failed: 0, fenced: 0, unblocked: false });
+      assert.deepEqual(await relay.runOnce(), {
+        claimed: 3,
+        published: 3,
+        retried: 0,
+        failed: 0,
+        fenced: 0,
+        unblocked: false,
+      });
       for (const id of [dead1, dead2, free]) {
         const row = await rig.row(id!);
         assert.equal(row.status, 'published', id);
@@ -495,18 +557,34 @@ describe('relay', () => {
       let blockA1 = true;
       const relay = rig.relay({
         backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 },
-        routingKey: (e) => (blockA1 && e.aggregateId === 'A' && e.aggregateVersion === 1 ? 'nowhere.A1' : `order.${e.eventType}`),
+        routingKey: (e) =>
+          blockA1 && e.aggregateId === 'A' && e.aggregateVersion === 1 ? 'nowhere.A1' : `order.${e.eventType}`,
       });
       const [a1, a2, a3] = await rig.append(event('A', 1), event('A', 2), event('A', 3));
       const [b1, b2] = await rig.append(event('B', 1), event('B', 2));
 
-      assert.deepEqual(await relay.runOnce(), { claimed: 2, published: 1, retried: 1, failed: 0, fenced: 0, unblocked: true }, 'A1 returned, B1 published');
-      assert.deepEqual(await relay.runOnce(), { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0, unblocked: false }, 'B2 published');
+      assert.deepEqual(
+        await relay.runOnce(),
+        { claimed: 2, published: 1, retried: 1, failed: 0, fenced: 0, unblocked: true },
+        'A1 returned, B1 published',
+      );
+      assert.deepEqual(
+        await relay.runOnce(),
+        { claimed: 1, published: 1, retried: 0, failed: 0, fenced: 0, unblocked: false },
+        'B2 published',
+      );
       assert.equal((await relay.runOnce()).claimed, 0, 'A2, A3 are not eligible while A1 waits');
 
       // Even when A1 is due again and still unroutable, A2/A3 are never claimed.
       await rig.db.pool.query(`UPDATE ${rig.outbox} SET next_attempt_at = now() WHERE event_id = $1`, [a1]);
-      assert.deepEqual(await relay.runOnce(), { claimed: 1, published: 0, retried: 1, failed: 0, fenced: 0, unblocked: false });
+      assert.deepEqual(await relay.runOnce(), {
+        claimed: 1,
+        published: 0,
+        retried: 1,
+        failed: 0,
+        fenced: 0,
+        unblocked: false,
+      });
 
       const whileRetrying = new Map((await rig.rows()).map((row) => [row.event_id, row]));
       assert.equal(whileRetrying.get(a1!)!.status, 'pending');
@@ -570,7 +648,10 @@ describe('relay', () => {
           for (const m of await rig.drain(queue)) received.add(m.properties.messageId as string);
           return appended.every((id) => received.has(id));
         }, description);
-        await waitFor(async () => (await rig.rows()).every((row) => row.status === 'published'), `${description}: rows marked`);
+        await waitFor(
+          async () => (await rig.rows()).every((row) => row.status === 'published'),
+          `${description}: rows marked`,
+        );
       };
       let version = 0;
       const appendOne = async () => appended.push(...(await rig.append(event('o-1', ++version))));
@@ -607,7 +688,10 @@ describe('relay', () => {
       await appendOne();
       await expectAll('events after both reconnects');
       assert.equal(appended.length, 6);
-      assert.deepEqual((await rig.rows()).map((row) => row.status), Array(6).fill('published'));
+      assert.deepEqual(
+        (await rig.rows()).map((row) => row.status),
+        Array(6).fill('published'),
+      );
     });
   });
 
@@ -683,7 +767,11 @@ describe('relay', () => {
       await waitFor(() => !holding, "the relay's first claim query");
       const stopping = settle(relay.stop());
       hold.release();
-      assert.deepEqual(await stopping, { ok: true, value: undefined }, `stop() returned without waiting out pollIntervalMs ${pollIntervalMs}`);
+      assert.deepEqual(
+        await stopping,
+        { ok: true, value: undefined },
+        `stop() returned without waiting out pollIntervalMs ${pollIntervalMs}`,
+      );
     });
   });
 
@@ -694,10 +782,17 @@ describe('relay', () => {
       const relay = rig.started({ pollIntervalMs: 120_000, concurrency: 1 });
       const idle = new Promise<void>((resolve) => relay.once('idle', resolve));
       await rig.append(event('n-0', 1));
-      await waitFor(async () => (await rig.rows()).every((row) => row.status === 'published'), 'the first event to be published');
+      await waitFor(
+        async () => (await rig.rows()).every((row) => row.status === 'published'),
+        'the first event to be published',
+      );
       await idle;
       const [id] = await rig.append(event('n-1', 1));
-      await waitFor(async () => (await rig.row(id!)).status === 'published', 'the event appended while idle to be published', 10_000);
+      await waitFor(
+        async () => (await rig.row(id!)).status === 'published',
+        'the event appended while idle to be published',
+        10_000,
+      );
       assert.equal((await rig.drain(queue)).length, 2);
     });
   });
@@ -723,8 +818,15 @@ describe('relay', () => {
         },
       });
       relay.on('idle', () => idles++);
-      await waitFor(async () => (await rig.rows()).every((row) => row.status === 'published'), 'hot v1..v3 published one after the other', 10_000);
-      const versions = (await rig.drain(queue)).map((m) => parseEnvelope(m.content)).filter((e) => e.aggregateId === 'hot').map((e) => e.aggregateVersion);
+      await waitFor(
+        async () => (await rig.rows()).every((row) => row.status === 'published'),
+        'hot v1..v3 published one after the other',
+        10_000,
+      );
+      const versions = (await rig.drain(queue))
+        .map((m) => parseEnvelope(m.content))
+        .filter((e) => e.aggregateId === 'hot')
+        .map((e) => e.aggregateVersion);
       assert.deepEqual(versions, [1, 2, 3]);
     });
   });
@@ -735,14 +837,21 @@ describe('relay', () => {
       const events = Array.from({ length: 200 }, (_, i) => event(`c-${i % 10}`, Math.floor(i / 10) + 1));
       await rig.append(...events);
       rig.started({ concurrency: 4, batchSize: 7 });
-      await waitFor(async () => (await rig.rows()).every((row) => row.status === 'published'), 'all 200 events published');
+      await waitFor(
+        async () => (await rig.rows()).every((row) => row.status === 'published'),
+        'all 200 events published',
+      );
       // Confirmed publishes are already enqueued, so one drain sees them all.
       const messages = await rig.drain(queue);
       assert.equal(messages.length, 200);
       const lastVersion = new Map<string, number>();
       for (const message of messages) {
         const envelope = parseEnvelope(message.content);
-        assert.equal(envelope.aggregateVersion, (lastVersion.get(envelope.aggregateId) ?? 0) + 1, `versions of ${envelope.aggregateId} arrive in order`);
+        assert.equal(
+          envelope.aggregateVersion,
+          (lastVersion.get(envelope.aggregateId) ?? 0) + 1,
+          `versions of ${envelope.aggregateId} arrive in order`,
+        );
         lastVersion.set(envelope.aggregateId, envelope.aggregateVersion);
       }
     });

@@ -16,7 +16,8 @@ import { DeliveryProcessor, ProcessorSetup } from '../../src/inbox/processor.js'
 import { resolveProcessorOptions } from '../../src/inbox/options.js';
 import { describe, it, createTestSchema, deliveryOf, orderEvent } from '../support/rig.js';
 
-const envelope = (eventId: string, version: number): EventEnvelope => orderEvent(eventId, 'o1', version, { payload: {} });
+const envelope = (eventId: string, version: number): EventEnvelope =>
+  orderEvent(eventId, 'o1', version, { payload: {} });
 
 const delivery = (e: EventEnvelope): RawDelivery => deliveryOf(e, { exchange: 'converge.events', deliveryTag: 7 });
 

@@ -34,10 +34,21 @@ function errorTexts(err: Error): string[] {
 }
 
 describe('connection strings and passwords stay out of logs and errors', () => {
-  for (const [label, brokerUrl] of [['unreachable services', amqpUrl], ['a broker refusing the password', wrongPasswordUrl]] as const) {
+  for (const [label, brokerUrl] of [
+    ['unreachable services', amqpUrl],
+    ['a broker refusing the password', wrongPasswordUrl],
+  ] as const) {
     test(`relay against ${label}`, async () => {
       const logger = capturingLogger();
-      const relay = new Relay({ connectionString, amqpUrl: brokerUrl, logger, pollIntervalMs: 10, reconnectBackoff: BACKOFF, backoff: BACKOFF, listen: false });
+      const relay = new Relay({
+        connectionString,
+        amqpUrl: brokerUrl,
+        logger,
+        pollIntervalMs: 10,
+        reconnectBackoff: BACKOFF,
+        backoff: BACKOFF,
+        listen: false,
+      });
       const errors: Error[] = [];
       relay.on('error', (err) => errors.push(err));
       relay.start();
@@ -74,10 +85,23 @@ describe('connection strings and passwords stay out of logs and errors', () => {
   }
 
   test('the CLI exits non-zero without printing the password', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', '--database-url', `postgres://u:${PG_SECRET}@127.0.0.1:1/test`, 'status', '--sample-ms', '0'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, AMQP_URL: amqpUrl },
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'src/cli/main.ts',
+        '--database-url',
+        `postgres://u:${PG_SECRET}@127.0.0.1:1/test`,
+        'status',
+        '--sample-ms',
+        '0',
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, AMQP_URL: amqpUrl },
+      },
+    );
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -91,8 +115,13 @@ describe('connection strings and passwords stay out of logs and errors', () => {
 describe('AMQP socket options (TLS)', () => {
   afterEach(() => mock.restoreAll());
 
-  test('connectOptions keeps the caller\'s TLS options and sets our own connection name', () => {
-    const options = connectOptions('converge-relay r1', { ca: ['CA PEM'], servername: 'broker.internal', rejectUnauthorized: true, clientProperties: { team: 'orders' } });
+  test("connectOptions keeps the caller's TLS options and sets our own connection name", () => {
+    const options = connectOptions('converge-relay r1', {
+      ca: ['CA PEM'],
+      servername: 'broker.internal',
+      rejectUnauthorized: true,
+      clientProperties: { team: 'orders' },
+    });
     assert.deepEqual(options, {
       noDelay: true,
       ca: ['CA PEM'],
@@ -110,10 +139,24 @@ describe('AMQP socket options (TLS)', () => {
         seen.push({ url, options });
         throw Object.assign(new Error('connect ECONNREFUSED (stubbed)'), { code: 'ECONNREFUSED' });
       });
-      const tls = { ca: [Buffer.from('CA PEM')], cert: Buffer.from('CERT'), key: Buffer.from('KEY'), servername: 'broker.internal' };
+      const tls = {
+        ca: [Buffer.from('CA PEM')],
+        cert: Buffer.from('CERT'),
+        key: Buffer.from('KEY'),
+        servername: 'broker.internal',
+      };
       const url = 'amqps://guest:guest@broker.internal:5671';
-      const common = { connectionString: 'postgres://postgres@127.0.0.1:1/test', amqpUrl: url, amqpSocketOptions: tls, reconnectBackoff: BACKOFF, logger: capturingLogger() };
-      const runner = component === 'relay' ? new Relay({ ...common, listen: false }) : new Consumer({ ...common, queue: 'cvt.tls', handlers: { Anything: async () => undefined } });
+      const common = {
+        connectionString: 'postgres://postgres@127.0.0.1:1/test',
+        amqpUrl: url,
+        amqpSocketOptions: tls,
+        reconnectBackoff: BACKOFF,
+        logger: capturingLogger(),
+      };
+      const runner =
+        component === 'relay'
+          ? new Relay({ ...common, listen: false })
+          : new Consumer({ ...common, queue: 'cvt.tls', handlers: { Anything: async () => undefined } });
       runner.on('error', () => undefined);
       runner.start();
       try {
@@ -128,12 +171,28 @@ describe('AMQP socket options (TLS)', () => {
       assert.equal(first?.options.key, tls.key);
       assert.equal(first?.options.servername, 'broker.internal');
       assert.equal(first?.options.noDelay, true);
-      assert.match(String((first?.options.clientProperties as { connection_name?: string }).connection_name), new RegExp(`^converge-${component}`));
+      assert.match(
+        String((first?.options.clientProperties as { connection_name?: string }).connection_name),
+        new RegExp(`^converge-${component}`),
+      );
     });
   }
 
   test('amqpSocketOptions must be an object', () => {
-    assert.throws(() => new Relay({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, amqpSocketOptions: 'ca.pem' as never }), /"amqpSocketOptions"/);
-    assert.throws(() => new Consumer({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, queue: 'q', handlers: { A: async () => undefined }, amqpSocketOptions: 5 as never }), /"amqpSocketOptions"/);
+    assert.throws(
+      () => new Relay({ amqpUrl: AMQP_URL, connectionString: DATABASE_URL, amqpSocketOptions: 'ca.pem' as never }),
+      /"amqpSocketOptions"/,
+    );
+    assert.throws(
+      () =>
+        new Consumer({
+          amqpUrl: AMQP_URL,
+          connectionString: DATABASE_URL,
+          queue: 'q',
+          handlers: { A: async () => undefined },
+          amqpSocketOptions: 5 as never,
+        }),
+      /"amqpSocketOptions"/,
+    );
   });
 });

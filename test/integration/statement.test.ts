@@ -6,7 +6,9 @@ import { after, describe, it, connectPostgres } from '../support/rig.js';
 const pool = await connectPostgres(1);
 after(() => pool.end());
 
-async function preparedOnConnection(client: { query: (text: string) => Promise<{ rows: { name: string }[] }> }): Promise<string[]> {
+async function preparedOnConnection(client: {
+  query: (text: string) => Promise<{ rows: { name: string }[] }>;
+}): Promise<string[]> {
   const { rows } = await client.query(`SELECT name FROM pg_prepared_statements WHERE name LIKE 'converge_%'`);
   return rows.map((row) => row.name);
 }
@@ -29,7 +31,9 @@ describe('runStatement', () => {
 
   it('passes plain text to an executor that is not node-postgres, and to every executor once turned off', async () => {
     const seen: unknown[] = [];
-    const adapter = { query: async (text: string, values?: unknown[]) => (seen.push([text, values]), { rows: [], rowCount: 0 }) };
+    const adapter = {
+      query: async (text: string, values?: unknown[]) => (seen.push([text, values]), { rows: [], rowCount: 0 }),
+    };
     await runStatement(adapter, 'SELECT 1', []);
     assert.deepEqual(seen, [['SELECT 1', []]]);
 

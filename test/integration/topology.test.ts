@@ -12,11 +12,26 @@ import {
   type EventHandler,
 } from '../../src/index.js';
 import { encodeMessage, parseEnvelope, routingKeyFromTemplate } from '../../src/testing/index.js';
-import { describe, test, connectRabbit, createTestSchema, uniqueName, waitFor, dropBrokerNames, AMQP_URL } from '../support/rig.js';
+import {
+  describe,
+  test,
+  connectRabbit,
+  createTestSchema,
+  uniqueName,
+  waitFor,
+  dropBrokerNames,
+  AMQP_URL,
+} from '../support/rig.js';
 
 const PLUGIN_HINT = 'enable it with: rabbitmq-plugins enable rabbitmq_consistent_hash_exchange';
 
-async function declare(channel: amqp.Channel, exchange: string, queuePrefix: string, partitions: number, queueType: 'quorum' | 'classic' = 'quorum') {
+async function declare(
+  channel: amqp.Channel,
+  exchange: string,
+  queuePrefix: string,
+  partitions: number,
+  queueType: 'quorum' | 'classic' = 'quorum',
+) {
   try {
     return await declarePartitionedTopology(channel, { exchange, queuePrefix, partitions, queueType });
   } catch (err) {
@@ -24,7 +39,12 @@ async function declare(channel: amqp.Channel, exchange: string, queuePrefix: str
   }
 }
 
-async function removeTopology(connection: amqp.ChannelModel, exchange: string, hashExchange: string, queues: string[]): Promise<void> {
+async function removeTopology(
+  connection: amqp.ChannelModel,
+  exchange: string,
+  hashExchange: string,
+  queues: string[],
+): Promise<void> {
   // Partition queues are named from a prefix, not by the rig, so they go now even under CONVERGE_KEEP_FAILED.
   await dropBrokerNames(connection, [...queues, hashExchange, exchange]);
 }
@@ -42,7 +62,17 @@ describe('partitioned topology', () => {
       for (let version = 1; version <= 3; version++) {
         for (let id = 0; id < 60; id++) {
           const message = encodeMessage(
-            { eventId: `e${id}-${version}`, aggregateType: 'order', aggregateId: `agg-${id}`, aggregateVersion: version, eventType: 'AmountAdded', schemaVersion: 1, kind: 'incremental', payload: {}, occurredAt: new Date().toISOString() },
+            {
+              eventId: `e${id}-${version}`,
+              aggregateType: 'order',
+              aggregateId: `agg-${id}`,
+              aggregateVersion: version,
+              eventType: 'AmountAdded',
+              schemaVersion: 1,
+              kind: 'incremental',
+              payload: {},
+              occurredAt: new Date().toISOString(),
+            },
             key,
           );
           channel.publish(exchange, message.routingKey, message.content, message.options);
@@ -62,9 +92,17 @@ describe('partitioned topology', () => {
         }
         perQueue.push(count);
       }
-      assert.equal(perQueue.reduce((a, b) => a + b, 0), 180, 'every message reached exactly one partition');
-      assert.ok(perQueue.every((count) => count > 0), `all partitions receive events (${perQueue.join(', ')})`);
-      for (const [aggregateId, partitions] of partitionOf) assert.equal(partitions.size, 1, `${aggregateId} stays in one partition`);
+      assert.equal(
+        perQueue.reduce((a, b) => a + b, 0),
+        180,
+        'every message reached exactly one partition',
+      );
+      assert.ok(
+        perQueue.every((count) => count > 0),
+        `all partitions receive events (${perQueue.join(', ')})`,
+      );
+      for (const [aggregateId, partitions] of partitionOf)
+        assert.equal(partitions.size, 1, `${aggregateId} stays in one partition`);
     } finally {
       await removeTopology(connection, exchange, hashExchange, queues);
       await connection.close();
@@ -79,15 +117,40 @@ describe('partitioned topology', () => {
     const channel = await connection.createChannel();
     const { hashExchange, queues } = await declare(channel, exchange, prefix, 3);
     const running: Consumer[] = [];
-    const relay = new Relay({ amqpUrl: AMQP_URL, pool: db.pool, schema: db.schema, exchange, logger: silentLogger, pollIntervalMs: 20 });
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      pool: db.pool,
+      schema: db.schema,
+      exchange,
+      logger: silentLogger,
+      pollIntervalMs: 20,
+    });
     try {
-      await db.pool.query(`CREATE TABLE "${db.schema}".applied (seq bigserial PRIMARY KEY, instance text NOT NULL, aggregate_id text NOT NULL, version int NOT NULL)`);
-      const handler = (instance: string): EventHandler => async (event, { tx, schema }) => {
-        await applyIncrement(tx, { projection: 'orders', event, schema }, async () => {
-          await tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [instance, event.aggregateId, event.aggregateVersion]);
-        });
+      await db.pool.query(
+        `CREATE TABLE "${db.schema}".applied (seq bigserial PRIMARY KEY, instance text NOT NULL, aggregate_id text NOT NULL, version int NOT NULL)`,
+      );
+      const handler =
+        (instance: string): EventHandler =>
+        async (event, { tx, schema }) => {
+          await applyIncrement(tx, { projection: 'orders', event, schema }, async () => {
+            await tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [
+              instance,
+              event.aggregateId,
+              event.aggregateVersion,
+            ]);
+          });
+        };
+      const common = {
+        amqpUrl: AMQP_URL,
+        exchange,
+        queuePrefix: prefix,
+        partitions: 3,
+        pool: db.pool,
+        schema: db.schema,
+        logger: silentLogger,
+        batchSize: 8,
+        prefetch: 8,
       };
-      const common = { amqpUrl: AMQP_URL, exchange, queuePrefix: prefix, partitions: 3, pool: db.pool, schema: db.schema, logger: silentLogger, batchSize: 8, prefetch: 8 };
       const first = startPartitionedConsumers({ ...common, handlers: { AmountAdded: handler('first') } });
       running.push(...first);
       await Promise.all(first.map((c) => c.ready()));
@@ -96,20 +159,31 @@ describe('partitioned topology', () => {
       await Promise.all(second.map((c) => c.ready()));
 
       const events = Array.from({ length: 10 }, (_, v) =>
-        Array.from({ length: 30 }, (_, id) => ({ aggregateType: 'order', aggregateId: `agg-${id}`, aggregateVersion: v + 1, eventType: 'AmountAdded', payload: { v } })),
+        Array.from({ length: 30 }, (_, id) => ({
+          aggregateType: 'order',
+          aggregateId: `agg-${id}`,
+          aggregateVersion: v + 1,
+          eventType: 'AmountAdded',
+          payload: { v },
+        })),
       ).flat();
       await withTransaction(db.pool, (tx) => appendManyToOutbox(tx, events, { schema: db.schema }));
       relay.start();
-      const count = async () => Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".applied`)).rows[0]?.n);
+      const count = async () =>
+        Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".applied`)).rows[0]?.n);
       await waitFor(async () => (await count()) >= 60, 'the first group to apply some events');
       // The active group goes away mid-stream; single-active-consumer hands its partitions over.
       await Promise.all(first.map((c) => c.stop()));
       await waitFor(async () => (await count()) === 300, 'all 300 events applied after the failover', 30_000);
 
-      const { rows } = await db.pool.query<{ instance: string; aggregate_id: string; version: number }>(`SELECT instance, aggregate_id, version FROM "${db.schema}".applied ORDER BY seq`);
+      const { rows } = await db.pool.query<{ instance: string; aggregate_id: string; version: number }>(
+        `SELECT instance, aggregate_id, version FROM "${db.schema}".applied ORDER BY seq`,
+      );
       const byAggregate = new Map<string, number[]>();
-      for (const row of rows) byAggregate.set(row.aggregate_id, [...(byAggregate.get(row.aggregate_id) ?? []), row.version]);
-      for (const [aggregateId, versions] of byAggregate) assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], `${aggregateId} applied once each, in order`);
+      for (const row of rows)
+        byAggregate.set(row.aggregate_id, [...(byAggregate.get(row.aggregate_id) ?? []), row.version]);
+      for (const [aggregateId, versions] of byAggregate)
+        assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], `${aggregateId} applied once each, in order`);
       const instances = new Set(rows.map((row) => row.instance));
       assert.deepEqual([...instances].sort(), ['first', 'second'], 'both groups applied events: the second took over');
     } finally {

@@ -13,7 +13,6 @@ import {
 import { applyIncrements, StaleVersionError } from '../../src/index.js';
 import { describe, it, createTestSchema } from '../support/rig.js';
 
-
 describe('RetryTransactionSignal', () => {
   it('counts as a serialization failure (so also as transient), and is no PostgreSQL error', () => {
     const signal = new RetryTransactionSignal('overtaken');

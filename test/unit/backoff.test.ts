@@ -37,8 +37,14 @@ describe('backoffDelay', () => {
   });
 
   it('clamps a misbehaving random source into the same range', () => {
-    assert.equal(backoffDelay(3, policy, () => -5), 200);
-    assert.equal(backoffDelay(3, policy, () => 7), 400);
+    assert.equal(
+      backoffDelay(3, policy, () => -5),
+      200,
+    );
+    assert.equal(
+      backoffDelay(3, policy, () => 7),
+      400,
+    );
   });
 
   it('treats attempt 0 or below like attempt 1', () => {

@@ -42,8 +42,14 @@ describe('decideFailure without an event', () => {
 
   test('a malformed or oversized body is quarantined at once with its own reason', () => {
     for (const attempt of [1, 99]) {
-      assert.deepEqual(classifyFailure(new MalformedBodyError('not valid UTF-8'), attempt, 10), { action: 'quarantine', reason: 'malformed-body' });
-      assert.deepEqual(classifyFailure(new BodyTooLargeError(10 * 1024 * 1024, 256 * 1024), attempt, 10), { action: 'quarantine', reason: 'body-too-large' });
+      assert.deepEqual(classifyFailure(new MalformedBodyError('not valid UTF-8'), attempt, 10), {
+        action: 'quarantine',
+        reason: 'malformed-body',
+      });
+      assert.deepEqual(classifyFailure(new BodyTooLargeError(10 * 1024 * 1024, 256 * 1024), attempt, 10), {
+        action: 'quarantine',
+        reason: 'body-too-large',
+      });
     }
   });
 
@@ -62,7 +68,10 @@ describe('decideFailure without an event', () => {
   for (const code of ['40001', '40P01', '57P01', '08006', 'ECONNREFUSED']) {
     test(`a database error with code ${code} waits without limit (database-unavailable)`, () => {
       for (const attempt of [1, 3, 1000]) {
-        assert.deepEqual(classifyFailure(pgError(code), attempt, 3), { action: 'retry', reason: 'database-unavailable' });
+        assert.deepEqual(classifyFailure(pgError(code), attempt, 3), {
+          action: 'retry',
+          reason: 'database-unavailable',
+        });
       }
     });
   }
@@ -72,7 +81,10 @@ describe('decideFailure without an event', () => {
   });
 
   test('a lost connection recognised by its message waits without limit', () => {
-    assert.deepEqual(classifyFailure(new Error('Connection terminated unexpectedly'), 1000, 3), { action: 'retry', reason: 'database-unavailable' });
+    assert.deepEqual(classifyFailure(new Error('Connection terminated unexpectedly'), 1000, 3), {
+      action: 'retry',
+      reason: 'database-unavailable',
+    });
   });
 
   test('a non-transient SQLSTATE (unique violation) is an ordinary handler error', () => {
@@ -104,17 +116,29 @@ describe('decideFailure without an event', () => {
 
 describe('handler-chosen classification', () => {
   test('PermanentError is quarantined at once as handler-permanent, on the first attempt', () => {
-    assert.deepEqual(classifyFailure(new PermanentError('order 7 is closed'), 1, 10), { action: 'quarantine', reason: 'handler-permanent' });
+    assert.deepEqual(classifyFailure(new PermanentError('order 7 is closed'), 1, 10), {
+      action: 'quarantine',
+      reason: 'handler-permanent',
+    });
   });
 
   test('TransientError waits without limit, even past maxAttempts', () => {
     for (const attempt of [1, 10, 11, 500]) {
-      assert.deepEqual(classifyFailure(new TransientError('search cluster unavailable'), attempt, 10), { action: 'retry', reason: 'handler-transient' });
+      assert.deepEqual(classifyFailure(new TransientError('search cluster unavailable'), attempt, 10), {
+        action: 'retry',
+        reason: 'handler-transient',
+      });
     }
   });
 
   test('their messages, written by handlers, never reach a log line: only class and code', () => {
-    assert.deepEqual(describeError(new PermanentError('customer alice@example.com rejected')), { err: 'PermanentError', code: 'CONVERGE_PERMANENT' });
-    assert.deepEqual(describeError(new TransientError('token s3cr3t expired')), { err: 'TransientError', code: 'CONVERGE_TRANSIENT' });
+    assert.deepEqual(describeError(new PermanentError('customer alice@example.com rejected')), {
+      err: 'PermanentError',
+      code: 'CONVERGE_PERMANENT',
+    });
+    assert.deepEqual(describeError(new TransientError('token s3cr3t expired')), {
+      err: 'TransientError',
+      code: 'CONVERGE_TRANSIENT',
+    });
   });
 });

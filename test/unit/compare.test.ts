@@ -3,7 +3,11 @@ import { describe, it } from 'node:test';
 import { classify, compareIds } from '../../src/reconcile/compare.js';
 import { mergePages } from '../../src/reconcile/compare.js';
 
-const row = (id: string, version: number, extra: { deleted?: boolean; fields?: Record<string, unknown> } = {}) => ({ id, version, ...extra });
+const row = (id: string, version: number, extra: { deleted?: boolean; fields?: Record<string, unknown> } = {}) => ({
+  id,
+  version,
+  ...extra,
+});
 
 describe('classify', () => {
   it('names each kind of difference', () => {
@@ -16,7 +20,10 @@ describe('classify', () => {
   });
 
   it('agrees when versions and the fields both sides report are equal, whatever the number types', () => {
-    assert.equal(classify(row('a', 2, { fields: { amount: 5, note: 'x' } }), row('a', 2, { fields: { amount: '5' } })), null);
+    assert.equal(
+      classify(row('a', 2, { fields: { amount: 5, note: 'x' } }), row('a', 2, { fields: { amount: '5' } })),
+      null,
+    );
     assert.equal(classify(row('a', 2), row('a', 2, { fields: { amount: 1 } })), null);
   });
 
@@ -35,15 +42,29 @@ describe('compareIds', () => {
 
 describe('mergePages', () => {
   it('settles ids up to the smaller last id while both sides have more, and keeps the rest for the next page', () => {
-    const { pairs, sourceRest, targetRest } = mergePages([row('a', 1), row('c', 1), row('e', 1)], [row('a', 1), row('b', 1), row('d', 1)], false, false);
-    assert.deepEqual(pairs.map(([s, t]) => `${s?.id ?? '-'}${t?.id ?? '-'}`), ['aa', '-b', 'c-', '-d']);
-    assert.deepEqual(sourceRest.map((r) => r.id), ['e']);
+    const { pairs, sourceRest, targetRest } = mergePages(
+      [row('a', 1), row('c', 1), row('e', 1)],
+      [row('a', 1), row('b', 1), row('d', 1)],
+      false,
+      false,
+    );
+    assert.deepEqual(
+      pairs.map(([s, t]) => `${s?.id ?? '-'}${t?.id ?? '-'}`),
+      ['aa', '-b', 'c-', '-d'],
+    );
+    assert.deepEqual(
+      sourceRest.map((r) => r.id),
+      ['e'],
+    );
     assert.deepEqual(targetRest, []);
   });
 
   it('settles everything once both sides are done, and a finished side lets the other settle its whole page', () => {
     assert.equal(mergePages([row('a', 1)], [row('b', 1)], true, true).pairs.length, 2);
     const oneDone = mergePages([row('a', 1)], [row('b', 1), row('c', 1)], true, false);
-    assert.deepEqual(oneDone.pairs.map(([s, t]) => `${s?.id ?? '-'}${t?.id ?? '-'}`), ['a-', '-b', '-c']);
+    assert.deepEqual(
+      oneDone.pairs.map(([s, t]) => `${s?.id ?? '-'}${t?.id ?? '-'}`),
+      ['a-', '-b', '-c'],
+    );
   });
 });

@@ -8,8 +8,27 @@ function healthy(): PipelineFacts {
     sampleSeconds: 5,
     stallAfterSeconds: 30,
     sources: [{ source: 'public.orders', aggregateType: 'order', ahead: 0, sampleIds: [] }],
-    outbox: { pending: 4, pendingBefore: 6, failed: 0, oldestPendingAgeSeconds: 0.2, arrivalPerSecond: 300, publishedPerSecond: 300.4 },
-    queues: [{ queue: 'search', consumer: 'search', projection: 'order_search', depth: 10, depthBefore: 12, consumers: 1, completedPerSecond: 300, inboxInWindow: 18_000, projectionUpdatesInWindow: 9_000 }],
+    outbox: {
+      pending: 4,
+      pendingBefore: 6,
+      failed: 0,
+      oldestPendingAgeSeconds: 0.2,
+      arrivalPerSecond: 300,
+      publishedPerSecond: 300.4,
+    },
+    queues: [
+      {
+        queue: 'search',
+        consumer: 'search',
+        projection: 'order_search',
+        depth: 10,
+        depthBefore: 12,
+        consumers: 1,
+        completedPerSecond: 300,
+        inboxInWindow: 18_000,
+        projectionUpdatesInWindow: 9_000,
+      },
+    ],
     gaps: { stuckAggregates: 0, oldestAgeSeconds: null, parked: 0, sample: [] },
     failures: { outboxFailed: 0, quarantined: {} },
   };
@@ -17,7 +36,12 @@ function healthy(): PipelineFacts {
 
 describe('drain estimate', () => {
   it("is the backlog over the net rate: the article's 300 in, 500 out drains 200 per second", () => {
-    assert.deepEqual(drainEstimate(10_000, 300, 500), { arrivalPerSecond: 300, completionPerSecond: 500, backlog: 10_000, drainSeconds: 50 });
+    assert.deepEqual(drainEstimate(10_000, 300, 500), {
+      arrivalPerSecond: 300,
+      completionPerSecond: 500,
+      backlog: 10_000,
+      drainSeconds: 50,
+    });
   });
 
   it('never drains when completion does not exceed arrival, and an empty backlog is drained', () => {
@@ -53,17 +77,40 @@ describe('diagnose', () => {
 
   it('calls an old pending event a relay stall, and a growing but young backlog a warning', () => {
     const old = healthy();
-    old.outbox = { ...old.outbox, oldestPendingAgeSeconds: 600, arrivalPerSecond: 0, publishedPerSecond: 0, pending: 4, pendingBefore: 4 };
-    assert.deepEqual(diagnose(old).map((f) => [f.kind, f.severity, f.stage]), [['outbox-growing', 'stalled', 'relay']]);
+    old.outbox = {
+      ...old.outbox,
+      oldestPendingAgeSeconds: 600,
+      arrivalPerSecond: 0,
+      publishedPerSecond: 0,
+      pending: 4,
+      pendingBefore: 4,
+    };
+    assert.deepEqual(
+      diagnose(old).map((f) => [f.kind, f.severity, f.stage]),
+      [['outbox-growing', 'stalled', 'relay']],
+    );
     const growing = healthy();
-    growing.outbox = { ...growing.outbox, pending: 900, pendingBefore: 400, arrivalPerSecond: 300, publishedPerSecond: 200, oldestPendingAgeSeconds: 2 };
-    assert.deepEqual(diagnose(growing).map((f) => [f.kind, f.severity]), [['outbox-growing', 'warning']]);
+    growing.outbox = {
+      ...growing.outbox,
+      pending: 900,
+      pendingBefore: 400,
+      arrivalPerSecond: 300,
+      publishedPerSecond: 200,
+      oldestPendingAgeSeconds: 2,
+    };
+    assert.deepEqual(
+      diagnose(growing).map((f) => [f.kind, f.severity]),
+      [['outbox-growing', 'warning']],
+    );
   });
 
   it('reports failed outbox events as a stall', () => {
     const facts = healthy();
     facts.outbox.failed = 3;
-    assert.deepEqual(diagnose(facts).map((f) => f.kind), ['outbox-failed']);
+    assert.deepEqual(
+      diagnose(facts).map((f) => f.kind),
+      ['outbox-failed'],
+    );
   });
 
   it('blames the consumer for a backlog the inbox does not take, not for one that shrinks', () => {
@@ -74,13 +121,20 @@ describe('diagnose', () => {
     assert.match(finding!.evidence, /500 ready message\(s\), 0 subscriber/);
     const draining = healthy();
     draining.queues[0] = { ...draining.queues[0]!, depth: 500, depthBefore: 900, completedPerSecond: 0 };
-    assert.deepEqual(diagnose(draining), [], 'a shrinking queue is being consumed even if no inbox row is new (duplicates)');
+    assert.deepEqual(
+      diagnose(draining),
+      [],
+      'a shrinking queue is being consumed even if no inbox row is new (duplicates)',
+    );
   });
 
   it('reports a missing queue', () => {
     const facts = healthy();
     facts.queues[0] = { ...facts.queues[0]!, depth: null, depthBefore: null, consumers: null };
-    assert.deepEqual(diagnose(facts).map((f) => [f.kind, f.stage]), [['queue-missing', 'broker']]);
+    assert.deepEqual(
+      diagnose(facts).map((f) => [f.kind, f.stage]),
+      [['queue-missing', 'broker']],
+    );
   });
 
   it('blames the projection when the inbox grows and the projection does not change', () => {
@@ -97,7 +151,14 @@ describe('diagnose', () => {
 
   it('reports aggregates stuck on a missing version with examples', () => {
     const facts = healthy();
-    facts.gaps = { stuckAggregates: 1, parked: 2, oldestAgeSeconds: 95, sample: [{ consumer: 'search', aggregateType: 'order', aggregateId: 'o1', currentVersion: 3, parkedVersions: [5, 6] }] };
+    facts.gaps = {
+      stuckAggregates: 1,
+      parked: 2,
+      oldestAgeSeconds: 95,
+      sample: [
+        { consumer: 'search', aggregateType: 'order', aggregateId: 'o1', currentVersion: 3, parkedVersions: [5, 6] },
+      ],
+    };
     const [finding] = diagnose(facts);
     assert.deepEqual([finding!.kind, finding!.stage], ['missing-versions', 'ordering']);
     assert.match(finding!.evidence, /order\/o1 at 3, waiting 5,6/);

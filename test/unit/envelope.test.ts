@@ -2,8 +2,19 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { fingerprint } from '../../src/envelope/fingerprint.js';
-import { DEFAULT_MAX_ENVELOPE_BYTES, MAX_JSON_DEPTH, nestingExceeds, parseEnvelope, validateEnvelope } from '../../src/envelope/validate.js';
-import { BodyTooLargeError, ConvergeError, EnvelopeValidationError, MalformedBodyError } from '../../src/runtime/errors.js';
+import {
+  DEFAULT_MAX_ENVELOPE_BYTES,
+  MAX_JSON_DEPTH,
+  nestingExceeds,
+  parseEnvelope,
+  validateEnvelope,
+} from '../../src/envelope/validate.js';
+import {
+  BodyTooLargeError,
+  ConvergeError,
+  EnvelopeValidationError,
+  MalformedBodyError,
+} from '../../src/runtime/errors.js';
 
 // Messages end up in logs and quarantine rows; anything that looks like data must stay out of them.
 const MARKER = 'SECRET-PII-123';
@@ -38,7 +49,11 @@ const CODES = new Map<ErrorClass, string>([
  * Runs `fn`, requires an EnvelopeValidationError (exactly of class `kind`, which carries its
  * own code) naming `field`, and checks nothing secret leaked.
  */
-function expectInvalid(fn: () => unknown, field: string, kind: ErrorClass = EnvelopeValidationError): EnvelopeValidationError {
+function expectInvalid(
+  fn: () => unknown,
+  field: string,
+  kind: ErrorClass = EnvelopeValidationError,
+): EnvelopeValidationError {
   let caught: unknown;
   try {
     fn();
@@ -65,7 +80,11 @@ function without(field: keyof EventEnvelope): Record<string, unknown> {
 
 describe('validateEnvelope', () => {
   it('accepts a complete envelope and returns the same content', () => {
-    const input = { ...good(), traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tenantId: 'tenant-a' };
+    const input = {
+      ...good(),
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      tenantId: 'tenant-a',
+    };
     assert.deepEqual(validateEnvelope(input), input);
   });
 
@@ -172,7 +191,10 @@ describe('parseEnvelope', () => {
 
   it('rejects a body over the default 256 KiB limit before parsing it', () => {
     assert.equal(DEFAULT_MAX_ENVELOPE_BYTES, 256 * 1024);
-    const big = body({ ...good(), payload: { blob: MARKER.repeat(Math.ceil(DEFAULT_MAX_ENVELOPE_BYTES / MARKER.length)) } });
+    const big = body({
+      ...good(),
+      payload: { blob: MARKER.repeat(Math.ceil(DEFAULT_MAX_ENVELOPE_BYTES / MARKER.length)) },
+    });
     const err = expectInvalid(() => parseEnvelope(big), '(body)', BodyTooLargeError);
     assert.match(err.message, new RegExp(`${big.length} bytes exceeds limit of ${DEFAULT_MAX_ENVELOPE_BYTES}`));
   });
@@ -190,7 +212,11 @@ describe('parseEnvelope', () => {
   });
 
   it('rejects invalid JSON without echoing the body', () => {
-    const err = expectInvalid(() => parseEnvelope(Buffer.from(`{"eventId": "${MARKER}", `)), '(body)', MalformedBodyError);
+    const err = expectInvalid(
+      () => parseEnvelope(Buffer.from(`{"eventId": "${MARKER}", `)),
+      '(body)',
+      MalformedBodyError,
+    );
     assert.match(err.message, /not valid JSON/);
   });
 
@@ -206,11 +232,21 @@ describe('parseEnvelope', () => {
   });
 
   it('rejects an empty, blank or truncated body as not valid JSON', () => {
-    assert.match(expectInvalid(() => parseEnvelope(Buffer.alloc(0)), '(body)', MalformedBodyError).message, /not valid JSON: empty body/);
-    assert.match(expectInvalid(() => parseEnvelope(Buffer.from(' \n ')), '(body)', MalformedBodyError).message, /not valid JSON/);
+    assert.match(
+      expectInvalid(() => parseEnvelope(Buffer.alloc(0)), '(body)', MalformedBodyError).message,
+      /not valid JSON: empty body/,
+    );
+    assert.match(
+      expectInvalid(() => parseEnvelope(Buffer.from(' \n ')), '(body)', MalformedBodyError).message,
+      /not valid JSON/,
+    );
     const whole = body(good());
     for (const cut of [1, 10, whole.length / 2, whole.length - 1]) {
-      assert.match(expectInvalid(() => parseEnvelope(whole.subarray(0, cut)), '(body)', MalformedBodyError).message, /not valid JSON/, `cut at ${cut}`);
+      assert.match(
+        expectInvalid(() => parseEnvelope(whole.subarray(0, cut)), '(body)', MalformedBodyError).message,
+        /not valid JSON/,
+        `cut at ${cut}`,
+      );
     }
   });
 
@@ -219,17 +255,32 @@ describe('parseEnvelope', () => {
     const at = text.indexOf(MARKER);
     for (const bad of [[0xff], [0xc3], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80]]) {
       const mangled = Buffer.concat([Buffer.from(text.slice(0, at)), Buffer.from(bad), Buffer.from(text.slice(at))]);
-      assert.match(expectInvalid(() => parseEnvelope(mangled), '(body)', MalformedBodyError).message, /not valid UTF-8/, bad.join(' '));
+      assert.match(
+        expectInvalid(() => parseEnvelope(mangled), '(body)', MalformedBodyError).message,
+        /not valid UTF-8/,
+        bad.join(' '),
+      );
     }
     // A byte order mark stays what it was: not JSON.
-    assert.match(expectInvalid(() => parseEnvelope(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), body(good())])), '(body)', MalformedBodyError).message, /not valid JSON/);
+    assert.match(
+      expectInvalid(
+        () => parseEnvelope(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), body(good())])),
+        '(body)',
+        MalformedBodyError,
+      ).message,
+      /not valid JSON/,
+    );
   });
 
   it(`accepts ${MAX_JSON_DEPTH} levels of nesting in the whole body and rejects one more, before parsing`, () => {
     // The envelope object is level 1 and the payload object level 2.
-    const nested = (levels: number) => body({ ...good(), payload: { deep: JSON.parse('['.repeat(levels) + ']'.repeat(levels)) as unknown } });
+    const nested = (levels: number) =>
+      body({ ...good(), payload: { deep: JSON.parse('['.repeat(levels) + ']'.repeat(levels)) as unknown } });
     assert.equal(parseEnvelope(nested(MAX_JSON_DEPTH - 2)).eventId, good().eventId);
-    assert.match(expectInvalid(() => parseEnvelope(nested(MAX_JSON_DEPTH - 1)), '(body)', MalformedBodyError).message, new RegExp(`nested deeper than ${MAX_JSON_DEPTH} levels`));
+    assert.match(
+      expectInvalid(() => parseEnvelope(nested(MAX_JSON_DEPTH - 1)), '(body)', MalformedBodyError).message,
+      new RegExp(`nested deeper than ${MAX_JSON_DEPTH} levels`),
+    );
     // 100,000 levels fit in the size limit; without the check fingerprinting overflowed the stack.
     const hostile = Buffer.from(`{"payload":${'['.repeat(100_000)}${']'.repeat(100_000)},"note":"${MARKER}"}`);
     assert.ok(hostile.length < DEFAULT_MAX_ENVELOPE_BYTES);
@@ -262,8 +313,14 @@ describe('parseEnvelope', () => {
     const b = parseEnvelope(Buffer.from(text.replace('"big":0', '"big":1.2345678901234568e29')));
     assert.equal((a.payload as { big: number }).big, 1.2345678901234568e29);
     assert.equal(fingerprint(a), fingerprint(b), 'the fingerprint is over the parsed double, so both spellings match');
-    expectInvalid(() => parseEnvelope(Buffer.from(text.replace('"aggregateVersion":7', '"aggregateVersion":9007199254740993'))), 'aggregateVersion');
-    expectInvalid(() => parseEnvelope(Buffer.from(text.replace('"aggregateVersion":7', '"aggregateVersion":1e400'))), 'aggregateVersion');
+    expectInvalid(
+      () => parseEnvelope(Buffer.from(text.replace('"aggregateVersion":7', '"aggregateVersion":9007199254740993'))),
+      'aggregateVersion',
+    );
+    expectInvalid(
+      () => parseEnvelope(Buffer.from(text.replace('"aggregateVersion":7', '"aggregateVersion":1e400'))),
+      'aggregateVersion',
+    );
   });
 
   it('validates the parsed object like validateEnvelope', () => {

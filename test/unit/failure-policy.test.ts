@@ -1,12 +1,7 @@
 /** The failure policy with an event in hand: parking, staying parked, the compaction check, and what each decision carries. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import {
-  ContentConflictError,
-  PermanentError,
-  StaleVersionError,
-  VersionGapError,
-} from '../../src/index.js';
+import { ContentConflictError, PermanentError, StaleVersionError, VersionGapError } from '../../src/index.js';
 import { decideFailure, type FailureContext } from '../../src/testing/index.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: '42' };

@@ -7,7 +7,15 @@ import { orderEvent } from '../support/builders.js';
 function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
   return orderEvent('6f1c2f8e-93a4-4c4e-9a55-0d6d1b7f0a11', 'o-1', 3, {
     eventType: 'OrderPaid',
-    payload: { amount: 1250, currency: 'EUR', lines: [{ sku: 'a', qty: 1 }, { sku: 'b', qty: 2 }], meta: { by: 'u1', at: { h: 1, m: 2 } } },
+    payload: {
+      amount: 1250,
+      currency: 'EUR',
+      lines: [
+        { sku: 'a', qty: 1 },
+        { sku: 'b', qty: 2 },
+      ],
+      meta: { by: 'u1', at: { h: 1, m: 2 } },
+    },
     occurredAt: '2024-05-01T10:00:00.000Z',
     tenantId: 't-1',
     ...overrides,
@@ -57,7 +65,15 @@ describe('fingerprint', () => {
 
   it('does not depend on payload key order', () => {
     const reordered = envelope({
-      payload: { meta: { at: { m: 2, h: 1 }, by: 'u1' }, lines: [{ qty: 1, sku: 'a' }, { qty: 2, sku: 'b' }], currency: 'EUR', amount: 1250 },
+      payload: {
+        meta: { at: { m: 2, h: 1 }, by: 'u1' },
+        lines: [
+          { qty: 1, sku: 'a' },
+          { qty: 2, sku: 'b' },
+        ],
+        currency: 'EUR',
+        amount: 1250,
+      },
     });
     assert.equal(fingerprint(reordered), fingerprint(envelope()));
   });
@@ -75,10 +91,62 @@ describe('fingerprint', () => {
     ['eventType', { eventType: 'OrderRefunded' }],
     ['schemaVersion', { schemaVersion: 2 }],
     ['kind', { kind: 'snapshot' }],
-    ['payload (top-level value)', { payload: { amount: 1251, currency: 'EUR', lines: [{ sku: 'a', qty: 1 }, { sku: 'b', qty: 2 }], meta: { by: 'u1', at: { h: 1, m: 2 } } } }],
-    ['payload (deep value)', { payload: { amount: 1250, currency: 'EUR', lines: [{ sku: 'a', qty: 1 }, { sku: 'b', qty: 2 }], meta: { by: 'u1', at: { h: 1, m: 3 } } } }],
-    ['payload (array order)', { payload: { amount: 1250, currency: 'EUR', lines: [{ sku: 'b', qty: 2 }, { sku: 'a', qty: 1 }], meta: { by: 'u1', at: { h: 1, m: 2 } } } }],
-    ['payload (type of a value)', { payload: { amount: '1250', currency: 'EUR', lines: [{ sku: 'a', qty: 1 }, { sku: 'b', qty: 2 }], meta: { by: 'u1', at: { h: 1, m: 2 } } } }],
+    [
+      'payload (top-level value)',
+      {
+        payload: {
+          amount: 1251,
+          currency: 'EUR',
+          lines: [
+            { sku: 'a', qty: 1 },
+            { sku: 'b', qty: 2 },
+          ],
+          meta: { by: 'u1', at: { h: 1, m: 2 } },
+        },
+      },
+    ],
+    [
+      'payload (deep value)',
+      {
+        payload: {
+          amount: 1250,
+          currency: 'EUR',
+          lines: [
+            { sku: 'a', qty: 1 },
+            { sku: 'b', qty: 2 },
+          ],
+          meta: { by: 'u1', at: { h: 1, m: 3 } },
+        },
+      },
+    ],
+    [
+      'payload (array order)',
+      {
+        payload: {
+          amount: 1250,
+          currency: 'EUR',
+          lines: [
+            { sku: 'b', qty: 2 },
+            { sku: 'a', qty: 1 },
+          ],
+          meta: { by: 'u1', at: { h: 1, m: 2 } },
+        },
+      },
+    ],
+    [
+      'payload (type of a value)',
+      {
+        payload: {
+          amount: '1250',
+          currency: 'EUR',
+          lines: [
+            { sku: 'a', qty: 1 },
+            { sku: 'b', qty: 2 },
+          ],
+          meta: { by: 'u1', at: { h: 1, m: 2 } },
+        },
+      },
+    ],
     ['tenantId (changed)', { tenantId: 't-2' }],
     ['tenantId (removed)', { tenantId: undefined }],
   ];

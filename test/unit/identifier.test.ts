@@ -50,7 +50,13 @@ describe('a malicious schema name in configuration', () => {
   /** A pool stand-in that records any use: validation must fail before a connection is asked for. */
   const spyPool = () => {
     const used: string[] = [];
-    const pool = { used, connect: async () => void used.push('connect'), query: async () => void used.push('query'), on: () => pool, end: async () => undefined };
+    const pool = {
+      used,
+      connect: async () => void used.push('connect'),
+      query: async () => void used.push('query'),
+      on: () => pool,
+      end: async () => undefined,
+    };
     return pool;
   };
   // Port 1: if anything did try to connect, it would fail with ECONNREFUSED instead of the expected error.
@@ -65,39 +71,60 @@ describe('a malicious schema name in configuration', () => {
 
   it('Relay throws ConfigError naming schema', () => {
     const pool = spyPool();
-    assert.throws(() => new Relay({ schema: evil, pool: pool as never, logger: silentLogger }), (err) => namesSchema(err, ConfigError));
+    assert.throws(
+      () => new Relay({ schema: evil, pool: pool as never, logger: silentLogger }),
+      (err) => namesSchema(err, ConfigError),
+    );
     assert.deepEqual(pool.used, []);
   });
 
   it('Consumer throws ConfigError naming schema', () => {
     const pool = spyPool();
-    assert.throws(() => new Consumer({ queue: 'q', schema: evil, pool: pool as never, handlers: { A: async () => undefined }, logger: silentLogger }), (err) => namesSchema(err, ConfigError));
+    assert.throws(
+      () =>
+        new Consumer({
+          queue: 'q',
+          schema: evil,
+          pool: pool as never,
+          handlers: { A: async () => undefined },
+          logger: silentLogger,
+        }),
+      (err) => namesSchema(err, ConfigError),
+    );
     assert.deepEqual(pool.used, []);
   });
 
   it('migrate rejects with InvalidIdentifierError naming schema', async () => {
     const pool = spyPool();
     await assert.rejects(migrate(pool as never, { schema: evil }), (err) => namesSchema(err, InvalidIdentifierError));
-    await assert.rejects(migrate(connectionString, { schema: evil }), (err) => namesSchema(err, InvalidIdentifierError));
+    await assert.rejects(migrate(connectionString, { schema: evil }), (err) =>
+      namesSchema(err, InvalidIdentifierError),
+    );
     assert.deepEqual(pool.used, []);
   });
 
   it('cleanup rejects with ConfigError naming schema', async () => {
     const pool = spyPool();
-    await assert.rejects(cleanup(pool as never, { schema: evil, outboxRetentionMs: 1000 }), (err) => namesSchema(err, ConfigError));
+    await assert.rejects(cleanup(pool as never, { schema: evil, outboxRetentionMs: 1000 }), (err) =>
+      namesSchema(err, ConfigError),
+    );
     assert.deepEqual(pool.used, []);
   });
 
   it('readPipelineStatus rejects with ConfigError naming schema', async () => {
     const pool = spyPool();
-    await assert.rejects(readPipelineStatus(pool as never, { schema: evil, sampleMs: 0 }), (err) => namesSchema(err, ConfigError));
+    await assert.rejects(readPipelineStatus(pool as never, { schema: evil, sampleMs: 0 }), (err) =>
+      namesSchema(err, ConfigError),
+    );
     assert.deepEqual(pool.used, []);
   });
 
   it('appendToOutbox rejects with InvalidIdentifierError naming schema, before any statement', async () => {
     const pool = spyPool();
     const event = { aggregateType: 'order', aggregateId: '1', aggregateVersion: 1, eventType: 'Placed', payload: {} };
-    await assert.rejects(appendToOutbox(pool as never, event, { schema: evil }), (err) => namesSchema(err, InvalidIdentifierError));
+    await assert.rejects(appendToOutbox(pool as never, event, { schema: evil }), (err) =>
+      namesSchema(err, InvalidIdentifierError),
+    );
     assert.deepEqual(pool.used, []);
   });
 });

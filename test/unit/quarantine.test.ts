@@ -4,14 +4,34 @@ import { bodyMetadata, failureClass } from '../../src/inbox/quarantine.js';
 
 describe('quarantine metadata', () => {
   it('reads eventType and schemaVersion from a JSON body, and nothing from anything else', () => {
-    assert.deepEqual(bodyMetadata(Buffer.from('{"eventType":"OrderPaid","schemaVersion":2}')), { eventType: 'OrderPaid', schemaVersion: 2 });
-    assert.deepEqual(bodyMetadata(Buffer.from('{"eventType":7,"schemaVersion":"2"}')), { eventType: null, schemaVersion: null });
-    assert.deepEqual(bodyMetadata(Buffer.from('{"schemaVersion":99999999999}')), { eventType: null, schemaVersion: null });
-    for (const body of ['not json', '', 'null', '[1,2]', '{"eventType":']) assert.deepEqual(bodyMetadata(Buffer.from(body)), { eventType: null, schemaVersion: null }, body);
+    assert.deepEqual(bodyMetadata(Buffer.from('{"eventType":"OrderPaid","schemaVersion":2}')), {
+      eventType: 'OrderPaid',
+      schemaVersion: 2,
+    });
+    assert.deepEqual(bodyMetadata(Buffer.from('{"eventType":7,"schemaVersion":"2"}')), {
+      eventType: null,
+      schemaVersion: null,
+    });
+    assert.deepEqual(bodyMetadata(Buffer.from('{"schemaVersion":99999999999}')), {
+      eventType: null,
+      schemaVersion: null,
+    });
+    for (const body of ['not json', '', 'null', '[1,2]', '{"eventType":'])
+      assert.deepEqual(bodyMetadata(Buffer.from(body)), { eventType: null, schemaVersion: null }, body);
   });
 
   it('classes a message retried to its limit as exhausted, everything else as permanent', () => {
     assert.equal(failureClass('handler-failed'), 'exhausted');
-    for (const reason of ['content-conflict', 'invalid-envelope', 'malformed-body', 'body-too-large', 'unknown-event-type', 'stale-version', 'handler-permanent', 'unsupported-schema-version'] as const) assert.equal(failureClass(reason), 'permanent');
+    for (const reason of [
+      'content-conflict',
+      'invalid-envelope',
+      'malformed-body',
+      'body-too-large',
+      'unknown-event-type',
+      'stale-version',
+      'handler-permanent',
+      'unsupported-schema-version',
+    ] as const)
+      assert.equal(failureClass(reason), 'permanent');
   });
 });

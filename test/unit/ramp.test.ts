@@ -5,7 +5,10 @@ import { RampGate, rampLimit, DEFAULT_RAMP_UP } from '../../src/inbox/ramp.js';
 describe('rampLimit', () => {
   it('starts at the initial rate, multiplies per step and lifts the limit at the ceiling', () => {
     const policy = { initialPerSecond: 100, factor: 2, stepMs: 1_000, untilPerSecond: 1_000 };
-    assert.deepEqual([0, 999, 1_000, 2_500, 3_000, 3_999, 4_000].map((ms) => rampLimit(ms, policy)), [100, 100, 200, 400, 800, 800, null]);
+    assert.deepEqual(
+      [0, 999, 1_000, 2_500, 3_000, 3_999, 4_000].map((ms) => rampLimit(ms, policy)),
+      [100, 100, 200, 400, 800, 800, null],
+    );
   });
 
   it('with a factor of 1 never lifts below the ceiling, and the default lifts within 7 s', () => {

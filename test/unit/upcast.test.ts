@@ -4,7 +4,15 @@ import { UnsupportedSchemaVersionError, type EventEnvelope } from '../../src/ind
 import { upcast } from '../../src/testing/index.js';
 
 const v = (schemaVersion: number, payload: unknown, eventType = 'OrderPaid'): EventEnvelope => ({
-  eventId: 'e1', aggregateType: 'order', aggregateId: 'o1', aggregateVersion: 1, eventType, schemaVersion, kind: 'incremental', payload, occurredAt: '2026-12-02T00:00:00.000Z',
+  eventId: 'e1',
+  aggregateType: 'order',
+  aggregateId: 'o1',
+  aggregateVersion: 1,
+  eventType,
+  schemaVersion,
+  kind: 'incremental',
+  payload,
+  occurredAt: '2026-12-02T00:00:00.000Z',
 });
 
 const evolution = {
@@ -23,7 +31,10 @@ const evolution = {
 describe('upcast', () => {
   it('walks an old event up one version at a time to the current shape', () => {
     assert.deepEqual(upcast(v(1, { amount: 5 }), evolution), v(3, { currency: 'EUR', amountCents: 500 }));
-    assert.deepEqual(upcast(v(2, { amount: 5, currency: 'USD' }), evolution), v(3, { currency: 'USD', amountCents: 500 }));
+    assert.deepEqual(
+      upcast(v(2, { amount: 5, currency: 'USD' }), evolution),
+      v(3, { currency: 'USD', amountCents: 500 }),
+    );
   });
 
   it('leaves current events and unregistered types untouched', () => {
@@ -34,7 +45,16 @@ describe('upcast', () => {
   });
 
   it('refuses a newer version and a missing step with UnsupportedSchemaVersionError', () => {
-    assert.throws(() => upcast(v(4, {}), evolution), (err: unknown) => err instanceof UnsupportedSchemaVersionError && err.code === 'CONVERGE_UNSUPPORTED_SCHEMA_VERSION' && /newer/.test(err.message));
-    assert.throws(() => upcast(v(1, {}), { OrderPaid: { current: 3, upcasters: { 2: (p: unknown) => p } } }), (err: unknown) => err instanceof UnsupportedSchemaVersionError && /no upcaster from version 1/.test(err.message));
+    assert.throws(
+      () => upcast(v(4, {}), evolution),
+      (err: unknown) =>
+        err instanceof UnsupportedSchemaVersionError &&
+        err.code === 'CONVERGE_UNSUPPORTED_SCHEMA_VERSION' &&
+        /newer/.test(err.message),
+    );
+    assert.throws(
+      () => upcast(v(1, {}), { OrderPaid: { current: 3, upcasters: { 2: (p: unknown) => p } } }),
+      (err: unknown) => err instanceof UnsupportedSchemaVersionError && /no upcaster from version 1/.test(err.message),
+    );
   });
 });

@@ -41,18 +41,29 @@ describe('judgeIncrement', () => {
 describe('planIncrements', () => {
   const ev = (id: string, version: number) => ({ aggregateType: 'order', aggregateId: id, aggregateVersion: version });
   const state = (entries: [string, number, number | null][]) =>
-    new Map(entries.map(([id, version, baselineVersion]) => [aggregateKey({ aggregateType: 'order', aggregateId: id }), { version, baselineVersion }]));
+    new Map(
+      entries.map(([id, version, baselineVersion]) => [
+        aggregateKey({ aggregateType: 'order', aggregateId: id }),
+        { version, baselineVersion },
+      ]),
+    );
 
   it('chains consecutive versions of one aggregate inside a batch, whatever their arrival order', () => {
     const plan = planIncrements([ev('a', 3), ev('a', 1), ev('a', 2)], state([]));
-    assert.deepEqual(plan.apply.map((e) => e.aggregateVersion), [1, 2, 3]);
+    assert.deepEqual(
+      plan.apply.map((e) => e.aggregateVersion),
+      [1, 2, 3],
+    );
     assert.equal(plan.blocked, undefined);
     assert.equal(plan.finalVersions.get(aggregateKey(ev('a', 0))), 3);
   });
 
   it('starts from the stored version and keeps aggregates apart', () => {
     const plan = planIncrements([ev('a', 5), ev('b', 1)], state([['a', 4, null]]));
-    assert.deepEqual(plan.apply.map((e) => `${e.aggregateId}${e.aggregateVersion}`), ['a5', 'b1']);
+    assert.deepEqual(
+      plan.apply.map((e) => `${e.aggregateId}${e.aggregateVersion}`),
+      ['a5', 'b1'],
+    );
   });
 
   it('blocks on the first gap and reports the version reached', () => {
@@ -67,8 +78,14 @@ describe('planIncrements', () => {
 
   it('counts events at or below the baseline as covered and applies the next one', () => {
     const plan = planIncrements([ev('a', 3), ev('a', 4), ev('a', 2)], state([['a', 3, 3]]));
-    assert.deepEqual(plan.covered.map((e) => e.aggregateVersion), [2, 3]);
-    assert.deepEqual(plan.apply.map((e) => e.aggregateVersion), [4]);
+    assert.deepEqual(
+      plan.covered.map((e) => e.aggregateVersion),
+      [2, 3],
+    );
+    assert.deepEqual(
+      plan.apply.map((e) => e.aggregateVersion),
+      [4],
+    );
     assert.equal(plan.blocked, undefined);
   });
 });
@@ -80,7 +97,11 @@ describe('consecutiveRuns', () => {
     const runs = consecutiveRuns([ev('b', 7), ev('a', 3), ev('b', 6), ev('a', 2), ev('c', 1)]);
     assert.deepEqual(
       runs?.map((r) => [r.aggregateId, r.first, r.last, r.events.map((e) => e.aggregateVersion)]),
-      [['a', 2, 3, [2, 3]], ['b', 6, 7, [6, 7]], ['c', 1, 1, [1]]],
+      [
+        ['a', 2, 3, [2, 3]],
+        ['b', 6, 7, [6, 7]],
+        ['c', 1, 1, [1]],
+      ],
     );
   });
 

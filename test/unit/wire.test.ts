@@ -3,7 +3,14 @@ import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { parseEnvelope } from '../../src/envelope/validate.js';
 import { ConfigError } from '../../src/runtime/errors.js';
-import { CONTENT_TYPE, DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate, type EncodedMessage } from '../../src/transport/wire.js';
+import {
+  CONTENT_TYPE,
+  DEFAULT_ROUTING_KEY,
+  HEADER,
+  encodeMessage,
+  routingKeyFromTemplate,
+  type EncodedMessage,
+} from '../../src/transport/wire.js';
 import { orderEvent } from '../support/builders.js';
 
 function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
@@ -38,7 +45,10 @@ describe('encodeMessage', () => {
   it('sets the AMQP timestamp in whole seconds, as the protocol defines it', () => {
     const { options } = encodeMessage(envelope(), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
     assert.equal(options.timestamp, Date.UTC(2024, 4, 1, 10, 0, 0) / 1000);
-    const offset = encodeMessage(envelope({ occurredAt: '2024-05-01T12:00:00.999+02:00' }), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+    const offset = encodeMessage(
+      envelope({ occurredAt: '2024-05-01T12:00:00.999+02:00' }),
+      routingKeyFromTemplate(DEFAULT_ROUTING_KEY),
+    );
     assert.equal(offset.options.timestamp, Date.UTC(2024, 4, 1, 10, 0, 0) / 1000);
   });
 
@@ -56,14 +66,20 @@ describe('encodeMessage', () => {
   });
 
   it('adds tenant and traceparent headers when present', () => {
-    const { options } = encodeMessage(envelope({ tenantId: 'tenant-a', traceparent, kind: 'snapshot' }), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+    const { options } = encodeMessage(
+      envelope({ tenantId: 'tenant-a', traceparent, kind: 'snapshot' }),
+      routingKeyFromTemplate(DEFAULT_ROUTING_KEY),
+    );
     assert.equal(headersOf(options)['x-tenant-id'], 'tenant-a');
     assert.equal(headersOf(options)[HEADER.traceparent], traceparent);
     assert.equal(headersOf(options)['x-event-kind'], 'snapshot');
   });
 
   it('puts the whole envelope in the body, which parses back to the same envelope', () => {
-    for (const original of [envelope(), envelope({ tenantId: 'tenant-a', traceparent, kind: 'snapshot', payload: null })]) {
+    for (const original of [
+      envelope(),
+      envelope({ tenantId: 'tenant-a', traceparent, kind: 'snapshot', payload: null }),
+    ]) {
       const { content } = encodeMessage(original, routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
       assert.ok(Buffer.isBuffer(content));
       assert.deepEqual(parseEnvelope(content), original);
@@ -121,7 +137,10 @@ describe('routingKeyFromTemplate', () => {
   });
 
   it('rejects a template longer than an AMQP short string', () => {
-    assert.throws(() => routingKeyFromTemplate('k'.repeat(256)), (err: unknown) => err instanceof ConfigError && err.field === 'routingKey');
+    assert.throws(
+      () => routingKeyFromTemplate('k'.repeat(256)),
+      (err: unknown) => err instanceof ConfigError && err.field === 'routingKey',
+    );
     assert.equal(routingKeyFromTemplate('k'.repeat(255))(envelope()), 'k'.repeat(255));
   });
 });
