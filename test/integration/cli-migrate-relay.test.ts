@@ -1,13 +1,12 @@
 /** The CLI from the shell: migrate, and the relay with status and retry-failed. (cli.test.ts split so each file stays well inside the per-file timeout.) */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { cli, runCli } from '../support/cli.js';
 import { appendToOutbox, withTransaction } from '../../src/index.js';
 import {
   after,
   before,
   test,
-  DATABASE_URL,
   connectPostgres,
   connectRabbit,
   uniqueName,
@@ -16,25 +15,6 @@ import {
 } from '../support/rig.js';
 import type pg from 'pg';
 import { LATEST_MIGRATION, migrations } from '../../src/schema/migrations.js';
-
-const CLI = ['--import', 'tsx', 'src/cli/main.ts'];
-
-function runCli(args: string[]): ChildProcess {
-  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
-  });
-}
-
-async function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = runCli(args);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stdout, stderr };
-}
 
 let pool: pg.Pool;
 const schema = uniqueName('cvt_cli');
