@@ -40,7 +40,7 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [outboxOptions, 'appendToOutbox(executor, event, options) / appendManyToOutbox(executor, events, options)'],
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
-  [processorOptions, "new DeliveryProcessor(options) (from 'converge/testing')"],
+  [processorOptions, "new DeliveryProcessor(options) (from 'converge-events/testing')"],
   [partitionedTopologyOptions, 'declarePartitionedTopology(channel, options)'],
   [
     partitionedConsumerOptions,
