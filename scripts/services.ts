@@ -237,20 +237,21 @@ export async function prepareRabbit(url: string): Promise<string> {
   if (first !== undefined && isNotRunning(first)) {
     if (!target.local) fail(`not answering (${message(first)})`, 'start it, or point AMQP_URL at a running broker');
     const started = Date.now();
-    // Fails with "already running" when another run started it meanwhile: waiting settles that too.
     const startError = await command('rabbitmq-server', ['-detached']).then(
       () => undefined,
       (err: unknown) => err,
     );
-    const cannot = (why: unknown): never =>
-      fail(
-        `not answering and could not be started: ${message(startError ?? why)}`,
-        'start it yourself (docker compose up -d --wait)',
-      );
-    if (/not installed/.test(message(startError))) cannot(startError);
+    const cannot = (why: unknown, hint: string): never =>
+      fail(`not answering and could not be started: ${message(why)}`, hint);
+    // -detached returns before the node boots, so a failure here is the launcher's (not installed, not root);
+    // "already running" means another run started it meanwhile, and waiting settles that.
+    if (startError !== undefined && !/already running/i.test(message(startError)))
+      cannot(startError, 'start it yourself (e.g. docker compose up -d --wait), or set AMQP_URL');
     pluginMissing = await waitUntilUp(() => probePlugin(url), 'RabbitMQ').then(
       () => false,
-      (err: unknown) => (err instanceof BrokerPluginMissingError ? true : cannot(err)),
+      (err: unknown) =>
+        err instanceof BrokerPluginMissingError ||
+        cannot(err, 'see its log (rabbitmq-diagnostics log_location) or start it yourself'),
     );
     done.push(`started (${((Date.now() - started) / 1000).toFixed(1)} s)`);
   } else if (first !== undefined && !pluginMissing) {
