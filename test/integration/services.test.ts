@@ -1,8 +1,8 @@
 /**
  * scripts/services.ts against the real local services, without disturbing them: the fast path when
  * everything is up, and the database-creation path on a uniquely named scratch database.
- * (Starting a stopped server and enabling a disabled plugin would stop services other runs share;
- * those paths were exercised by hand, see CONTRIBUTING.)
+ * (Starting a stopped server and enabling a disabled plugin would disturb services other runs share;
+ * those paths were run by hand, against the shared broker once and against a spare node and cluster.)
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
