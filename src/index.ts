@@ -107,5 +107,6 @@ export {
   UnsupportedSchemaVersionError,
   QuarantineNotFoundError,
   QuarantineResolvedError,
+  BrokerPluginMissingError,
 } from './runtime/errors.js';
 export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure } from './runtime/errors.js';

@@ -1,5 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { BrokerPluginMissingError } from '../runtime/errors.js';
+import { describeError } from '../runtime/logger.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
+import { openConnection } from '../transport/connection.js';
+import { probeExchangeType } from '../transport/topology.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
 
@@ -27,12 +32,14 @@ export type PartitionedConsumerOptions = OptionsInput<typeof partitionedConsumer
  * All partitions share one inbox scope (the prefix, unless `consumer` is set), so changing
  * the partition count later cannot let a moved aggregate's old events look new. Run the same
  * call in several processes: single-active-consumer makes one of them active per partition
- * and fails over to another when it stops.
+ * and fails over to another when it stops. A broker without the consistent-hash plugin could
+ * never route to the partitions: then every `ready()` rejects with BrokerPluginMissingError
+ * and the consumers stop.
  */
 export function startPartitionedConsumers(options: PartitionedConsumerOptions): Consumer[] {
   const { queuePrefix: prefix, partitions: count, ...rest } = options;
   const { queuePrefix, partitions } = partitionedConsumerOptions.parse({ queuePrefix: prefix, partitions: count });
-  return Array.from({ length: partitions }, (_, partition) =>
+  const consumers = Array.from({ length: partitions }, (_, partition) =>
     startConsumer({
       ...rest,
       queue: `${queuePrefix}.p${partition}`,
@@ -40,4 +47,42 @@ export function startPartitionedConsumers(options: PartitionedConsumerOptions): 
       declare: false,
     }),
   );
+  const pluginChecked = checkPlugin(consumers, queuePrefix);
+  pluginChecked.catch(() => undefined); // reported through ready(), which callers may never call
+  for (const consumer of consumers) {
+    const subscribed = consumer.ready.bind(consumer);
+    consumer.ready = () => Promise.all([subscribed(), pluginChecked]).then(() => undefined);
+  }
+  return consumers;
+}
+
+/**
+ * Asks the broker once, on a connection of its own, whether it knows the consistent-hash type.
+ * Only a definite "no" fails the group; a broker that cannot be asked now is the consumers'
+ * reconnect loop's business.
+ */
+async function checkPlugin(consumers: Consumer[], queuePrefix: string): Promise<void> {
+  const { amqpUrl, amqpSocketOptions, logger } = consumers[0]!.options;
+  try {
+    const connection = await openConnection(
+      amqpUrl,
+      `converge-consumer ${queuePrefix} plugin check`,
+      logger,
+      () => undefined,
+      amqpSocketOptions,
+    );
+    try {
+      await probeExchangeType(connection, `${queuePrefix}.plugin-check.${randomBytes(4).toString('hex')}`);
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+  } catch (err) {
+    if (!(err instanceof BrokerPluginMissingError)) {
+      logger.warn({ ...describeError(err), queuePrefix }, 'could not check for the consistent-hash plugin');
+      return;
+    }
+    logger.error({ ...describeError(err), queuePrefix }, 'partitioned consumers stop: broker plugin missing');
+    await Promise.all(consumers.map((consumer) => consumer.stop()));
+    throw err;
+  }
 }

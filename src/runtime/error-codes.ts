@@ -140,6 +140,13 @@ export const ERROR_CODES = {
     when: 'A quarantine replay or discard names a row that is already closed (replayed or discarded, possibly by someone else meanwhile).',
     action: 'Nothing to redo; `converge dlq show ID` shows its resolution.',
   },
+  CONVERGE_BROKER_PLUGIN_MISSING: {
+    error: 'BrokerPluginMissingError',
+    carries: '`plugin`, `exchangeType`',
+    when: '`declarePartitionedTopology`, `converge topology` or `startPartitionedConsumers` (its `ready()` rejects and the consumers stop) found that RabbitMQ does not know the `x-consistent-hash` exchange type: the `rabbitmq_consistent_hash_exchange` plugin is not enabled. The broker closes the connection with 503 COMMAND_INVALID.',
+    action:
+      'Run `rabbitmq-plugins enable rabbitmq_consistent_hash_exchange` on every broker node (the plugin ships with RabbitMQ; docker-compose.yml enables it), then declare again. Locally, `npm run services` does it.',
+  },
 } as const satisfies Record<`CONVERGE_${string}`, ErrorCodeDoc>;
 
 /** Every code a ConvergeError can carry. */

@@ -256,3 +256,23 @@ export class QuarantineResolvedError extends ConvergeError {
     );
   }
 }
+
+/**
+ * RabbitMQ does not know an exchange type converge declares, because the plugin that provides it is
+ * not enabled (the `x-consistent-hash` type of partitioned consumer groups). The broker answers the
+ * declare by closing the whole connection (503 COMMAND_INVALID); the original error is the `cause`.
+ */
+export class BrokerPluginMissingError extends ConvergeError {
+  constructor(
+    readonly plugin: string,
+    readonly exchangeType: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      'CONVERGE_BROKER_PLUGIN_MISSING',
+      `RabbitMQ does not know the exchange type '${exchangeType}': the plugin ${plugin} is not enabled; ` +
+        `enable it with: rabbitmq-plugins enable ${plugin}`,
+      options,
+    );
+  }
+}

@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import * as errors from '../../src/runtime/errors.js';
 import {
   BodyTooLargeError,
+  BrokerPluginMissingError,
   ConcurrencyConflictError,
   ConfigError,
   ContentConflictError,
@@ -54,6 +55,9 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
   ],
   QuarantineNotFoundError: () => [new QuarantineNotFoundError('42')],
   QuarantineResolvedError: () => [new QuarantineResolvedError('42', 'replayed'), new QuarantineResolvedError('42')],
+  BrokerPluginMissingError: () => [
+    new BrokerPluginMissingError('rabbitmq_consistent_hash_exchange', 'x-consistent-hash'),
+  ],
 };
 
 /** Every class errors.ts exports that extends ConvergeError. */

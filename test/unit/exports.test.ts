@@ -17,6 +17,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
     source: 'src/index.ts',
     names: [
       'BodyTooLargeError',
+      'BrokerPluginMissingError',
       'ConcurrencyConflictError',
       'ConfigError',
       'Consumer',
