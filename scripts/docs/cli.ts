@@ -46,7 +46,14 @@ function section(command: Command): string[] {
   const path = pathOf(command);
   const lines = [`## ${path}`, '', '```', `${path} ${command.usage()}`.trimEnd(), '```', ''];
   if (command.description()) lines.push(command.description(), '');
-  if (command.aliases().length > 0) lines.push(`Alias: ${command.aliases().map((a) => `\`${a}\``).join(', ')}.`, '');
+  if (command.aliases().length > 0)
+    lines.push(
+      `Alias: ${command
+        .aliases()
+        .map((a) => `\`${a}\``)
+        .join(', ')}.`,
+      '',
+    );
   const args = command.registeredArguments;
   if (args.length > 0) lines.push('| argument | meaning | required |', '|---|---|---|', ...args.map(argumentRow), '');
   const options = command.options.filter((option) => !option.hidden);

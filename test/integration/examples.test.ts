@@ -24,8 +24,8 @@ function start(name: string, env: Record<string, string>, args: string[] = []): 
     env: { ...process.env, TSX_TSCONFIG_PATH: TSCONFIG, DATABASE_URL, AMQP_URL, ...env },
   });
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   return { child, output: () => output };
 }
 
