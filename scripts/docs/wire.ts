@@ -15,8 +15,8 @@ import { DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate } fr
 
 export const WIRE_DOC = fileURLToPath(new URL('../../docs/reference/wire-format.md', import.meta.url));
 
-/** The example event of the page: every field set, so every header shows. */
-export const EXAMPLE: EventEnvelope = {
+/** The example event of the page: every field set (Required, so a new envelope field must appear here), so every header shows. */
+export const EXAMPLE: Required<EventEnvelope> = {
   eventId: '8a1f2c3e-5b6d-4e7f-8a9b-0c1d2e3f4a5b',
   aggregateType: 'order',
   aggregateId: '42',

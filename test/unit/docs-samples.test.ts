@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { checkSamples, extractSamples } from '../../scripts/docs/samples.js';
 import { renderCliReference } from '../../scripts/docs/cli.js';
+import { EXAMPLE } from '../../scripts/docs/wire.js';
 import { createProgram } from '../../src/cli/program.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -72,5 +73,12 @@ describe('CLI reference', () => {
       }
     };
     walk(createProgram(), 'converge');
+  });
+});
+
+describe('events reference', () => {
+  test('docs/reference/events.md has a row for every envelope field', () => {
+    const page = readFileSync(join(ROOT, 'docs', 'reference', 'events.md'), 'utf8');
+    for (const field of Object.keys(EXAMPLE)) assert.ok(page.includes(`| \`${field}\` |`), `row for ${field}`);
   });
 });
