@@ -1,0 +1,62 @@
+/**
+ * A consumer with a projection: keeps `order_totals` (one row per order) from the events of
+ * service.ts. Every delivery runs in one transaction: inbox row, version check, read-model write,
+ * commit, and only then the ack. Runs until SIGTERM or SIGINT.
+ *
+ * Environment: DATABASE_URL, AMQP_URL, EXAMPLE_SCHEMA (default `shop`),
+ * EXAMPLE_EXCHANGE (default `converge.events`), EXAMPLE_QUEUE (default `order-totals`).
+ */
+import pg from 'pg';
+import { applyIncrement, migrate, startConsumer, type EventEnvelope, type HandlerContext } from 'converge-events';
+
+const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const schema = process.env.EXAMPLE_SCHEMA ?? 'shop';
+const totals = `${pg.escapeIdentifier(schema)}.order_totals`;
+
+/**
+ * Adds `delta` to the order's total, creating the row on the order's first event: an UPDATE alone
+ * would change nothing for a new order while its version was recorded as applied.
+ */
+async function addToTotal(event: EventEnvelope, { tx }: HandlerContext, delta: number): Promise<void> {
+  await applyIncrement(tx, { projection: 'order_totals', event, schema }, async () => {
+    await tx.query(
+      `INSERT INTO ${totals} (id, amount) VALUES ($1, $2)
+       ON CONFLICT (id) DO UPDATE SET amount = order_totals.amount + EXCLUDED.amount`,
+      [event.aggregateId, delta],
+    );
+  });
+}
+
+// converge's tables (idempotent, safe from many processes at once; `converge migrate` does the same) and the read model.
+const setup = new pg.Pool({ connectionString, max: 1 });
+await migrate(setup, { schema });
+await setup.query(`CREATE TABLE IF NOT EXISTS ${totals} (id text PRIMARY KEY, amount int NOT NULL)`);
+await setup.end();
+
+const consumer = startConsumer({
+  connectionString,
+  amqpUrl: process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  schema,
+  exchange: process.env.EXAMPLE_EXCHANGE ?? 'converge.events',
+  queue: process.env.EXAMPLE_QUEUE ?? 'order-totals',
+  bindings: ['order.#'],
+  handleSignals: true,
+  handlers: {
+    OrderPlaced: async (event, context) => {
+      const { amount } = event.payload as { amount: number };
+      await addToTotal(event, context, amount);
+    },
+    AmountAdded: async (event, context) => {
+      const { delta } = event.payload as { delta: number };
+      await addToTotal(event, context, delta);
+    },
+  },
+});
+
+consumer.on('settled', (settlement) =>
+  console.log(
+    settlement.action === 'ack' ? `${settlement.outcome} ${settlement.eventId}` : `retry in ${settlement.delayMs} ms`,
+  ),
+);
+await consumer.ready();
+console.log('consumer ready');
