@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
+import type { UntypedEvents } from '../envelope/events.js';
 
 /**
  * The options startPartitionedConsumers adds; every other key is a Consumer option (except
@@ -19,8 +20,10 @@ export const partitionedConsumerOptions = defineOptions(
   }),
 );
 
-export type PartitionedConsumerOptions = OptionsInput<typeof partitionedConsumerOptions> &
-  Omit<ConsumerOptions, 'queue' | 'declare' | 'bindings'>;
+export type PartitionedConsumerOptions<M extends object = UntypedEvents> = OptionsInput<
+  typeof partitionedConsumerOptions
+> &
+  Omit<ConsumerOptions<M>, 'queue' | 'declare' | 'bindings'>;
 
 /**
  * Starts one consumer per partition queue of a topology made by declarePartitionedTopology.
@@ -29,11 +32,13 @@ export type PartitionedConsumerOptions = OptionsInput<typeof partitionedConsumer
  * call in several processes: single-active-consumer makes one of them active per partition
  * and fails over to another when it stops.
  */
-export function startPartitionedConsumers(options: PartitionedConsumerOptions): Consumer[] {
+export function startPartitionedConsumers<M extends object = UntypedEvents>(
+  options: PartitionedConsumerOptions<M>,
+): Consumer<M>[] {
   const { queuePrefix: prefix, partitions: count, ...rest } = options;
   const { queuePrefix, partitions } = partitionedConsumerOptions.parse({ queuePrefix: prefix, partitions: count });
   return Array.from({ length: partitions }, (_, partition) =>
-    startConsumer({
+    startConsumer<M>({
       ...rest,
       queue: `${queuePrefix}.p${partition}`,
       consumer: rest.consumer ?? queuePrefix,

@@ -16,6 +16,8 @@ import {
   EnvelopeValidationError,
   InvalidIdentifierError,
   MalformedBodyError,
+  NoRowsWrittenError,
+  PayloadValidationError,
   PermanentError,
   PublishError,
   QuarantineNotFoundError,
@@ -54,6 +56,11 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
   ],
   QuarantineNotFoundError: () => [new QuarantineNotFoundError('42')],
   QuarantineResolvedError: () => [new QuarantineResolvedError('42', 'replayed'), new QuarantineResolvedError('42')],
+  PayloadValidationError: () => [new PayloadValidationError('OrderPlaced', ['total', 'lines.0.qty'])],
+  NoRowsWrittenError: () => [
+    new NoRowsWrittenError('order_view', 0, 1, { aggregateType: 'order', aggregateId: 'o-1', version: 1 }),
+    new NoRowsWrittenError('order_view', 2, 3, { aggregates: 3, events: 5 }),
+  ],
 };
 
 /** Every class errors.ts exports that extends ConvergeError. */
