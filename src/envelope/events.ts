@@ -65,7 +65,7 @@ export function defineEvents(schemas?: SchemaMap): EventCatalog {
 /** A catalog made by defineEvents (as the consumer's `events` option checks it). */
 export function isEventCatalog(value: unknown): value is EventCatalog {
   if (typeof value !== 'object' || value === null || !('schemas' in value)) return false;
-  const schemas = (value as { schemas: unknown }).schemas;
+  const schemas = value.schemas;
   return schemas === undefined || (typeof schemas === 'object' && schemas !== null);
 }
 

@@ -15,14 +15,13 @@ export interface StandardSchemaProps<Input = unknown, Output = Input> {
   readonly vendor: string;
   readonly validate: (
     value: unknown,
-    options?: { readonly libraryOptions?: Record<string, unknown> | undefined } | undefined,
+    options?: { readonly libraryOptions?: Record<string, unknown> | undefined },
   ) => StandardSchemaResult<Output> | Promise<StandardSchemaResult<Output>>;
   readonly types?: { readonly input: Input; readonly output: Output } | undefined;
 }
 
 export type StandardSchemaResult<Output> =
-  | { readonly value: Output; readonly issues?: undefined }
-  | { readonly issues: ReadonlyArray<StandardSchemaIssue> };
+  { readonly value: Output; readonly issues?: undefined } | { readonly issues: ReadonlyArray<StandardSchemaIssue> };
 
 export interface StandardSchemaIssue {
   readonly message: string;

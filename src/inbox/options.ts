@@ -225,13 +225,14 @@ export const consumerOptions = defineOptions(
 
 /**
  * The options an event map types (the zod schema above checks them at runtime, untyped). `M`
- * is inferred from `events`, or given: `startConsumer<OrderEvents>({...})`.
+ * is inferred from `events` only (NoInfer elsewhere, so handlers written apart cannot pull it
+ * their way), or given: `startConsumer<OrderEvents>({...})`.
  */
 export interface TypedHandlerOptions<M extends object = UntypedEvents> {
   events?: EventCatalog<M, object>;
-  handlers?: EventHandlers<M>;
-  batchHandler?: BatchHandlerOf<M>;
-  schemas?: SchemaEvolution<M>;
+  handlers?: EventHandlers<NoInfer<M>>;
+  batchHandler?: BatchHandlerOf<NoInfer<M>>;
+  schemas?: SchemaEvolution<NoInfer<M>>;
 }
 type Typed = keyof TypedHandlerOptions;
 

@@ -64,10 +64,7 @@ export class InvalidIdentifierError extends ConvergeError {
 }
 
 type EnvelopeErrorCode =
-  | 'CONVERGE_INVALID_ENVELOPE'
-  | 'CONVERGE_MALFORMED_BODY'
-  | 'CONVERGE_BODY_TOO_LARGE'
-  | 'CONVERGE_INVALID_PAYLOAD';
+  'CONVERGE_INVALID_ENVELOPE' | 'CONVERGE_MALFORMED_BODY' | 'CONVERGE_BODY_TOO_LARGE' | 'CONVERGE_INVALID_PAYLOAD';
 
 /** An envelope (outgoing or received) is malformed; `field` names the offending field, never its value. */
 export class EnvelopeValidationError extends ConvergeError {
@@ -285,8 +282,7 @@ export class PayloadValidationError extends EnvelopeValidationError {
 
 /** What a projection write was about: one event (applyIncrement, applySnapshot) or a batch. */
 export type WrittenFor =
-  | { aggregateType: string; aggregateId: string; version: number }
-  | { aggregates: number; events: number };
+  { aggregateType: string; aggregateId: string; version: number } | { aggregates: number; events: number };
 
 /**
  * A projection helper's write callback changed fewer rows than the events it applied need:

@@ -55,7 +55,8 @@ describe('typed events at the producer', () => {
       assert.equal(failure.eventType, 'AmountAdded');
       assert.deepEqual(failure.paths, ['delta']);
       assert.ok(!failure.message.includes(SECRET), failure.message);
-      assert.equal(Number((await db.pool.query(`SELECT count(*) AS n FROM "${db.schema}".outbox`)).rows[0].n), 0);
+      const counted = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".outbox`);
+      assert.equal(counted.rows[0]?.n, '0');
 
       await withTransaction(db.pool, (tx) =>
         appendToOutbox(tx, { ...order, aggregateVersion: 1, eventType: 'AmountAdded', payload: { delta: 5 } }, options),

@@ -6,9 +6,19 @@
  * sample (INSERT ... ON CONFLICT DO UPDATE) applies.
  */
 import assert from 'node:assert/strict';
-import { applyIncrement, readProjectionState, type EventHandler, type Settlement } from '../../src/index.js';
+import {
+  NoRowsWrittenError,
+  applyIncrement,
+  applyIncrements,
+  applySnapshot,
+  readProjectionState,
+  withTransaction,
+  type EventHandler,
+  type Settlement,
+} from '../../src/index.js';
 import { withEnv, envelope, collect, quarantineRows, type Env } from '../support/consumer-env.js';
-import { describe, test, waitFor } from '../support/rig.js';
+import { AGGREGATE_TYPE, PROJECTION as MODEL_PROJECTION, withReadModel } from '../support/read-model.js';
+import { describe, test, settle, waitFor } from '../support/rig.js';
 
 const PROJECTION = 'order_search';
 
@@ -71,7 +81,7 @@ async function expectFailedDelivery(env: Env, handler: EventHandler): Promise<vo
   const [row] = await quarantineRows(env);
   assert.equal(row?.event_id, 'E1');
   assert.equal(row?.reason, 'handler-failed');
-  assert.match(row!.detail, /order\/o1 version 1 in order_search changed 0 rows, expected at least 1/);
+  assert.match(row?.detail ?? '', /order\/o1 version 1 in order_search changed 0 rows, expected at least 1/);
 }
 
 describe('projection writes must report the rows they changed', () => {
@@ -126,6 +136,56 @@ describe('projection writes must report the rows they changed', () => {
       await env.publish(envelope('E2', 'o1', 2, { note: 'ignored by this read model' }, 'NoteAdded'));
       await waitFor(() => consumer.stats.applied === 2, 'both events to apply');
       assert.deepEqual(await readState(env, 'o1'), { version: 2, baselineVersion: null, deleted: false });
+    });
+  });
+});
+
+describe('the write-count rule for batches and snapshots', () => {
+  const ev = (aggregateId: string, version: number) => ({
+    aggregateType: AGGREGATE_TYPE,
+    aggregateId,
+    aggregateVersion: version,
+  });
+
+  test('applyIncrements: fewer rows than aggregates (one UPDATE missed a new aggregate) rolls back; at-least-one accepts it', async () => {
+    await withReadModel('cvt_write', async (m) => {
+      await m.pool.query(`INSERT INTO ${m.readModel} (id, amount) VALUES ('a', 0)`);
+      const target = { projection: MODEL_PROJECTION, events: [ev('a', 1), ev('a', 2), ev('b', 1)], schema: m.schema };
+      const update = (tx: { query: typeof m.pool.query }) => async (events: { aggregateId: string }[]) =>
+        tx.query(`UPDATE ${m.readModel} SET amount = amount + 1 WHERE id = ANY($1)`, [
+          events.map((e) => e.aggregateId),
+        ]);
+
+      const failure = await settle(withTransaction(m.pool, (tx) => applyIncrements(tx, target, update(tx))));
+      assert.ok(!failure.ok && failure.error instanceof NoRowsWrittenError, 'one row for two aggregates');
+      assert.equal(failure.error.rowCount, 1);
+      assert.equal(failure.error.expected, 2);
+      assert.deepEqual(failure.error.writtenFor, { aggregates: 2, events: 3 });
+      assert.equal(await m.state('a'), null, 'versions rolled back with the write');
+
+      const result = await withTransaction(m.pool, (tx) =>
+        applyIncrements(tx, { ...target, expectRows: 'at-least-one' }, update(tx)),
+      );
+      assert.equal(result.applied.length, 3);
+      assert.deepEqual(await m.state('b'), { version: 1, baselineVersion: null, deleted: false });
+    });
+  });
+
+  test('applySnapshot: 0 rows throws for a live snapshot, and is fine for a tombstone (the row may never have existed)', async () => {
+    await withReadModel('cvt_write', async (m) => {
+      const target = { projection: MODEL_PROJECTION, event: ev('gone', 3), schema: m.schema };
+      const remove = (tx: { query: typeof m.pool.query }) => async () =>
+        tx.query(`DELETE FROM ${m.readModel} WHERE id = 'gone'`);
+
+      const failure = await settle(withTransaction(m.pool, (tx) => applySnapshot(tx, target, remove(tx))));
+      assert.ok(!failure.ok && failure.error instanceof NoRowsWrittenError);
+      assert.equal(await m.state('gone'), null);
+
+      const tombstone = await withTransaction(m.pool, (tx) =>
+        applySnapshot(tx, { ...target, deleted: true }, remove(tx)),
+      );
+      assert.deepEqual(tombstone, { applied: true, version: 3 });
+      assert.deepEqual(await m.state('gone'), { version: 3, baselineVersion: 3, deleted: true });
     });
   });
 });
