@@ -39,6 +39,11 @@ export interface ProjectionState {
  * An event at or below the baseline of a trusted snapshot returns `covered-by-baseline`
  * without calling `apply`.
  *
+ * `apply` gets the event back (typed as given) and reports what it wrote (WriteResult): a
+ * result changing no row throws NoRowsWrittenError, so an UPDATE that missed the row an
+ * aggregate's first event should have created is never recorded as applied. Return
+ * `'unchanged'` for an event that legitimately writes nothing.
+ *
  * Inside a consumer handler, pass the context's `tx`: the verdict is also reported to the
  * consumer, which rolls back and parks (or retries) the event even if the handler catches
  * the error. Catching it cannot make a gap count as applied. See docs/consumer.md.
@@ -171,7 +176,8 @@ export interface BatchApplyResult<E> {
  * before `apply` runs. Some aggregates may already have moved by then, so the caller's
  * transaction must roll back whole: the consumer does, even when its batch handler catches
  * the error (the verdict is reported to it as by applyIncrement). `apply` is called once
- * with the events to write.
+ * with the events to write and must change at least `expectRows` rows (one per aggregate by
+ * default), else NoRowsWrittenError.
  */
 export async function applyIncrements<E extends Versioned>(
   tx: Executor,
