@@ -88,7 +88,9 @@ const processorShape = {
     .record(z.string(), functionOption<EventHandler>('EventHandler'))
     .refine((h) => Object.keys(h).length > 0, 'at least one handler is required')
     .optional()
-    .describe("Handlers by eventType; '*' catches any type without its own handler."),
+    .describe(
+      "Handlers by eventType; '*' catches any type without its own handler. With `events`, the keys must be its types and each handler's payload is typed by its key.",
+    ),
   batchHandler: functionOption<BatchHandler>('BatchHandler')
     .optional()
     .describe('One handler for all new events of a batch; used instead of handlers when given.'),
