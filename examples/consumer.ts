@@ -8,6 +8,7 @@
  */
 import pg from 'pg';
 import { applyIncrement, migrate, startConsumer, type EventEnvelope, type HandlerContext } from 'converge-events';
+import { orderEvents } from './events.js';
 
 const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const schema = process.env.EXAMPLE_SCHEMA ?? 'shop';
@@ -15,16 +16,16 @@ const totals = `${pg.escapeIdentifier(schema)}.order_totals`;
 
 /**
  * Adds `delta` to the order's total, creating the row on the order's first event: an UPDATE alone
- * would change nothing for a new order while its version was recorded as applied.
+ * would change no row for a new order, and the delivery would fail with NoRowsWrittenError.
  */
 async function addToTotal(event: EventEnvelope, { tx }: HandlerContext, delta: number): Promise<void> {
-  await applyIncrement(tx, { projection: 'order_totals', event, schema }, async () => {
-    await tx.query(
+  await applyIncrement(tx, { projection: 'order_totals', event, schema }, () =>
+    tx.query(
       `INSERT INTO ${totals} (id, amount) VALUES ($1, $2)
        ON CONFLICT (id) DO UPDATE SET amount = order_totals.amount + EXCLUDED.amount`,
       [event.aggregateId, delta],
-    );
-  });
+    ),
+  );
 }
 
 // converge's tables (idempotent, safe from many processes at once; `converge migrate` does the same) and the read model.
@@ -41,15 +42,10 @@ const consumer = startConsumer({
   queue: process.env.EXAMPLE_QUEUE ?? 'order-totals',
   bindings: ['order.#'],
   handleSignals: true,
+  events: orderEvents, // each handler's event.payload is typed by its key
   handlers: {
-    OrderPlaced: async (event, context) => {
-      const { amount } = event.payload as { amount: number };
-      await addToTotal(event, context, amount);
-    },
-    AmountAdded: async (event, context) => {
-      const { delta } = event.payload as { delta: number };
-      await addToTotal(event, context, delta);
-    },
+    OrderPlaced: (event, context) => addToTotal(event, context, event.payload.amount),
+    AmountAdded: (event, context) => addToTotal(event, context, event.payload.delta),
   },
 });
 

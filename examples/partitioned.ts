@@ -12,7 +12,14 @@
  */
 import amqp from 'amqplib';
 import pg from 'pg';
-import { applyIncrements, declarePartitionedTopology, migrate, startPartitionedConsumers } from 'converge-events';
+import {
+  applyIncrements,
+  declarePartitionedTopology,
+  migrate,
+  startPartitionedConsumers,
+  type EventOf,
+} from 'converge-events';
+import { orderEvents } from './events.js';
 
 const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const amqpUrl = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
@@ -38,9 +45,8 @@ await setup.query(`CREATE TABLE IF NOT EXISTS ${totals} (id text PRIMARY KEY, am
 await setup.end();
 
 /** The amount an event adds to its order's total. */
-function amountOf(payload: unknown): number {
-  const { amount, delta } = payload as { amount?: number; delta?: number };
-  return amount ?? delta ?? 0;
+function amountOf(event: EventOf<typeof orderEvents>): number {
+  return event.eventType === 'OrderPlaced' ? event.payload.amount : event.payload.delta;
 }
 
 // One consumer per partition, all sharing one inbox scope (the prefix).
@@ -52,18 +58,19 @@ const consumers = startPartitionedConsumers({
   queuePrefix,
   partitions,
   handleSignals: true,
+  events: orderEvents,
   // Set-based: one statement for all new events of a batch (in version order per aggregate).
   batchHandler: async (events, { tx }) => {
-    await applyIncrements(tx, { projection: 'order_totals', events, schema }, async (applicable) => {
-      // The first event of an order creates its row; later ones add to it. Rows of one order are
-      // summed first, since one INSERT cannot touch the same row twice.
-      await tx.query(
+    // The first event of an order creates its row; later ones add to it. Rows of one order are
+    // summed first, since one INSERT cannot touch the same row twice.
+    await applyIncrements(tx, { projection: 'order_totals', events, schema }, (applicable) =>
+      tx.query(
         `INSERT INTO ${totals} (id, amount)
          SELECT id, sum(amount) FROM unnest($1::text[], $2::int[]) AS e(id, amount) GROUP BY id
          ON CONFLICT (id) DO UPDATE SET amount = order_totals.amount + EXCLUDED.amount`,
-        [applicable.map((e) => e.aggregateId), applicable.map((e) => amountOf(e.payload))],
-      );
-    });
+        [applicable.map((e) => e.aggregateId), applicable.map(amountOf)],
+      ),
+    );
   },
 });
 

@@ -9,6 +9,7 @@
  */
 import pg from 'pg';
 import { appendToOutbox, migrate, updateExactlyOne, withTransaction } from 'converge-events';
+import { orderEvents } from './events.js';
 
 const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const schema = process.env.EXAMPLE_SCHEMA ?? 'shop';
@@ -26,7 +27,7 @@ async function placeOrder(pool: pg.Pool, orderId: string, amount: number): Promi
         eventType: 'OrderPlaced',
         payload: { amount },
       },
-      { schema },
+      { schema, events: orderEvents },
     );
     return 1;
   });
@@ -53,7 +54,7 @@ async function addAmount(pool: pg.Pool, orderId: string, delta: number): Promise
         eventType: 'AmountAdded',
         payload: { delta },
       },
-      { schema },
+      { schema, events: orderEvents },
     );
     return version;
   });

@@ -7,6 +7,7 @@ import { openConnection } from '../transport/connection.js';
 import { probeExchangeType } from '../transport/topology.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
+import type { UntypedEvents } from '../envelope/events.js';
 
 /**
  * The options startPartitionedConsumers adds; every other key is a Consumer option (except
@@ -24,8 +25,10 @@ export const partitionedConsumerOptions = defineOptions(
   }),
 );
 
-export type PartitionedConsumerOptions = OptionsInput<typeof partitionedConsumerOptions> &
-  Omit<ConsumerOptions, 'queue' | 'declare' | 'bindings'>;
+export type PartitionedConsumerOptions<M extends object = UntypedEvents> = OptionsInput<
+  typeof partitionedConsumerOptions
+> &
+  Omit<ConsumerOptions<M>, 'queue' | 'declare' | 'bindings'>;
 
 /**
  * Starts one consumer per partition queue of a topology made by declarePartitionedTopology.
@@ -36,11 +39,13 @@ export type PartitionedConsumerOptions = OptionsInput<typeof partitionedConsumer
  * never route to the partitions: then every `ready()` rejects with BrokerPluginMissingError
  * and the consumers stop.
  */
-export function startPartitionedConsumers(options: PartitionedConsumerOptions): Consumer[] {
+export function startPartitionedConsumers<M extends object = UntypedEvents>(
+  options: PartitionedConsumerOptions<M>,
+): Consumer<M>[] {
   const { queuePrefix: prefix, partitions: count, ...rest } = options;
   const { queuePrefix, partitions } = partitionedConsumerOptions.parse({ queuePrefix: prefix, partitions: count });
   const consumers = Array.from({ length: partitions }, (_, partition) =>
-    startConsumer({
+    startConsumer<M>({
       ...rest,
       queue: `${queuePrefix}.p${partition}`,
       consumer: rest.consumer ?? queuePrefix,

@@ -130,7 +130,7 @@ describe('partitioned topology', () => {
         (instance: string): EventHandler =>
         async (event, { tx, schema }) => {
           await applyIncrement(tx, { projection: 'orders', event, schema }, async () => {
-            await tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [
+            return tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [
               instance,
               event.aggregateId,
               event.aggregateVersion,

@@ -17,6 +17,8 @@ import {
   EnvelopeValidationError,
   InvalidIdentifierError,
   MalformedBodyError,
+  NoRowsWrittenError,
+  PayloadValidationError,
   PermanentError,
   PublishError,
   QuarantineNotFoundError,
@@ -57,6 +59,11 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
   QuarantineResolvedError: () => [new QuarantineResolvedError('42', 'replayed'), new QuarantineResolvedError('42')],
   BrokerPluginMissingError: () => [
     new BrokerPluginMissingError('rabbitmq_consistent_hash_exchange', 'x-consistent-hash'),
+  ],
+  PayloadValidationError: () => [new PayloadValidationError('OrderPlaced', ['total', 'lines.0.qty'])],
+  NoRowsWrittenError: () => [
+    new NoRowsWrittenError('order_view', 0, 1, { aggregateType: 'order', aggregateId: 'o-1', version: 1 }),
+    new NoRowsWrittenError('order_view', 2, 3, { aggregates: 3, events: 5 }),
   ],
 };
 
