@@ -16,6 +16,7 @@ export const CONSUMER_PACKAGE_JSON = {
 export const TSCONFIG = {
   compilerOptions: {
     target: 'ES2022',
+    lib: ['ES2022'], // a Node service: no DOM (whose lib alone takes a third of the check time)
     module: 'NodeNext',
     moduleResolution: 'NodeNext',
     strict: true,
