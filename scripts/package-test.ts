@@ -107,7 +107,9 @@ async function step<T>(name: string, work: () => Promise<T>): Promise<T> {
 
 async function pack(scratch: string): Promise<string> {
   const { stdout } = await npm(['pack', '--json', '--pack-destination', scratch], ROOT);
-  const [report] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
+  // prepack's build logs to stdout first; the JSON report is the rest, from its opening bracket line.
+  const json = stdout.slice(stdout.search(/^\[$/m));
+  const [report] = JSON.parse(json) as { filename: string; files: { path: string }[] }[];
   check(report !== undefined, 'npm pack reported no tarball');
   const files = report!.files.map((f) => f.path);
   const stray = files.filter((path) => !SHIPPED.test(path));
