@@ -108,14 +108,17 @@ import pg from 'pg';
 import {
   appendToOutbox,
   applyIncrement,
+  defineEvents,
   readProjectionState,
   startConsumer,
   startRelay,
   withTransaction,
-  type EventEnvelope,
+  type EventOf,
   type HandlerContext,
   type Settlement,
 } from 'converge-events';
+
+const orderEvents = defineEvents<{ AmountAdded: { delta: number } }>();
 
 function env(name: string): string {
   const value = process.env[name];
@@ -136,22 +139,29 @@ await withTransaction(pool, async (tx) => {
   await appendToOutbox(
     tx,
     { aggregateType: 'order', aggregateId: 'o-1', aggregateVersion: 1, eventType: 'AmountAdded', payload: { delta: 10 } },
-    { schema },
+    { schema, events: orderEvents },
   );
 });
 
 // Consume into a projection. Started first, so its queue is bound before anything is published.
-async function addAmount(event: EventEnvelope, { tx, schema }: HandlerContext): Promise<void> {
-  const { delta } = event.payload as { delta: number };
-  await applyIncrement(tx, { projection: 'order_totals', event, schema }, async () => {
-    await tx.query(
+async function addAmount(event: EventOf<typeof orderEvents, 'AmountAdded'>, { tx, schema }: HandlerContext): Promise<void> {
+  await applyIncrement(tx, { projection: 'order_totals', event, schema }, () =>
+    tx.query(
       \`INSERT INTO \${readModel} (id, amount) VALUES ($1, $2)
        ON CONFLICT (id) DO UPDATE SET amount = order_totals.amount + EXCLUDED.amount\`,
-      [event.aggregateId, delta],
-    );
-  });
+      [event.aggregateId, event.payload.delta],
+    ),
+  );
 }
-const consumer = startConsumer({ pool, amqpUrl, schema, exchange: name, queue: name, handlers: { AmountAdded: addAmount } });
+const consumer = startConsumer({
+  pool,
+  amqpUrl,
+  schema,
+  exchange: name,
+  queue: name,
+  events: orderEvents,
+  handlers: { AmountAdded: addAmount },
+});
 const settled = new Promise<Settlement>((resolve, reject) => {
   consumer.once('settled', resolve);
   consumer.on('error', reject);
