@@ -35,7 +35,10 @@ export function leasePool(
   const target = poolTarget(pool);
   pool.on('error', (err) =>
     open.logger.warn(
-      { ...describeError(err), ...failureFields(classifyDatabaseError(err, target) ?? unknownFailure('PostgreSQL', target, err)) },
+      {
+        ...describeError(err),
+        ...failureFields(classifyDatabaseError(err, target) ?? unknownFailure('PostgreSQL', target, err)),
+      },
       'idle database connection lost',
     ),
   );

@@ -5,7 +5,9 @@
  * real drivers (pg 8, amqplib 2) against a live PostgreSQL and RabbitMQ; see
  * test/unit/connection-failure.test.ts and docs/troubleshooting.md.
  */
+import { ConnectionConfigError, SchemaNotMigratedError, ServiceUnavailableError } from './errors.js';
 import type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './errors.js';
+import { describeError } from './logger.js';
 
 /** Where a connection goes, as far as messages may say: `host:port` plus the database or vhost name. */
 export interface ConnectionTarget {
@@ -31,7 +33,8 @@ const TRANSIENT_SYSTEM: Record<string, string> = {
 };
 
 /** TLS verification failures: the same certificate will be refused again. */
-const TLS_CODES = /^(?:ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH)/;
+const TLS_CODES =
+  /^(?:ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH)/;
 
 function codeOf(err: unknown): string | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
@@ -156,7 +159,14 @@ function classifyCommon(
   const system = TRANSIENT_SYSTEM[code];
   if (system) return failure(service, target, 'unavailable', code, system);
   if (TLS_CODES.test(code))
-    return failure(service, target, 'rejected', code, 'TLS certificate refused', 'check the CA, the certificate and the host name');
+    return failure(
+      service,
+      target,
+      'rejected',
+      code,
+      'TLS certificate refused',
+      'check the CA, the certificate and the host name',
+    );
   if (code === 'ERR_INVALID_URL') return failure(service, target, 'invalid-url', 'URL', 'the URL is not a URL');
   return undefined;
 }
@@ -210,8 +220,17 @@ export function classifyDatabaseError(err: unknown, target: ConnectionTarget): C
   const common = classifyCommon('PostgreSQL', target, code);
   if (common) return common;
   if (/does not support SSL/i.test(message))
-    return failure('PostgreSQL', target, 'rejected', 'SSL', 'the server does not support SSL', 'drop sslmode or enable SSL on the server');
-  if (/Connection terminated|connection timeout|timeout expired|Client has encountered a connection error/i.test(message))
+    return failure(
+      'PostgreSQL',
+      target,
+      'rejected',
+      'SSL',
+      'the server does not support SSL',
+      'drop sslmode or enable SSL on the server',
+    );
+  if (
+    /Connection terminated|connection timeout|timeout expired|Client has encountered a connection error/i.test(message)
+  )
     return failure('PostgreSQL', target, 'unavailable', 'TERMINATED', 'connection terminated or timed out');
   return undefined;
 }
@@ -247,13 +266,39 @@ export function classifyBrokerError(err: unknown, target: ConnectionTarget): Con
     return failure('RabbitMQ', target, 'invalid-url', 'URL', 'the AMQP URL scheme is not amqp: or amqps:');
   switch (code) {
     case '403':
-      return failure('RabbitMQ', target, 'access-denied', 'ACCESS_REFUSED', `the user may not do this on ${vhost}`, 'grant the user configure/write permissions');
+      return failure(
+        'RabbitMQ',
+        target,
+        'access-denied',
+        'ACCESS_REFUSED',
+        `the user may not do this on ${vhost}`,
+        'grant the user configure/write permissions',
+      );
     case '404':
-      return failure('RabbitMQ', target, 'rejected', 'NOT_FOUND', 'an exchange or queue the operation needs does not exist');
+      // Often someone else's job (converge topology, the consumer that declares): wait for it.
+      return failure(
+        'RabbitMQ',
+        target,
+        'unavailable',
+        'NOT_FOUND',
+        'an exchange or queue it needs does not exist (yet)',
+      );
     case '406':
-      return failure('RabbitMQ', target, 'rejected', 'PRECONDITION_FAILED', 'an exchange or queue exists with other arguments or type');
+      return failure(
+        'RabbitMQ',
+        target,
+        'rejected',
+        'PRECONDITION_FAILED',
+        'an exchange or queue exists with other arguments or type',
+      );
     case '320':
-      return failure('RabbitMQ', target, 'unavailable', 'CONNECTION_FORCED', 'the broker closed the connection (shutdown or restart)');
+      return failure(
+        'RabbitMQ',
+        target,
+        'unavailable',
+        'CONNECTION_FORCED',
+        'the broker closed the connection (shutdown or restart)',
+      );
   }
   const common = classifyCommon('RabbitMQ', target, code);
   if (common) return common;
@@ -286,4 +331,36 @@ export function failureFields(f: ConnectionFailure): {
   reason: string;
 } {
   return { service: f.service, endpoint: f.endpoint, code: f.detail, reason: f.reason };
+}
+
+export interface JudgedFailure {
+  /** The classified connection failure, if it was one. */
+  failure: ConnectionFailure | undefined;
+  /** Set when the component must stop: a permanent misconfiguration before it ever worked, or an unmigrated schema. */
+  fatal: ConnectionConfigError | SchemaNotMigratedError | undefined;
+  /** What to log: service, endpoint, code and reason, or the error's class and code. Never a message with data. */
+  fields: Record<string, unknown>;
+}
+
+/**
+ * How a relay or consumer treats a failed attempt. Before it ever worked, a permanent failure
+ * (wrong password, role, database, vhost, URL, unmigrated schema) stops it; after, the same
+ * failure is more likely passing (a broker restoring its definitions, a password being rotated)
+ * and is retried, logged as an error. An error that names no service is taken as a database
+ * one when it has a SQLSTATE-looking shape, else logged by class and code.
+ */
+export function judgeFailure(err: unknown, databaseTarget: ConnectionTarget, established: boolean): JudgedFailure {
+  if (err instanceof SchemaNotMigratedError && !established)
+    return { failure: undefined, fatal: err, fields: { code: err.code, err: err.message } };
+  const failure =
+    err instanceof ConnectionConfigError || err instanceof ServiceUnavailableError
+      ? err.failure
+      : classifyDatabaseError(err, databaseTarget);
+  if (!failure) return { failure, fatal: undefined, fields: describeError(err) };
+  const fields = { ...failureFields(failure), ...(failure.hint ? { hint: failure.hint } : {}) };
+  if (failure.permanent && !established) {
+    const fatal = err instanceof ConnectionConfigError ? err : new ConnectionConfigError(failure, { cause: err });
+    return { failure, fatal, fields };
+  }
+  return { failure, fatal: undefined, fields };
 }

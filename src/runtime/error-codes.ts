@@ -199,7 +199,7 @@ export const ERROR_CODES = {
   CONVERGE_BROKER_REJECTED: {
     error: 'ConnectionConfigError',
     carries: '`failure`',
-    when: 'RabbitMQ or the TLS layer refused something retrying cannot fix: a TLS certificate, an exchange declared with another type (406), a missing exchange (404).',
+    when: 'RabbitMQ or the TLS layer refused something retrying cannot fix: a TLS certificate, an exchange or queue declared with other arguments or type (406).',
     action: 'Fix the TLS settings, or the exchange name or type the message names.',
   },
   CONVERGE_BROKER_UNAVAILABLE: {

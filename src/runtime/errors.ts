@@ -267,12 +267,7 @@ export type ConnectionService = 'PostgreSQL' | 'RabbitMQ';
  * configuration will fail the same way, so retrying only hides it.
  */
 export type ConnectionFailureKind =
-  | 'auth-failed'
-  | 'access-denied'
-  | 'not-found'
-  | 'invalid-url'
-  | 'rejected'
-  | 'unavailable';
+  'auth-failed' | 'access-denied' | 'not-found' | 'invalid-url' | 'rejected' | 'unavailable';
 
 /**
  * A classified connection failure (see classifyDatabaseError / classifyBrokerError). Safe to log
