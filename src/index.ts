@@ -107,5 +107,10 @@ export {
   UnsupportedSchemaVersionError,
   QuarantineNotFoundError,
   QuarantineResolvedError,
+  ConnectionConfigError,
+  ServiceUnavailableError,
+  SchemaNotMigratedError,
+  ReadyTimeoutError,
 } from './runtime/errors.js';
 export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure } from './runtime/errors.js';
+export type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './runtime/errors.js';

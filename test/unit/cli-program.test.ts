@@ -127,7 +127,7 @@ describe('converge program', () => {
     assert.equal(program.name(), 'converge');
     assert.deepEqual(
       program.options.map((o) => o.long),
-      ['--database-url', '--schema'],
+      ['--version', '--database-url', '--schema'],
     );
     assert.deepEqual([...commandsOf(program).keys()].sort(), Object.keys(EXPECTED).sort());
     assert.deepEqual([process.listenerCount('SIGTERM'), process.listenerCount('SIGINT')], signals);
@@ -251,7 +251,7 @@ describe('converge program', () => {
   test('integer flags reject a non-integer before any command runs', () => {
     const batchSize = option(command('relay'), '--batch-size');
     assert.equal(batchSize.parseArg?.('250', undefined), 250);
-    assert.throws(() => batchSize.parseArg?.('2.5', undefined), /not an integer/);
+    assert.throws(() => batchSize.parseArg?.('2.5', undefined), /must be a positive integer/);
   });
 });
 
@@ -295,7 +295,11 @@ describe('run', () => {
     mock.method(console, 'error', (...args: unknown[]) => void printed.push(args));
     await run(['node', 'converge', '--database-url', 'postgres://u:run-secret@127.0.0.1:1/test', 'retry-failed']);
     assert.equal(process.exitCode, 1);
-    assert.deepEqual(printed, [['converge: Error ECONNREFUSED']]);
+    assert.deepEqual(printed, [
+      [
+        'converge: CONVERGE_DATABASE_UNAVAILABLE: PostgreSQL at 127.0.0.1:1: connection refused, nothing listens there (yet) (ECONNREFUSED)',
+      ],
+    ]);
   });
 
   test('outbox retry and retry-failed run the same action', async () => {
@@ -304,7 +308,9 @@ describe('run', () => {
     for (const args of [['retry-failed'], ['outbox', 'retry']]) {
       await run(['node', 'converge', '--database-url', 'postgres://u@127.0.0.1:1/test', ...args, '--event-id', 'e-1']);
     }
-    assert.deepEqual(lines, ['converge: Error ECONNREFUSED', 'converge: Error ECONNREFUSED']);
+    assert.equal(lines.length, 2);
+    assert.equal(lines[0], lines[1]);
+    assert.match(lines[0]!, /^converge: CONVERGE_DATABASE_UNAVAILABLE: PostgreSQL at 127\.0\.0\.1:1: .*\(ECONNREFUSED\)$/);
   });
 });
 
