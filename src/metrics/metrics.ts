@@ -102,7 +102,7 @@ function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: 
   });
   new client.Gauge({
     name: 'converge_outbox_oldest_pending_seconds',
-    help: 'Age of the oldest unpublished outbox event (0 when none): the first thing to alert on.',
+    help: 'Age of the oldest unpublished outbox event (0 when none, NaN when the database could not be read): the first thing to alert on.',
     registers: [registry],
     async collect() {
       const rows = await read();
