@@ -265,3 +265,100 @@ describe('metrics served beside a running relay and consumer', () => {
     }
   });
 });
+
+describe('probes and /metrics with the database out of reach', () => {
+  const probe = async (served: { url: Promise<string> }, path: string) =>
+    (await fetch(`${await served.url}${path}`)).status;
+
+  it('a relay whose database refuses connections is alive but not ready, and /metrics still answers with converge_database_up 0', async () => {
+    const errors: Error[] = [];
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      connectionString: 'postgres://postgres@127.0.0.1:1/test',
+      exchange: 'amq.topic',
+      declareExchange: false,
+      logger: silentLogger,
+      reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 200 },
+    });
+    relay.on('error', (err) => errors.push(err));
+    const served = serveRelayMetrics(relay, { port: 0 });
+    try {
+      relay.start();
+      await waitFor(() => errors.length >= 1 && relay.connected, 'a failed cycle with the broker channel kept');
+      assert.equal(await probe(served, '/healthz'), 200, 'a restart cannot bring the database back');
+      assert.equal(await probe(served, '/readyz'), 503);
+      const metrics = await fetch(`${await served.url}/metrics`);
+      assert.equal(metrics.status, 200);
+      const text = await metrics.text();
+      assert.match(text, /^converge_database_up 0$/m);
+      assert.match(text, /^converge_broker_connected 1$/m);
+      assert.doesNotMatch(text, /converge_outbox_rows\{/, 'no made-up backlog');
+    } finally {
+      await relay.stop();
+      await served.close();
+    }
+  });
+
+  it('a relay stopped by a permanent misconfiguration answers /healthz 503', async () => {
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      connectionString: DATABASE_URL,
+      schema: 'cvt_never_migrated',
+      exchange: 'amq.topic',
+      declareExchange: false,
+      logger: silentLogger,
+    });
+    const served = serveRelayMetrics(relay, { port: 0 });
+    try {
+      relay.start();
+      await assert.rejects(relay.ready(), { code: 'CONVERGE_SCHEMA_NOT_MIGRATED' });
+      assert.equal(await probe(served, '/healthz'), 503);
+      assert.equal(await probe(served, '/readyz'), 503);
+    } finally {
+      await relay.stop();
+      await served.close();
+    }
+  });
+
+  it('a subscribed consumer turns not ready while its database does not answer, and ready again after', async () => {
+    const db = await createTestSchema('cvmd');
+    const queue = uniqueName('cvmd-q');
+    let down = false;
+    // The real pool, except that its queries fail as if PostgreSQL refused connections while `down`.
+    const pool = new Proxy(db.pool, {
+      get(target, key) {
+        if (key === 'query' && down)
+          return () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const consumer = new Consumer({
+      amqpUrl: AMQP_URL,
+      queue,
+      pool,
+      schema: db.schema,
+      logger: silentLogger,
+      handlers: { Counted: async () => undefined },
+    });
+    const served = serveConsumerMetrics(consumer, { port: 0 });
+    try {
+      consumer.start();
+      await consumer.ready();
+      assert.equal(await probe(served, '/readyz'), 200);
+      down = true;
+      assert.equal(await probe(served, '/readyz'), 503);
+      assert.equal(await probe(served, '/healthz'), 200);
+      assert.match(await (await fetch(`${await served.url}/metrics`)).text(), /^converge_database_up 0$/m);
+      down = false;
+      assert.equal(await probe(served, '/readyz'), 200);
+    } finally {
+      await consumer.stop();
+      await served.close();
+      const connection = await connectRabbit();
+      await dropTestBroker(connection, [queue, `${queue}.retry`]);
+      await connection.close();
+      await db.close();
+    }
+  });
+});
