@@ -71,3 +71,20 @@ export function databaseFailure(err: unknown, target: ConnectionTarget): unknown
   const failure = classifyDatabaseError(err, target);
   return failure ? connectionError(failure, err) : err;
 }
+
+/** True when the pool gets an answer to `SELECT 1` within `timeoutMs`: a readiness probe's database check. */
+export async function pingDatabase(pool: pg.Pool, timeoutMs = 2_000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+  try {
+    return await Promise.race([
+      pool.query('SELECT 1').then(
+        () => true,
+        () => false,
+      ),
+      timedOut,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import client from 'prom-client';
 
 /**
@@ -48,21 +47,4 @@ export function registerBrokerConnected(registry: client.Registry, connected: ()
       this.set(connected() ? 1 : 0);
     },
   });
-}
-
-/** True when the pool gets an answer to `SELECT 1` within `timeoutMs`: a readiness probe's database check. */
-export async function pingDatabase(pool: pg.Pool, timeoutMs = 2_000): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
-  try {
-    return await Promise.race([
-      pool.query('SELECT 1').then(
-        () => true,
-        () => false,
-      ),
-      timedOut,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

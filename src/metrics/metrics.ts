@@ -16,7 +16,8 @@ import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { readOutboxByStatus, readReorderBuffer, type ReorderBufferCount } from '../ops/gauges.js';
 import type { Relay } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
-import { databaseRead, pingDatabase, registerBrokerConnected } from './health.js';
+import { databaseRead, registerBrokerConnected } from './health.js';
+import { pingDatabase } from '../db/pool.js';
 
 const registryOption = z
   .custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry')

@@ -85,9 +85,9 @@ export class Readiness {
           clearTimeout(timer);
           resolve();
         },
-        (err: unknown) => {
+        (err: ConvergeError) => {
           clearTimeout(timer);
-          reject(err as Error);
+          reject(err);
         },
       );
     });

@@ -310,7 +310,10 @@ describe('run', () => {
     }
     assert.equal(lines.length, 2);
     assert.equal(lines[0], lines[1]);
-    assert.match(lines[0]!, /^converge: CONVERGE_DATABASE_UNAVAILABLE: PostgreSQL at 127\.0\.0\.1:1: .*\(ECONNREFUSED\)$/);
+    assert.match(
+      lines[0]!,
+      /^converge: CONVERGE_DATABASE_UNAVAILABLE: PostgreSQL at 127\.0\.0\.1:1: .*\(ECONNREFUSED\)$/,
+    );
   });
 });
 

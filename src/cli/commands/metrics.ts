@@ -6,7 +6,7 @@ import {
   serveMetrics,
   serveMetricsOptions,
 } from '../../metrics/index.js';
-import { pingDatabase } from '../../metrics/health.js';
+import { pingDatabase } from '../../db/pool.js';
 import { duration, openPool, port, untilShutdownSignal, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 
