@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, mock, test } from 'node:test';
 import type { Command, Option } from 'commander';
 import { createProgram, errorLine, run } from '../../src/cli/program.js';
 import { gapTable, quarantineTable } from '../../src/cli/format.js';
+import { duration, each, nonNegativeInteger, port, positiveInteger, quarantineId } from '../../src/cli/context.js';
+import { packageVersion } from '../../src/cli/version.js';
 import { relayOptions, resolveRelayOptions } from '../../src/relay/options.js';
 import { optionDefault } from '../../src/runtime/options.js';
 import { ConfigError, ConvergeError, PermanentError } from '../../src/runtime/errors.js';
@@ -349,5 +352,41 @@ describe('table formatters', () => {
     const table = quarantineTable([row, { ...row, id: '8', replayOutcome: null, replayQuarantineId: null }]);
     assert.match(table, /^7\s+search\s+q-1\s+handler-failed\s+12 s\s+replayed\s+quarantined -> 9\s+x{57}\.\.\.$/m);
     assert.match(table, /^8\s+.*replayed\s+\(pending\)/m);
+  });
+});
+
+describe('input parsers', () => {
+  test('duration takes plain milliseconds or a unit, and refuses negatives and garbage', () => {
+    assert.equal(duration('1500'), 1500);
+    assert.equal(duration('1500ms'), 1500);
+    assert.equal(duration('30s'), 30_000);
+    assert.equal(duration('5m'), 300_000);
+    assert.equal(duration('2h'), 7_200_000);
+    assert.equal(duration('7d'), 604_800_000);
+    for (const bad of ['-5', '-5s', '1.5s', '5x', '', 's', '1e3'])
+      assert.throws(() => duration(bad), /must be a duration/, bad);
+  });
+
+  test('counts, ports and quarantine ids', () => {
+    assert.equal(positiveInteger('1'), 1);
+    for (const bad of ['0', '-1', '2.5', 'ten', '1e3'])
+      assert.throws(() => positiveInteger(bad), /positive integer/, bad);
+    assert.equal(nonNegativeInteger('0'), 0);
+    assert.throws(() => nonNegativeInteger('-1'), /0 or more/);
+    assert.equal(port('0'), 0);
+    assert.throws(() => port('65536'), /0 to 65535/);
+    assert.equal(quarantineId('42'), '42');
+    for (const bad of ['abc', '0', '-1', '07', '9223372036854775808'])
+      assert.throws(() => quarantineId(bad), /quarantine id/, bad);
+    assert.deepEqual(each(quarantineId)('8', ['7']), ['7', '8']);
+  });
+
+  test('the version is found from src/cli and from a built dist/cli alike', () => {
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    assert.equal(packageVersion(), version);
+    assert.equal(packageVersion(new URL('../../dist/cli/version.js', import.meta.url).href), version);
+    assert.equal(packageVersion(new URL('../../dist/esm/cli/version.js', import.meta.url).href), version);
   });
 });
