@@ -140,10 +140,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     const publisher = await this.#ensurePublisher().catch((err: unknown) => {
       throw brokerFailure(err, this.#brokerTarget);
     });
-    if (!this.#schemaChecked) {
-      await checkSchema(this.#pool, this.options.schema);
-      this.#schemaChecked = true;
-    }
+    await this.#checkSchemaOnce();
     const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [
       this.options.relayId,
       this.options.batchSize,
@@ -274,7 +271,9 @@ export class Relay extends EventEmitter<RelayEvents> {
           await Promise.race(inFlight);
           continue;
         }
-        if (this.#schemaChecked) await this.#listener?.ensure();
+        // Checked before LISTEN, so a wrong database fails with its reason rather than a listener warning.
+        await this.#checkSchemaOnce();
+        await this.#listener?.ensure();
         const cycle = await this.#startCycle();
         failures = 0;
         if (cycle.claimed === 0) {
@@ -320,6 +319,12 @@ export class Relay extends EventEmitter<RelayEvents> {
     // A database hiccup says nothing about the broker: keep the channel other cycles are using.
     if (judged.failure?.service !== 'PostgreSQL') await this.#closeBroker();
     return !judged.fatal;
+  }
+
+  async #checkSchemaOnce(): Promise<void> {
+    if (this.#schemaChecked) return;
+    await checkSchema(this.#pool, this.options.schema);
+    this.#schemaChecked = true;
   }
 
   #ensurePublisher(): Promise<ConfirmPublisher> {
