@@ -60,7 +60,6 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #sessionEnded: (() => void) | undefined;
-  #ended: Promise<void> = Promise.resolve();
   readonly #readiness: Readiness;
   #schemaChecked = false;
   #fatal: Error | undefined;
@@ -176,7 +175,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
 
   /** One connection's lifetime: declare, subscribe, then wait for the connection to end or stop(). */
   async #session(onConnected: () => void): Promise<void> {
-    this.#ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
+    const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
     const connection = await openConnection(
       this.options.amqpUrl,
       `converge-consumer ${this.options.queue}`,
@@ -197,7 +196,7 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
     onConnected();
     if (!this.#readiness.settled) this.#readiness.resolve();
     if (this.#stopping) return;
-    await this.#ended;
+    await ended;
   }
 
   async #subscribe(connection: amqp.ChannelModel): Promise<void> {
