@@ -137,9 +137,7 @@ export class Relay extends EventEmitter<RelayEvents> {
    * next batch while this one still waits for its confirms.
    */
   async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
-    const publisher = await this.#ensurePublisher().catch((err: unknown) => {
-      throw brokerFailure(err, this.#brokerTarget);
-    });
+    const publisher = await this.#brokerPublisher();
     await this.#checkSchemaOnce();
     const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [
       this.options.relayId,
@@ -271,8 +269,12 @@ export class Relay extends EventEmitter<RelayEvents> {
           await Promise.race(inFlight);
           continue;
         }
-        // Checked before LISTEN, so a wrong database fails with its reason rather than a listener warning.
-        await this.#checkSchemaOnce();
+        if (!this.#schemaChecked) {
+          // Broker, then schema, then LISTEN: as the consumer, and so a wrong database fails with its
+          // reason rather than a listener warning, and NOTIFY is heard from the first claim on.
+          await this.#brokerPublisher();
+          await this.#checkSchemaOnce();
+        }
         await this.#listener?.ensure();
         const cycle = await this.#startCycle();
         failures = 0;
@@ -319,6 +321,13 @@ export class Relay extends EventEmitter<RelayEvents> {
     // A database hiccup says nothing about the broker: keep the channel other cycles are using.
     if (judged.failure?.service !== 'PostgreSQL') await this.#closeBroker();
     return !judged.fatal;
+  }
+
+  /** The shared confirm channel; a failure to open it is thrown typed, naming RabbitMQ and host:port. */
+  #brokerPublisher(): Promise<ConfirmPublisher> {
+    return this.#ensurePublisher().catch((err: unknown) => {
+      throw brokerFailure(err, this.#brokerTarget);
+    });
   }
 
   async #checkSchemaOnce(): Promise<void> {
