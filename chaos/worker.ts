@@ -104,21 +104,24 @@ function runConsumer(): () => Promise<void> {
       AmountAdded: async (event, { tx }) => {
         await slow();
         await applyIncrement(tx, target(event), async () => {
-          await tx.query(`UPDATE ${q}.chaos_projection SET total = total + $2 WHERE id = $1`, [
+          // The rows exist from the start (chaos/run.ts seeds one per aggregate), so an UPDATE is enough here.
+          const written = await tx.query(`UPDATE ${q}.chaos_projection SET total = total + $2 WHERE id = $1`, [
             event.aggregateId,
             (event.payload as { delta: number }).delta,
           ]);
           await effect(tx, event);
+          return written;
         });
       },
       TotalSnapshot: async (event, { tx }) => {
         await slow();
         await applySnapshot(tx, target(event), async () => {
-          await tx.query(`UPDATE ${q}.chaos_projection SET total = $2 WHERE id = $1`, [
+          const written = await tx.query(`UPDATE ${q}.chaos_projection SET total = $2 WHERE id = $1`, [
             event.aggregateId,
             (event.payload as { total: number }).total,
           ]);
           await effect(tx, event);
+          return written;
         });
       },
     },

@@ -14,9 +14,13 @@ import pg from 'pg';
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
+/** `npm run services` (scripts/services.ts) starts and configures local services; these say so when one is missing. */
 export const PG_HINT =
-  'start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)';
-export const AMQP_HINT = 'start it with: rabbitmq-server -detached (or set AMQP_URL)';
+  'run `npm run services` (starts a local cluster and creates the database), or start it with: ' +
+  'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)';
+export const AMQP_HINT =
+  'run `npm run services` (starts a local broker and enables the consistent-hash plugin), or start it with: ' +
+  'rabbitmq-server -detached (or set AMQP_URL)';
 
 /** What one scope (a test, or a whole file) created, so it can be dropped or kept together. */
 export class Scope {

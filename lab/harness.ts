@@ -79,12 +79,13 @@ export async function createLabEnv(): Promise<LabEnv> {
     AmountAdded: async (event, { tx }) => {
       const { delta } = event.payload as { delta: number };
       await applyIncrement(tx, { projection: PROJECTION, event, schema }, async () => {
-        await tx.query(
+        const written = await tx.query(
           `INSERT INTO "${schema}".order_projection (id, amount) VALUES ($1, $2)
            ON CONFLICT (id) DO UPDATE SET amount = order_projection.amount + EXCLUDED.amount`,
           [event.aggregateId, delta],
         );
         await tx.query(`INSERT INTO "${schema}".applications (event_id) VALUES ($1)`, [event.eventId]);
+        return written;
       });
     },
   };

@@ -8,6 +8,8 @@
 
 // Events
 export type { EventEnvelope, EventKind, NewEvent } from './envelope/envelope.js';
+export { defineEvents } from './envelope/events.js';
+export type { EventCatalog, EventOf, NewEventOf } from './envelope/events.js';
 
 // Database seam
 export type { Executor, QueryResultLike } from './db/executor.js';
@@ -37,6 +39,7 @@ export type {
   ConsumerEvents,
   ConsumerStats,
   EventHandler,
+  EventHandlers,
   BatchHandler,
   HandlerContext,
   Settlement,
@@ -62,6 +65,7 @@ export type {
   ProjectionTarget,
   SnapshotTarget,
   VersionedEvent,
+  WriteResult,
 } from './projection/index.js';
 
 // Convergence: reconcile, repair, rebuild
@@ -107,10 +111,13 @@ export {
   UnsupportedSchemaVersionError,
   QuarantineNotFoundError,
   QuarantineResolvedError,
+  BrokerPluginMissingError,
+  PayloadValidationError,
+  NoRowsWrittenError,
   ConnectionConfigError,
   ServiceUnavailableError,
   SchemaNotMigratedError,
   ReadyTimeoutError,
 } from './runtime/errors.js';
-export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure } from './runtime/errors.js';
+export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure, WrittenFor } from './runtime/errors.js';
 export type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './runtime/errors.js';

@@ -69,7 +69,7 @@ void runWorker<ConsumerWorkerConfig>(async (config, progress) => {
         for (const event of events) seen.set(event.eventId, [Date.parse(event.occurredAt), now]);
       }
       await applyIncrements(tx, { projection: config.projection, events, schema }, async (applied) => {
-        await tx.query(upsert, [
+        return tx.query(upsert, [
           applied.map((e) => e.aggregateId),
           applied.map((e) => (e.payload as { delta: number }).delta),
           applied.map((e) => e.aggregateVersion),

@@ -12,6 +12,7 @@ import { checkSchema } from '../schema/migrate.js';
 import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
+import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
 import { traceFields } from './headers.js';
 import { declareQueues, publishRetryCopy } from './retry-copy.js';
@@ -36,7 +37,7 @@ export type { ConsumerEvents, ConsumerStats } from './types.js';
  * original is acked only once the broker confirmed the copy, so waiting never blocks the
  * queue behind it and never loses the event.
  */
-export class Consumer extends EventEmitter<ConsumerEvents> {
+export class Consumer<M extends object = UntypedEvents> extends EventEmitter<ConsumerEvents> {
   readonly options: ResolvedConsumerOptions;
   readonly stats: ConsumerStats = {
     applied: 0,
@@ -67,7 +68,8 @@ export class Consumer extends EventEmitter<ConsumerEvents> {
   readonly #ramp: RampAdmission | undefined;
   #sessions = 0;
 
-  constructor(options: ConsumerOptions) {
+  /** `M`, the event map, is inferred from `options.events` (or given) and types the handlers. */
+  constructor(options: ConsumerOptions<M>) {
     super();
     // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
@@ -378,6 +380,6 @@ function safeSettle(settle: () => void): void {
 }
 
 /** Creates and starts a consumer; `await consumer.ready()` to know the subscription is live. */
-export function startConsumer(options: ConsumerOptions): Consumer {
-  return new Consumer(options).start();
+export function startConsumer<M extends object = UntypedEvents>(options: ConsumerOptions<M>): Consumer<M> {
+  return new Consumer<M>(options).start();
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { EventEnvelope } from '../envelope/envelope.js';
+import { catalogAccepts, validatePayload, type EventCatalog } from '../envelope/events.js';
 import type { SchemaRef } from '../runtime/identifier.js';
 import type { Logger } from '../runtime/logger.js';
 import { watchVersions, type VersionWatch } from '../projection/index.js';
@@ -16,13 +17,26 @@ export interface DispatchScope {
   schema: SchemaRef;
   consumer: string;
   handlers: Record<string, EventHandler>;
-  batchHandler?: BatchHandler;
+  batchHandler?: BatchHandler | undefined;
+  /** The event catalog; with schemas, only its types are handled and their payloads are checked. */
+  events?: EventCatalog | undefined;
   logger: Logger;
 }
 
 /** The handler for one event type, `'*'` as the fallback; undefined if none. */
 export function handlerFor(scope: Pick<DispatchScope, 'handlers'>, envelope: EventEnvelope): EventHandler | undefined {
   return scope.handlers[envelope.eventType] ?? scope.handlers['*'];
+}
+
+/** Some handler takes this event: a batch handler or one for its type, and the catalog (if any) lists it. */
+export function isHandled(
+  scope: Pick<DispatchScope, 'handlers' | 'batchHandler' | 'events'>,
+  envelope: EventEnvelope,
+): boolean {
+  return (
+    catalogAccepts(scope.events, envelope.eventType) &&
+    (scope.batchHandler !== undefined || handlerFor(scope, envelope) !== undefined)
+  );
 }
 
 /**
@@ -98,26 +112,20 @@ export async function applyInTransaction(
  * of applyIncrement(s), a gap or stale version reached on `tx` fails the transaction.
  */
 async function runHandlers(tx: pg.PoolClient, scope: DispatchScope, fresh: Candidate[]): Promise<void> {
+  const envelopes = await checkedEnvelopes(scope, fresh);
   const watch = watchVersions(tx);
   try {
     if (scope.batchHandler) {
       const attempt = Math.max(...fresh.map((c) => c.attempt));
       const redelivered = fresh.some((c) => c.delivery.fields.redelivered ?? false);
-      await guarded(watch, () =>
-        scope.batchHandler!(
-          fresh.map((c) => c.envelope),
-          context(tx, scope, attempt, redelivered),
-        ),
-      );
+      await guarded(watch, () => scope.batchHandler!(envelopes, context(tx, scope, attempt, redelivered)));
       return;
     }
-    for (const candidate of fresh) {
-      const handler = handlerFor(scope, candidate.envelope)!;
+    for (const [i, candidate] of fresh.entries()) {
+      const envelope = envelopes[i]!;
+      const handler = handlerFor(scope, envelope)!;
       await guarded(watch, () =>
-        handler(
-          candidate.envelope,
-          context(tx, scope, candidate.attempt, candidate.delivery.fields.redelivered ?? false),
-        ),
+        handler(envelope, context(tx, scope, candidate.attempt, candidate.delivery.fields.redelivered ?? false)),
       );
     }
   } finally {
@@ -126,11 +134,25 @@ async function runHandlers(tx: pg.PoolClient, scope: DispatchScope, fresh: Candi
 }
 
 /**
+ * The envelopes as handlers get them: with a catalog holding schemas, each payload checked and
+ * replaced by the schema's output. A mismatch throws PayloadValidationError (an
+ * EnvelopeValidationError), so the transaction rolls back and the delivery is quarantined
+ * as `invalid-envelope`; the inbox and fingerprint keep the event as it was sent.
+ */
+async function checkedEnvelopes(scope: DispatchScope, fresh: readonly Candidate[]): Promise<EventEnvelope[]> {
+  if (!scope.events?.schemas) return fresh.map((c) => c.envelope);
+  const checked: EventEnvelope[] = [];
+  for (const { envelope } of fresh)
+    checked.push({ ...envelope, payload: await validatePayload(scope.events, envelope.eventType, envelope.payload) });
+  return checked;
+}
+
+/**
  * A handler that returned normally after a blocked verdict fails as if it had let the
  * verdict through; one that threw something else after it fails with the verdict, which is
  * the real cause (a gap waits; it must not count as a handler error and end in quarantine).
  */
-async function guarded(watch: VersionWatch, run: () => Promise<void>): Promise<void> {
+async function guarded(watch: VersionWatch, run: () => Promise<unknown>): Promise<void> {
   try {
     await run();
   } catch (err) {

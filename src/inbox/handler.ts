@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { EventEnvelope } from '../envelope/envelope.js';
+import type { EventOf, IsUntyped, PayloadsOf, UntypedEvents } from '../envelope/events.js';
 
 /**
  * What a handler gets besides the event. The gap/stale contract: pass `tx` to
@@ -21,13 +22,37 @@ export interface HandlerContext {
   redelivered: boolean;
 }
 
-/** Runs inside the consumer transaction; throwing rolls back everything, inbox row included. */
-export type EventHandler = (event: EventEnvelope, context: HandlerContext) => Promise<void>;
+/**
+ * Runs inside the consumer transaction; throwing rolls back everything, inbox row included.
+ * Declared as a method so that, where no event map types the payload, a handler annotated with
+ * a narrower envelope (`EventEnvelope<{ delta: number }>`) is accepted as it is.
+ */
+export type EventHandler<E = EventEnvelope> = { handle(event: E, context: HandlerContext): Promise<unknown> }['handle'];
 
 /**
  * Receives every new event of a batch at once (already deduplicated, and in version order
  * per aggregate), for set-based projection writes such as `applyIncrements`. Throwing rolls
  * the batch back; each delivery is then processed on its own, so one bad event never takes
- * the others down and keeps its own outcome.
+ * the others down and keeps its own outcome. A method, like EventHandler, for the same reason.
  */
-export type BatchHandler = (events: EventEnvelope[], context: HandlerContext) => Promise<void>;
+export type BatchHandler<E = EventEnvelope> = {
+  handle(events: E[], context: HandlerContext): Promise<unknown>;
+}['handle'];
+
+/**
+ * Handlers by eventType. With an event map or catalog `C` the keys are its event types (an
+ * unknown key is a compile error), each handler's event is typed by its key, and `'*'` gets
+ * the union; the parameters are checked strictly. Without one: any key, payload `unknown`.
+ */
+export type EventHandlers<C = UntypedEvents> =
+  IsUntyped<PayloadsOf<C>> extends true
+    ? Record<string, EventHandler>
+    : {
+        [K in keyof PayloadsOf<C> & string]?: (event: EventOf<C, K>, context: HandlerContext) => Promise<unknown>;
+      } & { '*'?: (event: EventOf<C>, context: HandlerContext) => Promise<unknown> };
+
+/** The batch handler for an event map or catalog `C`: its events are the union of C's envelopes. */
+export type BatchHandlerOf<C = UntypedEvents> =
+  IsUntyped<PayloadsOf<C>> extends true
+    ? BatchHandler
+    : (events: EventOf<C>[], context: HandlerContext) => Promise<unknown>;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
+import { isEventCatalog, type EventCatalog, type UntypedEvents } from '../envelope/events.js';
 import {
   amqpUrlRequired,
   backoffOption,
@@ -23,9 +24,9 @@ import {
 } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
-import type { Upcaster } from './upcast.js';
+import type { SchemaEvolution, Upcaster } from './upcast.js';
 import type { Settlement } from './types.js';
-import type { BatchHandler, EventHandler } from './handler.js';
+import type { BatchHandler, BatchHandlerOf, EventHandler, EventHandlers } from './handler.js';
 import { DEFAULT_RAMP_UP } from './ramp.js';
 
 export interface ConsumerHooks {
@@ -76,11 +77,20 @@ const rampUpOption = limitsOrOff({
 });
 
 const processorShape = {
+  events: z
+    .custom<EventCatalog>(isEventCatalog, 'must be an event catalog made by defineEvents')
+    .meta({ typeName: 'EventCatalog' })
+    .optional()
+    .describe(
+      'Event catalog from defineEvents: types the handlers; with schemas, a payload that fails its schema is quarantined (invalid-envelope) and a type it does not list follows unknownEventType.',
+    ),
   handlers: z
     .record(z.string(), functionOption<EventHandler>('EventHandler'))
     .refine((h) => Object.keys(h).length > 0, 'at least one handler is required')
     .optional()
-    .describe("Handlers by eventType; '*' catches any type without its own handler."),
+    .describe(
+      "Handlers by eventType; '*' catches any type without its own handler. With `events`, the keys must be its types and each handler's payload is typed by its key.",
+    ),
   batchHandler: functionOption<BatchHandler>('BatchHandler')
     .optional()
     .describe('One handler for all new events of a batch; used instead of handlers when given.'),
@@ -215,22 +225,39 @@ export const consumerOptions = defineOptions(
     })),
 );
 
-export type ProcessorOptions = OptionsInput<typeof processorOptions>;
+/**
+ * The options an event map types (the zod schema above checks them at runtime, untyped). `M`
+ * is inferred from `events` only (NoInfer elsewhere, so handlers written apart cannot pull it
+ * their way), or given: `startConsumer<OrderEvents>({...})`.
+ */
+export interface TypedHandlerOptions<M extends object = UntypedEvents> {
+  events?: EventCatalog<M, object>;
+  handlers?: EventHandlers<NoInfer<M>>;
+  batchHandler?: BatchHandlerOf<NoInfer<M>>;
+  schemas?: SchemaEvolution<NoInfer<M>>;
+}
+type Typed = keyof TypedHandlerOptions;
+
+export type ProcessorOptions<M extends object = UntypedEvents> = Omit<OptionsInput<typeof processorOptions>, Typed> &
+  TypedHandlerOptions<M>;
 export type ResolvedProcessorOptions = OptionsOutput<typeof processorOptions>;
-export type ConsumerOptions = OptionsInput<typeof consumerOptions>;
+export type ConsumerOptions<M extends object = UntypedEvents> = Omit<OptionsInput<typeof consumerOptions>, Typed> &
+  TypedHandlerOptions<M>;
 export type ResolvedConsumerOptions = OptionsOutput<typeof consumerOptions>;
 
 /** Options already resolved here pass through untouched, so a consumer hands its own to its processor. */
 const resolved = new WeakSet<object>();
 
-export function resolveProcessorOptions(input: ProcessorOptions | ResolvedProcessorOptions): ResolvedProcessorOptions {
+export function resolveProcessorOptions<M extends object>(
+  input: ProcessorOptions<M> | ResolvedProcessorOptions,
+): ResolvedProcessorOptions {
   if (resolved.has(input)) return input as ResolvedProcessorOptions;
   const options = processorOptions.parse(input);
   resolved.add(options);
   return options;
 }
 
-export function resolveConsumerOptions(input: ConsumerOptions): ResolvedConsumerOptions {
+export function resolveConsumerOptions<M extends object>(input: ConsumerOptions<M>): ResolvedConsumerOptions {
   const options = consumerOptions.parse(input);
   resolved.add(options);
   return options;

@@ -1,7 +1,13 @@
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { BrokerPluginMissingError } from '../runtime/errors.js';
+import { describeError } from '../runtime/logger.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
+import { openConnection } from '../transport/connection.js';
+import { probeExchangeType } from '../transport/topology.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
+import type { UntypedEvents } from '../envelope/events.js';
 
 /**
  * The options startPartitionedConsumers adds; every other key is a Consumer option (except
@@ -19,25 +25,69 @@ export const partitionedConsumerOptions = defineOptions(
   }),
 );
 
-export type PartitionedConsumerOptions = OptionsInput<typeof partitionedConsumerOptions> &
-  Omit<ConsumerOptions, 'queue' | 'declare' | 'bindings'>;
+export type PartitionedConsumerOptions<M extends object = UntypedEvents> = OptionsInput<
+  typeof partitionedConsumerOptions
+> &
+  Omit<ConsumerOptions<M>, 'queue' | 'declare' | 'bindings'>;
 
 /**
  * Starts one consumer per partition queue of a topology made by declarePartitionedTopology.
  * All partitions share one inbox scope (the prefix, unless `consumer` is set), so changing
  * the partition count later cannot let a moved aggregate's old events look new. Run the same
  * call in several processes: single-active-consumer makes one of them active per partition
- * and fails over to another when it stops.
+ * and fails over to another when it stops. A broker without the consistent-hash plugin could
+ * never route to the partitions: then every `ready()` rejects with BrokerPluginMissingError
+ * and the consumers stop.
  */
-export function startPartitionedConsumers(options: PartitionedConsumerOptions): Consumer[] {
+export function startPartitionedConsumers<M extends object = UntypedEvents>(
+  options: PartitionedConsumerOptions<M>,
+): Consumer<M>[] {
   const { queuePrefix: prefix, partitions: count, ...rest } = options;
   const { queuePrefix, partitions } = partitionedConsumerOptions.parse({ queuePrefix: prefix, partitions: count });
-  return Array.from({ length: partitions }, (_, partition) =>
-    startConsumer({
+  const consumers = Array.from({ length: partitions }, (_, partition) =>
+    startConsumer<M>({
       ...rest,
       queue: `${queuePrefix}.p${partition}`,
       consumer: rest.consumer ?? queuePrefix,
       declare: false,
     }),
   );
+  const pluginChecked = checkPlugin(consumers, queuePrefix);
+  pluginChecked.catch(() => undefined); // reported through ready(), which callers may never call
+  for (const consumer of consumers) {
+    const subscribed = consumer.ready.bind(consumer);
+    consumer.ready = () => Promise.all([subscribed(), pluginChecked]).then(() => undefined);
+  }
+  return consumers;
+}
+
+/**
+ * Asks the broker once, on a connection of its own, whether it knows the consistent-hash type.
+ * Only a definite "no" fails the group; a broker that cannot be asked now is the consumers'
+ * reconnect loop's business.
+ */
+async function checkPlugin(consumers: Consumer[], queuePrefix: string): Promise<void> {
+  const { amqpUrl, amqpSocketOptions, logger } = consumers[0]!.options;
+  try {
+    const connection = await openConnection(
+      amqpUrl,
+      `converge-consumer ${queuePrefix} plugin check`,
+      logger,
+      () => undefined,
+      amqpSocketOptions,
+    );
+    try {
+      await probeExchangeType(connection, `${queuePrefix}.plugin-check.${randomBytes(4).toString('hex')}`);
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+  } catch (err) {
+    if (!(err instanceof BrokerPluginMissingError)) {
+      logger.warn({ ...describeError(err), queuePrefix }, 'could not check for the consistent-hash plugin');
+      return;
+    }
+    logger.error({ ...describeError(err), queuePrefix }, 'partitioned consumers stop: broker plugin missing');
+    await Promise.all(consumers.map((consumer) => consumer.stop()));
+    throw err;
+  }
 }

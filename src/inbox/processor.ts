@@ -2,12 +2,13 @@ import type pg from 'pg';
 import { leasePool } from '../db/pool.js';
 import { withTransaction } from '../db/transaction.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
+import type { UntypedEvents } from '../envelope/events.js';
 import { fingerprint } from '../envelope/fingerprint.js';
 import { parseEnvelope } from '../envelope/validate.js';
 import { ContentConflictError } from '../runtime/errors.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { describeError } from '../runtime/logger.js';
-import { applyInTransaction, handlerFor, inVersionOrder, type DispatchScope } from './dispatch.js';
+import { applyInTransaction, inVersionOrder, isHandled, type DispatchScope } from './dispatch.js';
 import { decideFailure } from './failure-policy.js';
 import { readAttempt, traceFields } from './headers.js';
 import type { ParkResult } from './parking.js';
@@ -42,7 +43,7 @@ const keepParked: DrainSink = async () => [];
  * never talks to the broker, so the same code serves the subscription loop and a basic.get
  * loop alike. Read top-down: processBatch → #processCandidates → dispatch → #settleFailure.
  */
-export class DeliveryProcessor {
+export class DeliveryProcessor<M extends object = UntypedEvents> {
   readonly options: ResolvedProcessorOptions;
   readonly #pool: pg.Pool;
   readonly #releasePool: () => Promise<void>;
@@ -52,7 +53,7 @@ export class DeliveryProcessor {
   readonly #buffer: ReorderBuffer | null;
 
   /** Validates `options` (a handler is required); a ProcessorSetup comes validated from the consumer. */
-  constructor(options: ProcessorOptions | ProcessorSetup) {
+  constructor(options: ProcessorOptions<M> | ProcessorSetup) {
     const setup =
       options instanceof ProcessorSetup ? options : new ProcessorSetup(resolveProcessorOptions(options), keepParked);
     const resolved = setup.options;
@@ -67,7 +68,12 @@ export class DeliveryProcessor {
     this.#pool = lease.pool;
     this.#releasePool = () => lease.release();
     const scope = { pool: this.#pool, schema: this.#schema, consumer: resolved.consumer, logger: resolved.logger };
-    this.#dispatch = { ...scope, handlers: resolved.handlers, batchHandler: resolved.batchHandler };
+    this.#dispatch = {
+      ...scope,
+      handlers: resolved.handlers,
+      batchHandler: resolved.batchHandler,
+      events: resolved.events,
+    };
     this.#settler = new Settler({ ...scope, backoff: resolved.backoff });
     this.#buffer = resolved.reorderBuffer
       ? new ReorderBuffer({
@@ -104,7 +110,7 @@ export class DeliveryProcessor {
         continue;
       }
       const { envelope, print } = prepared;
-      if (!this.options.batchHandler && !handlerFor(this.options, envelope)) {
+      if (!isHandled(this.#dispatch, envelope)) {
         settlements[index] = await this.#settleUnknownType(delivery, envelope, print);
         continue;
       }

@@ -1,11 +1,23 @@
 import type { EventEnvelope } from '../envelope/envelope.js';
+import type { IsUntyped, PayloadsOf, UntypedEvents } from '../envelope/events.js';
 import { UnsupportedSchemaVersionError } from '../runtime/errors.js';
 
-/** Turns the payload of version n into the payload of version n + 1. Pure: no I/O. */
-export type Upcaster = (payload: unknown) => unknown;
+/**
+ * Turns the payload of version n into the payload of version n + 1. Pure: no I/O. A method,
+ * so an upcaster may annotate the old shape it reads (`(p: { cents: number }) => ...`); with an
+ * event catalog holding schemas, the consumer checks the final result against the schema.
+ */
+export type Upcaster = { up(payload: unknown): unknown }['up'];
 
-/** Per eventType: the version handlers are written for, and one upcaster per older version. */
-export type SchemaEvolution = Record<string, { current: number; upcasters?: Record<number, Upcaster> }>;
+/** The version handlers are written for, and one upcaster per older version. */
+export interface Evolution {
+  current: number;
+  upcasters?: Record<number, Upcaster>;
+}
+
+/** Per eventType; with an event map or catalog `C` the keys must be its event types. */
+export type SchemaEvolution<C = UntypedEvents> =
+  IsUntyped<PayloadsOf<C>> extends true ? Record<string, Evolution> : { [K in keyof PayloadsOf<C>]?: Evolution };
 
 /**
  * Brings an envelope to the current schema of its eventType, one version at a time, so

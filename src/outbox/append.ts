@@ -5,6 +5,13 @@ import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import type { Executor } from '../db/executor.js';
 import { ConcurrencyConflictError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
+import {
+  isEventCatalog,
+  validatePayload,
+  type EventCatalog,
+  type NewEventOf,
+  type UntypedEvents,
+} from '../envelope/events.js';
 import { validateEnvelope } from '../envelope/validate.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { outboxSql } from './sql.js';
@@ -15,23 +22,33 @@ export const outboxOptions = defineOptions(
   z.strictObject({
     // A plain string here: the name check stays schemaRef's, so a bad name still throws InvalidIdentifierError.
     schema: z.string().default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    events: z
+      .custom<EventCatalog>(isEventCatalog, 'must be an event catalog made by defineEvents')
+      .meta({ typeName: 'EventCatalog' })
+      .optional()
+      .describe(
+        'Event catalog from defineEvents: eventType must be one of its types and the payload its type; with schemas, a payload that fails its schema throws PayloadValidationError and nothing is written.',
+      ),
   }),
 );
 
-export type OutboxOptions = OptionsInput<typeof outboxOptions>;
+/** `I` is the producer-side payload map, inferred from `events` (or given: `appendToOutbox<OrderEvents>(...)`). */
+export type OutboxOptions<I extends object = UntypedEvents> = Omit<OptionsInput<typeof outboxOptions>, 'events'> & {
+  events?: EventCatalog<object, I>;
+};
 
 /**
  * The schema an options object names. This runs inside the caller's transaction for every
  * event, so each options object is validated once (again only if its schema changes).
  */
-const resolved = new WeakMap<OutboxOptions, { input: unknown; ref: SchemaRef }>();
+const resolved = new WeakMap<object, { input: unknown; events: unknown; ref: SchemaRef }>();
 
-function schemaOf(options: OutboxOptions | undefined): SchemaRef {
+function schemaOf(options: OutboxOptions<object> | undefined): SchemaRef {
   if (options === undefined) return schemaRef(DEFAULT_SCHEMA);
   const cached = resolved.get(options);
-  if (cached && cached.input === options.schema) return cached.ref;
+  if (cached && cached.input === options.schema && cached.events === options.events) return cached.ref;
   const ref = schemaRef(outboxOptions.parse(options).schema);
-  resolved.set(options, { input: options.schema, ref });
+  resolved.set(options, { input: options.schema, events: options.events, ref });
   return ref;
 }
 
@@ -45,12 +62,12 @@ export interface AppendedEvent {
  * connection that holds the caller's business transaction: the event commits or rolls
  * back with the business change. Nothing is buffered in memory and no connection is opened.
  */
-export async function appendToOutbox(
+export async function appendToOutbox<I extends object = UntypedEvents>(
   executor: Executor,
-  event: NewEvent,
-  options?: OutboxOptions,
+  event: NewEventOf<I>,
+  options?: OutboxOptions<I>,
 ): Promise<AppendedEvent> {
-  const [appended] = await appendManyToOutbox(executor, [event], options);
+  const [appended] = await appendManyToOutbox<I>(executor, [event], options);
   return appended!;
 }
 
@@ -58,14 +75,16 @@ export async function appendToOutbox(
  * Inserts many events with one statement on the caller's transaction, in the given order.
  * Every event is validated before anything is sent, so one bad event fails the call whole.
  */
-export async function appendManyToOutbox(
+export async function appendManyToOutbox<I extends object = UntypedEvents>(
   executor: Executor,
-  events: readonly NewEvent[],
-  options?: OutboxOptions,
+  events: readonly NewEventOf<I>[],
+  options?: OutboxOptions<I>,
 ): Promise<AppendedEvent[]> {
   const sql = outboxSql(schemaOf(options));
   if (events.length === 0) return [];
-  const envelopes = events.map(toEnvelope);
+  const envelopes = (events as readonly NewEvent[]).map(toEnvelope);
+  // The payload written is the one given: the schema checks it, its output is for the consumer.
+  for (const envelope of envelopes) await validatePayload(options?.events, envelope.eventType, envelope.payload);
   const { rows } = await runStatement<{ position: string; event_id: string }>(executor, sql.insert, [
     envelopes.map((e) => e.eventId),
     envelopes.map((e) => e.aggregateType),

@@ -2,6 +2,7 @@ import type { Executor } from '../db/executor.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import { StaleVersionError, VersionGapError, type AggregateKey } from '../runtime/errors.js';
+import { checkWrite, type WriteResult } from './write.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { projectionSql, type StateRow } from './sql.js';
 import { aggregateKey, consecutiveRuns, judgeIncrement, planIncrements } from './versions.js';
@@ -9,11 +10,13 @@ import { runStatement } from '../db/statement.js';
 import { RetryTransactionSignal } from '../db/transaction.js';
 import { reportBlocked } from './guard.js';
 
-export interface ProjectionTarget {
+type Versioned = Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>;
+
+export interface ProjectionTarget<E extends Versioned = Versioned> {
   /** Name of the read model, e.g. `order_search`; versions are tracked per projection. */
   projection: string;
-  /** The event being applied (only its aggregate fields and version are used here). */
-  event: Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>;
+  /** The event being applied (its aggregate fields and version are used here); `apply` gets it back, typed. */
+  event: E;
   /** Schema holding converge's tables. Default `converge`. */
   schema?: string;
 }
@@ -36,14 +39,19 @@ export interface ProjectionState {
  * An event at or below the baseline of a trusted snapshot returns `covered-by-baseline`
  * without calling `apply`.
  *
+ * `apply` gets the event back (typed as given) and reports what it wrote (WriteResult): a
+ * result changing no row throws NoRowsWrittenError, so an UPDATE that missed the row an
+ * aggregate's first event should have created is never recorded as applied. Return
+ * `'unchanged'` for an event that legitimately writes nothing.
+ *
  * Inside a consumer handler, pass the context's `tx`: the verdict is also reported to the
  * consumer, which rolls back and parks (or retries) the event even if the handler catches
  * the error. Catching it cannot make a gap count as applied. See docs/consumer.md.
  */
-export async function applyIncrement(
+export async function applyIncrement<E extends Versioned>(
   tx: Executor,
-  target: ProjectionTarget,
-  apply: () => Promise<void>,
+  target: ProjectionTarget<E>,
+  apply: (event: E) => Promise<WriteResult>,
 ): Promise<ApplyResult> {
   const { sql, params, key } = prepare(target);
   const version = target.event.aggregateVersion;
@@ -53,7 +61,7 @@ export async function applyIncrement(
       ? await runStatement(tx, sql.start, params)
       : await runStatement(tx, sql.advance, [...params, version]);
   if (moved.rowCount === 1) {
-    await apply();
+    checkWrite(tx, await apply(target.event), 1, target.projection, writtenFor(target.event));
     return { applied: true, version };
   }
   const current = toState((await runStatement<StateRow>(tx, sql.lock, params)).rows[0]);
@@ -64,7 +72,7 @@ export async function applyIncrement(
   throw reportBlocked(tx, new VersionGapError(key, version, current?.version ?? 0));
 }
 
-export interface SnapshotTarget extends ProjectionTarget {
+export interface SnapshotTarget<E extends Versioned = Versioned> extends ProjectionTarget<E> {
   /** The snapshot says the aggregate no longer exists; the tombstone is versioned like any state. */
   deleted?: boolean;
 }
@@ -72,18 +80,21 @@ export interface SnapshotTarget extends ProjectionTarget {
 /**
  * Applies a full snapshot only if it is newer than what the projection has; the snapshot
  * version becomes the baseline watermark, so late incremental events it already contains
- * are acknowledged without effect. Not newer → `not-newer`, `apply` is not called.
+ * are acknowledged without effect. Not newer → `not-newer`, `apply` is not called. `apply`
+ * reports what it wrote like applyIncrement's; a tombstone (`deleted`) may change no row (the
+ * read model may never have had it).
  */
-export async function applySnapshot(
+export async function applySnapshot<E extends Versioned>(
   tx: Executor,
-  target: SnapshotTarget,
-  apply: () => Promise<void>,
+  target: SnapshotTarget<E>,
+  apply: (event: E) => Promise<WriteResult>,
 ): Promise<ApplyResult> {
   const { sql, params } = prepare(target);
   const version = target.event.aggregateVersion;
-  const result = await runStatement(tx, sql.snapshot, [...params, version, target.deleted ?? false]);
+  const deleted = target.deleted ?? false;
+  const result = await runStatement(tx, sql.snapshot, [...params, version, deleted]);
   if (result.rowCount === 1) {
-    await apply();
+    checkWrite(tx, await apply(target.event), deleted ? 0 : 1, target.projection, writtenFor(target.event));
     return { applied: true, version };
   }
   const current = toState((await runStatement<StateRow>(tx, sql.read, params)).rows[0]);
@@ -112,6 +123,10 @@ export async function readState(
   return toState(rows[0]);
 }
 
+function writtenFor(event: Versioned) {
+  return { aggregateType: event.aggregateType, aggregateId: event.aggregateId, version: event.aggregateVersion };
+}
+
 function prepare(target: ProjectionTarget) {
   const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
   const key: AggregateKey = {
@@ -131,10 +146,17 @@ function toState(row: StateRow | undefined): ProjectionState | null {
   };
 }
 
-export interface BatchTarget<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>> {
+export interface BatchTarget<E extends Versioned> {
   projection: string;
   events: readonly E[];
   schema?: string;
+  /**
+   * The fewest rows `apply` must change. `per-aggregate` (default): one per distinct aggregate
+   * among the events it gets, right for a read model keyed by aggregate where every event writes.
+   * `at-least-one`: for read models that fold several aggregates into one row, or batches where
+   * some events write nothing. Either way, 0 rows throws unless `apply` returns `'unchanged'`.
+   */
+  expectRows?: 'per-aggregate' | 'at-least-one';
 }
 
 export interface BatchApplyResult<E> {
@@ -154,11 +176,14 @@ export interface BatchApplyResult<E> {
  * before `apply` runs. Some aggregates may already have moved by then, so the caller's
  * transaction must roll back whole: the consumer does, even when its batch handler catches
  * the error (the verdict is reported to it as by applyIncrement). `apply` is called once
- * with the events to write.
+ * with the events to write and must change at least `expectRows` rows (one per aggregate by
+ * default), else NoRowsWrittenError.
  */
-export async function applyIncrements<
-  E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>,
->(tx: Executor, target: BatchTarget<E>, apply: (events: E[]) => Promise<void>): Promise<BatchApplyResult<E>> {
+export async function applyIncrements<E extends Versioned>(
+  tx: Executor,
+  target: BatchTarget<E>,
+  apply: (events: E[]) => Promise<WriteResult>,
+): Promise<BatchApplyResult<E>> {
   const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
   if (target.events.length === 0) return { applied: [], covered: [] };
   let moved: E[] = [];
@@ -180,12 +205,16 @@ export async function applyIncrements<
   }
   const plan = rest.length > 0 ? await planAndMove(tx, sql, target.projection, rest) : { apply: [], covered: [] };
   const applied = [...moved, ...plan.apply];
-  if (applied.length > 0) await apply(applied);
+  if (applied.length > 0) {
+    const aggregates = uniqueAggregates(applied).length;
+    const expected = target.expectRows === 'at-least-one' ? 1 : aggregates;
+    checkWrite(tx, await apply(applied), expected, target.projection, { aggregates, events: applied.length });
+  }
   return { applied, covered: plan.covered };
 }
 
 /** Locks the state rows of `events`' aggregates, plans, throws on the first blocked event, then moves them. */
-async function planAndMove<E extends Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>>(
+async function planAndMove<E extends Versioned>(
   tx: Executor,
   sql: ReturnType<typeof projectionSql>,
   projection: string,

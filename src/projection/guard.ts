@@ -1,8 +1,11 @@
-import type { StaleVersionError, VersionGapError } from '../runtime/errors.js';
+import type { NoRowsWrittenError, StaleVersionError, VersionGapError } from '../runtime/errors.js';
 import type { RetryTransactionSignal } from '../db/transaction.js';
 
-/** A verdict of the projection helpers that forbids committing the transaction it was reached on. */
-export type BlockedVerdict = VersionGapError | StaleVersionError | RetryTransactionSignal;
+/**
+ * A verdict of the projection helpers that forbids committing the transaction it was reached
+ * on; NoRowsWrittenError among them, since the version moved but the read model was not written.
+ */
+export type BlockedVerdict = VersionGapError | StaleVersionError | RetryTransactionSignal | NoRowsWrittenError;
 
 /**
  * What the projection helpers found on one transaction while a handler ran. The helpers

@@ -140,6 +140,27 @@ export const ERROR_CODES = {
     when: 'A quarantine replay or discard names a row that is already closed (replayed or discarded, possibly by someone else meanwhile).',
     action: 'Nothing to redo; `converge dlq show ID` shows its resolution.',
   },
+  CONVERGE_BROKER_PLUGIN_MISSING: {
+    error: 'BrokerPluginMissingError',
+    carries: '`plugin`, `exchangeType`',
+    when: '`declarePartitionedTopology`, `converge topology` or `startPartitionedConsumers` (its `ready()` rejects and the consumers stop) found that RabbitMQ does not know the `x-consistent-hash` exchange type: the `rabbitmq_consistent_hash_exchange` plugin is not enabled. The broker closes the connection with 503 COMMAND_INVALID.',
+    action:
+      'Run `rabbitmq-plugins enable rabbitmq_consistent_hash_exchange` on every broker node (the plugin ships with RabbitMQ; docker-compose.yml enables it), then declare again. Locally, `npm run services` does it.',
+  },
+  CONVERGE_INVALID_PAYLOAD: {
+    error: 'PayloadValidationError',
+    carries: '`eventType`, `paths`; also an `EnvelopeValidationError` (`field` = `payload`)',
+    when: "A payload does not match its event type's schema in the event catalog (`defineEvents`): at the producer nothing is written; at the consumer the delivery is quarantined as `invalid-envelope` and never applied. The message names the paths, never values.",
+    action:
+      'Fix the producer (or the schema); `paths` say where. Replay or discard the quarantined copies (`converge dlq`).',
+  },
+  CONVERGE_NO_ROWS_WRITTEN: {
+    error: 'NoRowsWrittenError',
+    carries: '`projection`, `rowCount`, `expected`, `writtenFor`',
+    when: "The write callback of `applyIncrement`, `applyIncrements` or `applySnapshot` changed fewer rows than expected (0 for one event; fewer than one per aggregate for a batch): usually an `UPDATE` of a read-model row an aggregate's first event should have created. The consumer rolls back (inbox row and version included), retries, then quarantines (`handler-failed`).",
+    action:
+      "Write with an upsert (`INSERT ... ON CONFLICT DO UPDATE`); return `'unchanged'` for an event that legitimately changes no row. Then replay the quarantined events.",
+  },
   // ---- Connection and startup failures (ConnectionConfigError, ServiceUnavailableError, SchemaNotMigratedError, ReadyTimeoutError) ----
   CONVERGE_DATABASE_AUTH_FAILED: {
     error: 'ConnectionConfigError',

@@ -63,7 +63,8 @@ export class InvalidIdentifierError extends ConvergeError {
   }
 }
 
-type EnvelopeErrorCode = 'CONVERGE_INVALID_ENVELOPE' | 'CONVERGE_MALFORMED_BODY' | 'CONVERGE_BODY_TOO_LARGE';
+type EnvelopeErrorCode =
+  'CONVERGE_INVALID_ENVELOPE' | 'CONVERGE_MALFORMED_BODY' | 'CONVERGE_BODY_TOO_LARGE' | 'CONVERGE_INVALID_PAYLOAD';
 
 /** An envelope (outgoing or received) is malformed; `field` names the offending field, never its value. */
 export class EnvelopeValidationError extends ConvergeError {
@@ -253,6 +254,76 @@ export class QuarantineResolvedError extends ConvergeError {
       resolution
         ? `quarantined message ${id} was already ${resolution}`
         : `quarantined message ${id} was closed by someone else meanwhile`,
+    );
+  }
+}
+
+/**
+ * RabbitMQ does not know an exchange type converge declares, because the plugin that provides it is
+ * not enabled (the `x-consistent-hash` type of partitioned consumer groups). The broker answers the
+ * declare by closing the whole connection (503 COMMAND_INVALID); the original error is the `cause`.
+ */
+export class BrokerPluginMissingError extends ConvergeError {
+  constructor(
+    readonly plugin: string,
+    readonly exchangeType: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      'CONVERGE_BROKER_PLUGIN_MISSING',
+      `RabbitMQ does not know the exchange type '${exchangeType}': the plugin ${plugin} is not enabled; ` +
+        `enable it with: rabbitmq-plugins enable ${plugin}`,
+      options,
+    );
+  }
+}
+
+/**
+ * A payload does not match the schema its event type has in the event catalog (defineEvents),
+ * at the producer (nothing is written) or at the consumer (quarantined as `invalid-envelope`,
+ * never applied). `paths` are where the schema failed; segments that are not plain names or
+ * indices (a record key may be personal data) show as `*`. Values and the schema's own
+ * messages (some quote the value) never appear.
+ */
+export class PayloadValidationError extends EnvelopeValidationError {
+  constructor(
+    readonly eventType: string,
+    readonly paths: readonly string[],
+  ) {
+    super(
+      'payload',
+      `does not match the ${eventType} schema at ${paths.map((p) => `"${p}"`).join(', ')}`,
+      'CONVERGE_INVALID_PAYLOAD',
+    );
+  }
+}
+
+/** What a projection write was about: one event (applyIncrement, applySnapshot) or a batch. */
+export type WrittenFor =
+  { aggregateType: string; aggregateId: string; version: number } | { aggregates: number; events: number };
+
+/**
+ * A projection helper's write callback changed fewer rows than the events it applied need:
+ * typically an UPDATE of a read-model row that does not exist yet (an aggregate's first event).
+ * Thrown before commit and reported like a version gap, so the consumer rolls the whole
+ * transaction back (inbox row and projection version included) even if the handler catches it.
+ */
+export class NoRowsWrittenError extends ConvergeError {
+  constructor(
+    readonly projection: string,
+    readonly rowCount: number,
+    readonly expected: number,
+    readonly writtenFor: WrittenFor,
+  ) {
+    const what =
+      'aggregates' in writtenFor
+        ? `the batch write of ${writtenFor.events} events (${writtenFor.aggregates} aggregates)`
+        : `the write of ${writtenFor.aggregateType}/${writtenFor.aggregateId} version ${writtenFor.version}`;
+    super(
+      'CONVERGE_NO_ROWS_WRITTEN',
+      `${what} in ${projection} changed ${rowCount} rows, expected at least ${expected}: ` +
+        "write an aggregate's first event with an upsert (INSERT ... ON CONFLICT DO UPDATE), " +
+        "or return 'unchanged' when the event leaves the read model as it is",
     );
   }
 }

@@ -1,5 +1,7 @@
+import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
 import { z } from 'zod';
+import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import { DEFAULT_EXCHANGE } from '../runtime/defaults.js';
 import { HEADER } from './wire.js';
@@ -56,7 +58,7 @@ export async function declarePartitionedTopology(
   const { exchange } = options;
   const hashExchange = `${options.queuePrefix}.partitions`;
   await channel.assertExchange(exchange, 'topic', { durable: true });
-  await channel.assertExchange(hashExchange, 'x-consistent-hash', {
+  await assertPluginExchange(channel, hashExchange, CONSISTENT_HASH, {
     durable: true,
     arguments: { 'hash-header': HEADER.aggregateId },
   });
@@ -76,4 +78,78 @@ export async function declarePartitionedTopology(
     queues.push(queue);
   }
   return { hashExchange, queues };
+}
+
+/** An exchange type RabbitMQ ships disabled, and the plugin that provides it. */
+export interface PluginExchangeType {
+  exchangeType: string;
+  plugin: string;
+}
+
+/** The type the partition exchange of declarePartitionedTopology needs. */
+export const CONSISTENT_HASH: PluginExchangeType = {
+  exchangeType: 'x-consistent-hash',
+  plugin: 'rabbitmq_consistent_hash_exchange',
+};
+
+/**
+ * The exchange type a broker error refuses as unknown, if that is what it says. RabbitMQ closes the
+ * connection with 503 COMMAND_INVALID "unknown exchange type 'T'" when the type was never loaded on
+ * the node, or "invalid exchange type 'T'" when its plugin was disabled since.
+ */
+export function unknownExchangeType(err: unknown): string | undefined {
+  if (!(err instanceof Error) || (err as { code?: unknown }).code !== 503) return undefined;
+  return /(?:unknown|invalid) exchange type '([^']+)'/.exec(err.message)?.[1];
+}
+
+/**
+ * Declares an exchange whose type a plugin provides; a missing plugin becomes BrokerPluginMissingError.
+ * The broker refuses such a declare by closing the whole connection, so the declare itself only rejects
+ * with "Channel ended"; the reason arrives on the connection's 'error' event, watched during the call.
+ */
+export async function assertPluginExchange(
+  channel: amqp.Channel,
+  name: string,
+  type: PluginExchangeType,
+  options: amqp.Options.AssertExchange,
+): Promise<void> {
+  // amqplib's types hide it, but a channel's connection is the EventEmitter that reports the close.
+  const connection: unknown = channel.connection;
+  const watched = connection instanceof EventEmitter ? connection : undefined;
+  let closedWith: unknown;
+  const onError = (err: unknown) => (closedWith = err);
+  watched?.on('error', onError);
+  try {
+    await channel.assertExchange(name, type.exchangeType, options);
+  } catch (err) {
+    const reason = closedWith ?? err;
+    if (unknownExchangeType(reason) === type.exchangeType)
+      throw new BrokerPluginMissingError(type.plugin, type.exchangeType, { cause: reason });
+    throw err;
+  } finally {
+    watched?.off('error', onError);
+  }
+}
+
+/**
+ * Proves the broker knows `type`, the only way AMQP can: declares a throwaway internal exchange
+ * `name` of that type and deletes it again. A missing plugin closes `connection` (so give it one of
+ * its own) and rejects with BrokerPluginMissingError. A refusal for permissions (403) proves the type
+ * known too: RabbitMQ checks the type before the permissions.
+ */
+export async function probeExchangeType(
+  connection: amqp.ChannelModel,
+  name: string,
+  type: PluginExchangeType = CONSISTENT_HASH,
+): Promise<void> {
+  const channel = await connection.createChannel();
+  channel.on('error', () => undefined); // the failed call reports it
+  try {
+    await assertPluginExchange(channel, name, type, { durable: false, autoDelete: true, internal: true });
+    await channel.deleteExchange(name);
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== 403) throw err;
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
 }

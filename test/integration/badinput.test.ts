@@ -107,7 +107,7 @@ function capturingPino(): Logger & { lines: string[] } {
 function applyTotal(schema: string): EventHandler {
   return async (event, { tx }) => {
     await applyIncrement(tx, { projection: PROJECTION, event, schema }, async () => {
-      await tx.query(
+      return tx.query(
         `INSERT INTO "${schema}".order_total (aggregate_id, total, events) VALUES ($1, $2, 1)
          ON CONFLICT (aggregate_id) DO UPDATE SET total = order_total.total + EXCLUDED.total, events = order_total.events + 1`,
         [event.aggregateId, (event.payload as { delta: number }).delta],

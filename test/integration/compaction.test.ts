@@ -138,7 +138,7 @@ function delivery(e: EventEnvelope): RawDelivery {
 function addAmount(schema: string): EventHandler {
   return async (event, { tx }) => {
     await applyIncrement(tx, { projection: PROJECTION, event, schema }, async () => {
-      await tx.query(
+      return tx.query(
         `INSERT INTO "${schema}".order_totals (id, total, events) VALUES ($1, $2, 1)
          ON CONFLICT (id) DO UPDATE SET total = order_totals.total + EXCLUDED.total, events = order_totals.events + 1`,
         [event.aggregateId, (event.payload as { delta: number }).delta],
@@ -200,13 +200,17 @@ describe('compactInbox', () => {
       const processor = f.processor({
         batchHandler: async (events, { tx, schema }) => {
           await applyIncrements(tx, { projection: PROJECTION, events, schema }, async (applicable) => {
+            let rows = 0;
             for (const event of applicable) {
-              await tx.query(
-                `INSERT INTO "${schema}".order_totals (id, total, events) VALUES ($1, $2, 1)
+              rows += (
+                await tx.query(
+                  `INSERT INTO "${schema}".order_totals (id, total, events) VALUES ($1, $2, 1)
                  ON CONFLICT (id) DO UPDATE SET total = order_totals.total + EXCLUDED.total, events = order_totals.events + 1`,
-                [event.aggregateId, (event.payload as { delta: number }).delta],
-              );
+                  [event.aggregateId, (event.payload as { delta: number }).delta],
+                )
+              ).rowCount!;
             }
+            return rows;
           });
         },
       });

@@ -99,12 +99,16 @@ describe('batches', () => {
         batchHandler: async (events, { tx }) => {
           batches.push(events.length);
           await applyIncrements(tx, { projection: PROJECTION, events, schema: env.schema }, async (applicable) => {
+            let rows = 0;
             for (const event of applicable) {
-              await tx.query(
-                `INSERT INTO "${env.schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, $3)`,
-                [event.eventId, event.aggregateId, event.aggregateVersion],
-              );
+              rows += (
+                await tx.query(
+                  `INSERT INTO "${env.schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, $3)`,
+                  [event.eventId, event.aggregateId, event.aggregateVersion],
+                )
+              ).rowCount!;
             }
+            return rows;
           });
         },
         batchSize: 50,

@@ -116,20 +116,22 @@ describe('convergence over random histories', () => {
     const handlers: Record<string, EventHandler> = {
       Added: async (event, { tx }) => {
         await applyIncrement(tx, { projection: PROJECTION, event, schema: db.schema }, async () => {
-          await tx.query(
+          const written = await tx.query(
             `INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = totals.total + $2`,
             [event.aggregateId, (event.payload as { delta: number }).delta],
           );
           await tx.query(`INSERT INTO ${q}.effects (event_id) VALUES ($1)`, [event.eventId]);
+          return written;
         });
       },
       Totals: async (event, { tx }) => {
         await applySnapshot(tx, { projection: PROJECTION, event, schema: db.schema }, async () => {
-          await tx.query(
+          const written = await tx.query(
             `INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = $2`,
             [event.aggregateId, (event.payload as { total: number }).total],
           );
           await tx.query(`INSERT INTO ${q}.effects (event_id) VALUES ($1)`, [event.eventId]);
+          return written;
         });
       },
     };

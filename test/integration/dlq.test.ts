@@ -184,7 +184,7 @@ describe('dlq', () => {
         Refunded: async (event, { tx }) => {
           if (failing.has(event.eventId)) throw new PermanentError('refunds are not supported yet');
           await applyIncrement(tx, { projection: 'refunds', event, schema: db.schema }, async () => {
-            await tx.query(`INSERT INTO "${db.schema}".refunds VALUES ($1, $2, $3, $4)`, [
+            return tx.query(`INSERT INTO "${db.schema}".refunds VALUES ($1, $2, $3, $4)`, [
               event.eventId,
               event.aggregateId,
               (event.payload as { currency?: string }).currency,

@@ -12,6 +12,8 @@ import {
   type BatchHandler,
   type EventEnvelope,
   type EventHandler,
+  type Executor,
+  type QueryResultLike,
   type Settlement,
 } from '../../src/index.js';
 import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
@@ -96,12 +98,12 @@ const envelope = (eventId: string, aggregateId: string, version: number, delta =
 const delivery = (e: EventEnvelope): RawDelivery => deliveryOf(e, { exchange: 'converge.events' });
 
 async function addTotal(
-  tx: { query: (text: string, values: unknown[]) => Promise<unknown> },
+  tx: Executor,
   schema: string,
   aggregateId: string,
   delta: number,
-): Promise<void> {
-  await tx.query(
+): Promise<QueryResultLike<unknown>> {
+  return tx.query(
     `INSERT INTO "${schema}".order_totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = order_totals.total + EXCLUDED.total`,
     [aggregateId, delta],
   );
@@ -125,8 +127,10 @@ function swallowingBatchHandler(schema: string): BatchHandler {
   return async (events, { tx }) => {
     try {
       await applyIncrements(tx, { projection: PROJECTION, events, schema }, async (applied) => {
+        let rows = 0;
         for (const event of applied)
-          await addTotal(tx, schema, event.aggregateId, (event.payload as { delta: number }).delta);
+          rows += (await addTotal(tx, schema, event.aggregateId, (event.payload as { delta: number }).delta)).rowCount!;
+        return rows;
       });
     } catch {
       await tx.query(`INSERT INTO "${schema}".swallowed (event_id) VALUES ($1)`, [events[0]!.eventId]);

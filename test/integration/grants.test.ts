@@ -172,7 +172,7 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
         AmountAdded: async (event, { tx }) => {
           await applyIncrement(tx, { projection: 'order_totals', event, schema }, async () => {
             const amount = (event.payload as { amount: number }).amount;
-            await tx.query(
+            return tx.query(
               `INSERT INTO "${biz}".order_totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = order_totals.total + EXCLUDED.total`,
               [event.aggregateId, amount],
             );

@@ -105,6 +105,7 @@ describe('applyIncrement', () => {
       const other = await withTransaction(f.pool, (client) =>
         applyIncrement(client, { ...f.target('o1', 1), projection: 'order_stats' }, async () => {
           f.calls.push('stats');
+          return 'unchanged';
         }),
       );
       assert.deepEqual(other, { applied: true, version: 1 });
@@ -496,8 +497,11 @@ describe('applyIncrements', () => {
           { projection: PROJECTION, events: [ev('a', 3), ev('b', 1), ev('a', 2)], schema: f.schema },
           async (events) => {
             calls.push(events.map((e) => e.aggregateVersion));
+            let rows = 0;
             for (const e of events)
-              await f.addAmount(tx, e.aggregateId, e.amount, `${e.aggregateId}${e.aggregateVersion}`)();
+              rows += (await f.addAmount(tx, e.aggregateId, e.amount, `${e.aggregateId}${e.aggregateVersion}`)())
+                .rowCount!;
+            return rows;
           },
         ),
       );
@@ -522,6 +526,7 @@ describe('applyIncrements', () => {
             { projection: PROJECTION, events: [ev('a', 1), ev('b', 2)], schema: f.schema },
             async () => {
               applied = true;
+              return 'unchanged';
             },
           ),
         ),
@@ -548,6 +553,7 @@ describe('applyIncrements', () => {
           },
           async (events) => {
             calls.push(events.map((e) => `${e.aggregateId}${e.aggregateVersion}`));
+            return 'unchanged';
           },
         ),
       );
@@ -571,7 +577,7 @@ describe('applyIncrements', () => {
           applyIncrements(
             tx,
             { projection: PROJECTION, events: [ev('a', 1), ev('a', 3)], schema: f.schema },
-            async () => undefined,
+            async () => 'unchanged',
           ),
         ),
       );
@@ -590,7 +596,7 @@ describe('applyIncrements', () => {
           applyIncrements(
             tx,
             { projection: PROJECTION, events: [ev('c', 1)], schema: f.schema },
-            async () => undefined,
+            async () => 'unchanged',
           ),
         ),
       );
@@ -600,7 +606,10 @@ describe('applyIncrements', () => {
           tx,
           { projection: PROJECTION, events: [ev('a', 2), ev('a', 3), ev('a', 4)], schema: f.schema },
           async (events) => {
-            for (const e of events) await f.addAmount(tx, e.aggregateId, 1, `a${e.aggregateVersion}`)();
+            let rows = 0;
+            for (const e of events)
+              rows += (await f.addAmount(tx, e.aggregateId, 1, `a${e.aggregateVersion}`)()).rowCount!;
+            return rows;
           },
         ),
       );

@@ -30,7 +30,7 @@ describe('rebuildProjection', () => {
       handlers: {
         AmountAdded: async (event, { tx }) => {
           await applyIncrement(tx, { projection: PROJECTION, event, schema: db.schema }, async () => {
-            await tx.query(
+            return tx.query(
               `INSERT INTO ${q}.order_view (id, amount) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET amount = order_view.amount + $2`,
               [event.aggregateId, (event.payload as { delta: number }).delta],
             );

@@ -303,9 +303,7 @@ describe('reconcile', () => {
                   event: { aggregateType: TYPE, aggregateId: 'o1', aggregateVersion: version },
                   schema: f.db.schema,
                 },
-                async () => {
-                  await tx.query(`UPDATE ${f.q}.order_view SET amount = amount + 5 WHERE id = 'o1'`);
-                },
+                async () => tx.query(`UPDATE ${f.q}.order_view SET amount = amount + 5 WHERE id = 'o1'`),
               ),
             );
           }

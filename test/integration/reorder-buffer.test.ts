@@ -28,6 +28,7 @@ describe('reorder buffer drain', () => {
     const handler: EventHandler = async (event, { tx }) => {
       await applyIncrement(tx, { projection: 'p', event, schema: db.schema }, async () => {
         if (event.eventId === 'E3' && failE3) throw new Error('not yet');
+        return 'unchanged';
       });
     };
     const sunk: DrainedEvent[][] = [];

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import {
+  BrokerPluginMissingError,
   Relay,
   appendManyToOutbox,
   applyIncrement,
@@ -12,6 +13,7 @@ import {
   type EventHandler,
 } from '../../src/index.js';
 import { encodeMessage, parseEnvelope, routingKeyFromTemplate } from '../../src/testing/index.js';
+import { probeExchangeType } from '../../src/transport/topology.js';
 import {
   describe,
   test,
@@ -23,20 +25,15 @@ import {
   AMQP_URL,
 } from '../support/rig.js';
 
-const PLUGIN_HINT = 'enable it with: rabbitmq-plugins enable rabbitmq_consistent_hash_exchange';
-
-async function declare(
+/** A missing consistent-hash plugin fails here with BrokerPluginMissingError, which names the command. */
+function declare(
   channel: amqp.Channel,
   exchange: string,
   queuePrefix: string,
   partitions: number,
   queueType: 'quorum' | 'classic' = 'quorum',
 ) {
-  try {
-    return await declarePartitionedTopology(channel, { exchange, queuePrefix, partitions, queueType });
-  } catch (err) {
-    throw new Error(`RabbitMQ refused the x-consistent-hash exchange (${(err as Error).message}); ${PLUGIN_HINT}`);
-  }
+  return declarePartitionedTopology(channel, { exchange, queuePrefix, partitions, queueType });
 }
 
 async function removeTopology(
@@ -133,7 +130,7 @@ describe('partitioned topology', () => {
         (instance: string): EventHandler =>
         async (event, { tx, schema }) => {
           await applyIncrement(tx, { projection: 'orders', event, schema }, async () => {
-            await tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [
+            return tx.query(`INSERT INTO "${schema}".applied (instance, aggregate_id, version) VALUES ($1, $2, $3)`, [
               instance,
               event.aggregateId,
               event.aggregateVersion,
@@ -192,6 +189,41 @@ describe('partitioned topology', () => {
       await removeTopology(connection, exchange, hashExchange, queues);
       await connection.close();
       await db.close();
+    }
+  });
+
+  // The shared broker has the plugin, so a type no plugin provides stands in for a missing one:
+  // the broker refuses it the same way (connection close, 503 COMMAND_INVALID) through the same mapping.
+  test('a broker without the plugin for an exchange type fails with BrokerPluginMissingError naming it', async () => {
+    const connection = await connectRabbit();
+    const closed = new Promise<Error | undefined>((resolve) => connection.once('close', resolve));
+    connection.on('error', () => undefined);
+    const missing = { exchangeType: 'x-converge-no-such-type', plugin: 'rabbitmq_converge_no_such_plugin' };
+    const error = await probeExchangeType(connection, uniqueName('cvt.topo.probe'), missing).then(
+      () => assert.fail('the broker accepted an exchange type no plugin provides'),
+      (err: unknown) => err,
+    );
+    assert.ok(error instanceof BrokerPluginMissingError, `got ${String(error)}`);
+    assert.equal(error.code, 'CONVERGE_BROKER_PLUGIN_MISSING');
+    assert.deepEqual([error.plugin, error.exchangeType], [missing.plugin, missing.exchangeType]);
+    assert.match(error.message, /enable it with: rabbitmq-plugins enable rabbitmq_converge_no_such_plugin$/);
+    assert.match(
+      (error.cause as Error).message,
+      /503 \(COMMAND-INVALID\).*unknown exchange type 'x-converge-no-such-type'/,
+    );
+    assert.match(String((await closed)?.message), /COMMAND_INVALID/, 'the broker closed the whole connection');
+  });
+
+  test('the plugin check passes on a broker with the plugin and leaves no exchange behind', async () => {
+    const connection = await connectRabbit();
+    const name = uniqueName('cvt.topo.probe');
+    try {
+      await probeExchangeType(connection, name);
+      const check = await connection.createChannel();
+      check.on('error', () => undefined);
+      await assert.rejects(check.checkExchange(name), /404/);
+    } finally {
+      await connection.close();
     }
   });
 });

@@ -77,7 +77,7 @@ describe('RetryTransactionSignal', () => {
       const thrown: unknown[] = [];
       const run = withTransaction(db.pool, async (tx) => {
         try {
-          return await applyIncrements(tx, { projection: 'p', events, schema }, async () => undefined);
+          return await applyIncrements(tx, { projection: 'p', events, schema }, async () => 'unchanged');
         } catch (err) {
           thrown.push(err);
           throw err;

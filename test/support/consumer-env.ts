@@ -17,6 +17,7 @@ import {
   type Settlement,
 } from '../../src/index.js';
 import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
+import type { UntypedEvents } from '../../src/envelope/events.js';
 import { orderEvent } from './builders.js';
 import {
   KEEP_FAILED,
@@ -48,7 +49,7 @@ export interface Env {
   queue: string;
   retryQueue: string;
   /** Starts a consumer on this env's queue/exchange/schema (overridable) and stops it on close. */
-  start(options: Partial<ConsumerOptions>): Consumer;
+  start<M extends object = UntypedEvents>(options: Partial<ConsumerOptions<M>>): Consumer<M>;
   stop(consumer: Consumer): Promise<void>;
   /** Publishes an envelope (as the relay would encode it) and waits for the broker's confirm. */
   publish(envelope: EventEnvelope): Promise<Buffer>;
@@ -88,8 +89,8 @@ export async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
     queue,
     retryQueue: `${queue}.retry`,
     extraQueues: [],
-    start(options) {
-      const consumer = startConsumer({
+    start<M extends object>(options: Partial<ConsumerOptions<M>>) {
+      const consumer = startConsumer<M>({
         amqpUrl: AMQP_URL,
         queue,
         exchange,
@@ -156,7 +157,7 @@ export function envelope(
 export function applyOrder(schema: string): EventHandler {
   return async (event, { tx }) => {
     await applyIncrement(tx, { projection: PROJECTION, event, schema }, async () => {
-      await tx.query(`INSERT INTO "${schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, $3)`, [
+      return tx.query(`INSERT INTO "${schema}".applied (event_id, aggregate_id, amount) VALUES ($1, $2, $3)`, [
         event.eventId,
         event.aggregateId,
         (event.payload as { delta: number }).delta,

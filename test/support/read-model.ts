@@ -4,7 +4,7 @@
  * when they actually run, and readers for the row and its projection state.
  */
 import type pg from 'pg';
-import { readProjectionState, type Executor, type ProjectionState } from '../../src/index.js';
+import { readProjectionState, type Executor, type ProjectionState, type QueryResultLike } from '../../src/index.js';
 import { createTestSchema, type TestDatabase } from './rig.js';
 
 export const PROJECTION = 'order_search';
@@ -19,9 +19,20 @@ export interface ReadModel {
   /** Labels of every `apply` callback that actually ran, in order. */
   calls: string[];
   /** An incremental `apply`: adds `amount` to the read model row on the given transaction. */
-  addAmount: (tx: Executor, aggregateId: string, amount: number, label: string) => () => Promise<void>;
+  addAmount: (
+    tx: Executor,
+    aggregateId: string,
+    amount: number,
+    label: string,
+  ) => () => Promise<QueryResultLike<unknown>>;
   /** A snapshot `apply`: replaces the read model row on the given transaction. */
-  replace: (tx: Executor, aggregateId: string, amount: number, deleted: boolean, label: string) => () => Promise<void>;
+  replace: (
+    tx: Executor,
+    aggregateId: string,
+    amount: number,
+    deleted: boolean,
+    label: string,
+  ) => () => Promise<QueryResultLike<unknown>>;
   state(aggregateId: string): Promise<ProjectionState | null>;
   row(aggregateId: string): Promise<{ id: string; amount: number; deleted: boolean } | undefined>;
 }
@@ -44,7 +55,7 @@ export async function withReadModel(prefix: string, work: (model: ReadModel) => 
       calls,
       addAmount: (tx, aggregateId, amount, label) => async () => {
         calls.push(label);
-        await tx.query(
+        return tx.query(
           `INSERT INTO ${readModel} (id, amount, deleted) VALUES ($1, $2, false)
            ON CONFLICT (id) DO UPDATE SET amount = ${readModel}.amount + EXCLUDED.amount`,
           [aggregateId, amount],
@@ -52,7 +63,7 @@ export async function withReadModel(prefix: string, work: (model: ReadModel) => 
       },
       replace: (tx, aggregateId, amount, deleted, label) => async () => {
         calls.push(label);
-        await tx.query(
+        return tx.query(
           `INSERT INTO ${readModel} (id, amount, deleted) VALUES ($1, $2, $3)
            ON CONFLICT (id) DO UPDATE SET amount = EXCLUDED.amount, deleted = EXCLUDED.deleted`,
           [aggregateId, amount, deleted],

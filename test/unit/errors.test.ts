@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import * as errors from '../../src/runtime/errors.js';
 import {
   BodyTooLargeError,
+  BrokerPluginMissingError,
   ConcurrencyConflictError,
   ConfigError,
   ConnectionConfigError,
@@ -20,6 +21,8 @@ import {
   EnvelopeValidationError,
   InvalidIdentifierError,
   MalformedBodyError,
+  NoRowsWrittenError,
+  PayloadValidationError,
   PermanentError,
   PublishError,
   QuarantineNotFoundError,
@@ -58,6 +61,14 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
   ],
   QuarantineNotFoundError: () => [new QuarantineNotFoundError('42')],
   QuarantineResolvedError: () => [new QuarantineResolvedError('42', 'replayed'), new QuarantineResolvedError('42')],
+  BrokerPluginMissingError: () => [
+    new BrokerPluginMissingError('rabbitmq_consistent_hash_exchange', 'x-consistent-hash'),
+  ],
+  PayloadValidationError: () => [new PayloadValidationError('OrderPlaced', ['total', 'lines.0.qty'])],
+  NoRowsWrittenError: () => [
+    new NoRowsWrittenError('order_view', 0, 1, { aggregateType: 'order', aggregateId: 'o-1', version: 1 }),
+    new NoRowsWrittenError('order_view', 2, 3, { aggregates: 3, events: 5 }),
+  ],
   // Connection and startup failures: every service and kind that has a code of its own.
   ConnectionConfigError: () =>
     (['auth-failed', 'access-denied', 'not-found', 'invalid-url', 'rejected'] as const).flatMap((kind) =>
