@@ -114,5 +114,10 @@ export {
   BrokerPluginMissingError,
   PayloadValidationError,
   NoRowsWrittenError,
+  ConnectionConfigError,
+  ServiceUnavailableError,
+  SchemaNotMigratedError,
+  ReadyTimeoutError,
 } from './runtime/errors.js';
 export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure, WrittenFor } from './runtime/errors.js';
+export type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './runtime/errors.js';

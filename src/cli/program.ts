@@ -4,6 +4,7 @@ import { ConvergeError } from '../runtime/errors.js';
 import { describeError } from '../runtime/logger.js';
 import { commandContext, type CommandContext } from './context.js';
 import { LOCAL_DATABASE_URL } from './env.js';
+import { packageVersion } from './version.js';
 import { registerCleanup } from './commands/cleanup.js';
 import { registerCompaction } from './commands/compaction.js';
 import { registerDlq } from './commands/dlq.js';
@@ -36,6 +37,7 @@ export function createProgram(): Command {
   const program = new Command()
     .name('converge')
     .description('Transactional outbox relay and operations for converge')
+    .version(packageVersion(), '-V, --version', 'print the converge-events version')
     .option(
       '--database-url <url>',
       `PostgreSQL connection string (default: env DATABASE_URL, else ${LOCAL_DATABASE_URL})`,

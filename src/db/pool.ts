@@ -1,4 +1,13 @@
 import pg from 'pg';
+import { connectionError, ServiceUnavailableError, ConnectionConfigError } from '../runtime/errors.js';
+import {
+  checkDatabaseUrl,
+  classifyDatabaseError,
+  databaseTarget,
+  failureFields,
+  unknownFailure,
+  type ConnectionTarget,
+} from '../runtime/connection-failure.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 
 export interface PoolLease {
@@ -9,18 +18,73 @@ export interface PoolLease {
 
 /**
  * The caller's pool if they passed one, otherwise a pool of our own whose idle-connection
- * errors are logged instead of ending the process.
+ * errors are logged instead of ending the process. A connection string pg would misread
+ * (`notaurl` becomes a host named "base") is refused here, before any connection.
  */
 export function leasePool(
   given: pg.Pool | undefined,
   open: { connectionString?: string | undefined; max: number; applicationName: string; logger: Logger },
 ): PoolLease {
   if (given) return { pool: given, release: async () => undefined };
+  if (open.connectionString !== undefined) assertDatabaseUrl(open.connectionString);
   const pool = new pg.Pool({
     connectionString: open.connectionString,
     max: open.max,
     application_name: open.applicationName,
   });
-  pool.on('error', (err) => open.logger.warn(describeError(err), 'idle database connection lost'));
+  const target = poolTarget(pool);
+  pool.on('error', (err) =>
+    open.logger.warn(
+      {
+        ...describeError(err),
+        ...failureFields(classifyDatabaseError(err, target) ?? unknownFailure('PostgreSQL', target, err)),
+      },
+      'idle database connection lost',
+    ),
+  );
   return { pool, release: () => pool.end() };
+}
+
+/** Throws ConnectionConfigError (CONVERGE_DATABASE_URL_INVALID) for a connection string pg cannot use as meant. */
+export function assertDatabaseUrl(connectionString: string): void {
+  const failure = checkDatabaseUrl(connectionString);
+  if (failure) throw new ConnectionConfigError(failure);
+}
+
+/** Where a pool connects, for messages: from its connection string, else its host and port options. */
+export function poolTarget(pool: pg.Pool): ConnectionTarget {
+  const options = (pool as { options?: pg.PoolConfig }).options ?? {};
+  if (typeof options.connectionString === 'string') return databaseTarget(options.connectionString);
+  const host = typeof options.host === 'string' ? options.host : 'localhost';
+  return {
+    endpoint: `${host}:${options.port ?? 5432}`,
+    ...(typeof options.database === 'string' ? { name: options.database } : {}),
+  };
+}
+
+/**
+ * The typed error for a failed database call: ConnectionConfigError when retrying cannot help,
+ * ServiceUnavailableError when the database is out of reach; anything else (a SQL error) as it was.
+ */
+export function databaseFailure(err: unknown, target: ConnectionTarget): unknown {
+  if (err instanceof ConnectionConfigError || err instanceof ServiceUnavailableError) return err;
+  const failure = classifyDatabaseError(err, target);
+  return failure ? connectionError(failure, err) : err;
+}
+
+/** True when the pool gets an answer to `SELECT 1` within `timeoutMs`: a readiness probe's database check. */
+export async function pingDatabase(pool: pg.Pool, timeoutMs = 2_000): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+  try {
+    return await Promise.race([
+      pool.query('SELECT 1').then(
+        () => true,
+        () => false,
+      ),
+      timedOut,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

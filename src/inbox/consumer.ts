@@ -5,7 +5,11 @@ import type { ConsumeMessage } from 'amqplib';
 import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
-import { openConnection } from '../transport/connection.js';
+import { Readiness } from '../runtime/readiness.js';
+import { brokerTarget } from '../runtime/connection-failure.js';
+import { poolTarget } from '../db/pool.js';
+import { checkSchema } from '../schema/migrate.js';
+import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
@@ -57,8 +61,9 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #sessionEnded: (() => void) | undefined;
-  #ready: Promise<void>;
-  #markReady!: () => void;
+  readonly #readiness: Readiness;
+  #schemaChecked = false;
+  #fatal: Error | undefined;
   #removeSignals: (() => void) | undefined;
   readonly #ramp: RampAdmission | undefined;
   #sessions = 0;
@@ -68,10 +73,11 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     super();
     // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
+    assertBrokerUrl(this.options.amqpUrl);
     this.#processor = new DeliveryProcessor(
       new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
     );
-    this.#ready = new Promise((resolve) => (this.#markReady = resolve));
+    this.#readiness = new Readiness(`consumer ${this.options.queue}`);
     if (this.options.rampUp)
       this.#ramp = new RampAdmission(new RampGate(this.options.rampUp), (limit) => this.#reportRamp(limit));
   }
@@ -80,6 +86,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
     this.#loop = this.#run();
+    // A permanent failure ended the loop: close what it opened, as stop() would.
+    void this.#loop.then(() => (this.#fatal ? this.stop() : undefined));
     return this;
   }
 
@@ -93,9 +101,19 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     return !this.#stopping && this.#consumerTag !== undefined;
   }
 
-  /** Resolves once queues are declared and the subscription is active for the first time. */
-  ready(): Promise<void> {
-    return this.#ready;
+  /**
+   * Resolves once the schema is checked, queues are declared and the subscription is active for
+   * the first time. Rejects with the typed error of a permanent misconfiguration (wrong password,
+   * role, database, vhost, unmigrated schema), after which the consumer has stopped; with
+   * `timeoutMs`, rejects with ReadyTimeoutError naming the last failure while it keeps retrying.
+   */
+  ready(options: { timeoutMs?: number } = {}): Promise<void> {
+    return this.#readiness.wait(options);
+  }
+
+  /** The permanent misconfiguration that stopped the consumer, if one did. */
+  get failure(): Error | undefined {
+    return this.#fatal;
   }
 
   /** Drains parked events that can apply now (after a reconcile or a rebuild moved their projection). */
@@ -131,16 +149,30 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       } catch (err) {
         failures++;
         const delay = backoffDelay(failures, this.options.reconnectBackoff);
-        this.options.logger.warn(
-          { ...describeError(err), attempt: failures, delayMs: delay },
-          'consumer session failed; reconnecting',
-        );
-        if (this.listenerCount('error') > 0) this.emit('error', err as Error);
-        await this.#idle.sleep(delay);
+        if (this.#sessionFailed(err, failures, delay)) await this.#idle.sleep(delay);
       } finally {
         await this.#closeSession();
       }
     }
+  }
+
+  /** False when a permanent misconfiguration before the first subscription stops the consumer (ready() rejects). */
+  #sessionFailed(err: unknown, attempt: number, delayMs: number): boolean {
+    const { fatal } = this.#readiness.attemptFailed(err, {
+      databaseTarget: poolTarget(this.pool),
+      logger: this.options.logger,
+      fields: { queue: this.options.queue },
+      attempt,
+      delayMs,
+      what: 'consumer session',
+    });
+    if (fatal) {
+      this.#fatal = fatal;
+      this.#stopping = true;
+      this.#idle.close();
+    }
+    if (this.listenerCount('error') > 0) this.emit('error', (fatal ?? err) as Error);
+    return !fatal;
   }
 
   /** One connection's lifetime: declare, subscribe, then wait for the connection to end or stop(). */
@@ -154,6 +186,22 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       this.options.amqpSocketOptions,
     );
     this.#connection = connection;
+    if (!this.#schemaChecked) {
+      await checkSchema(this.pool, this.options.schema);
+      this.#schemaChecked = true;
+    }
+    await this.#subscribe(connection).catch((err: unknown) => {
+      throw brokerFailure(err, brokerTarget(this.options.amqpUrl));
+    });
+    // Parked events whose predecessor was applied (or repaired) while nobody was listening.
+    await this.#processor.drainReady();
+    onConnected();
+    if (!this.#readiness.settled) this.#readiness.resolve();
+    if (this.#stopping) return;
+    await ended;
+  }
+
+  async #subscribe(connection: amqp.ChannelModel): Promise<void> {
     const channel = await connection.createChannel();
     channel.on('error', (err: Error) => this.options.logger.warn(describeError(err), 'consumer channel error'));
     channel.on('close', () => this.#sessionEnded?.());
@@ -183,12 +231,6 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       { noAck: false },
     );
     this.#consumerTag = consumerTag;
-    // Parked events whose predecessor was applied (or repaired) while nobody was listening.
-    await this.#processor.drainReady();
-    onConnected();
-    this.#markReady();
-    if (this.#stopping) return;
-    await ended;
   }
 
   /**

@@ -13,9 +13,11 @@ import {
 } from '../runtime/options.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { readOutboxByStatus, readReorderBuffer } from '../ops/gauges.js';
+import { readOutboxByStatus, readReorderBuffer, type ReorderBufferCount } from '../ops/gauges.js';
 import type { Relay } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
+import { databaseRead, registerBrokerConnected } from './health.js';
+import { pingDatabase } from '../db/pool.js';
 
 const registryOption = z
   .custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry')
@@ -54,8 +56,8 @@ export function registerConvergenceMetrics(pool: pg.Pool, input: ConvergenceMetr
 
 /** Parked events, aggregates stuck on a missing version and the oldest wait, per consumer. */
 function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef, gapAfterMs: number): void {
-  const read = sharedPerScrape(() => readReorderBuffer(pool, schema, gapAfterMs));
-  const gauge = (name: string, help: string, value: (row: Awaited<ReturnType<typeof read>>[number]) => number) =>
+  const read = databaseRead(registry, () => readReorderBuffer(pool, schema, gapAfterMs));
+  const gauge = (name: string, help: string, value: (row: ReorderBufferCount) => number) =>
     new client.Gauge({
       name,
       help,
@@ -63,7 +65,7 @@ function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema:
       registers: [registry],
       async collect() {
         this.reset();
-        for (const row of await read()) this.set({ consumer: row.consumer }, value(row));
+        for (const row of (await read()) ?? []) this.set({ consumer: row.consumer }, value(row));
       },
     });
   gauge(
@@ -85,7 +87,7 @@ function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema:
 
 /** Outbox rows by status and the age of the oldest pending one: the relay's backlog, from the database. */
 function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef): void {
-  const read = sharedPerScrape(() => readOutboxByStatus(pool, schema));
+  const read = databaseRead(registry, () => readOutboxByStatus(pool, schema));
   new client.Gauge({
     name: 'converge_outbox_rows',
     help: 'Outbox rows by status (pending, published, failed).',
@@ -93,28 +95,22 @@ function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: 
     registers: [registry],
     async collect() {
       this.reset();
+      const rows = await read();
+      if (!rows) return;
       for (const status of ['pending', 'published', 'failed']) this.set({ status }, 0);
-      for (const row of await read()) this.set({ status: row.status }, row.rows);
+      for (const row of rows) this.set({ status: row.status }, row.rows);
     },
   });
   new client.Gauge({
     name: 'converge_outbox_oldest_pending_seconds',
-    help: 'Age of the oldest unpublished outbox event (0 when none): the first thing to alert on.',
+    help: 'Age of the oldest unpublished outbox event (0 when none, NaN when the database could not be read): the first thing to alert on.',
     registers: [registry],
     async collect() {
-      const row = (await read()).find((r) => r.status === 'pending');
-      this.set(row?.oldestAgeSeconds ?? 0);
+      const rows = await read();
+      // NaN, not 0, when the database could not be read: 0 would claim an empty backlog.
+      this.set(rows ? (rows.find((r) => r.status === 'pending')?.oldestAgeSeconds ?? 0) : NaN);
     },
   });
-}
-
-/**
- * One query per scrape for all gauges built on it: the first collect() of a scrape starts it,
- * the others share it, and the next scrape reads afresh.
- */
-function sharedPerScrape<T>(query: () => Promise<T>): () => Promise<T> {
-  let pending: Promise<T> | undefined;
-  return () => (pending ??= query().finally(() => setImmediate(() => (pending = undefined))));
 }
 
 /** Seconds; from a millisecond confirm to an hour of lag. */
@@ -235,34 +231,48 @@ export interface ServedMetrics {
 }
 
 /**
- * A relay's counters and the outbox gauges of its database, served until `close()`;
- * /readyz answers 200 while the relay has an open confirm channel. The relay itself knows
- * nothing of this: everything is read from its typed events and its public state.
+ * A relay's counters and the outbox gauges of its database, served until `close()`.
+ * /readyz answers 200 while the relay has an open confirm channel and its last claim reached
+ * PostgreSQL, 503 otherwise; /healthz answers 503 only once a permanent misconfiguration
+ * stopped it. The relay itself knows nothing of this: everything is read from its typed
+ * events and its public state.
  */
 export function serveRelayMetrics(relay: Relay, input: MetricsEndpoint): ServedMetrics {
   const endpoint = metricsEndpointOptions.parse(input);
   const registry = endpoint.registry ?? new client.Registry();
   instrumentRelay(relay, registry);
   registerOutboxGauges(registry, relay.pool, schemaRef(relay.options.schema));
-  return serveUntilClosed(registry, endpoint, () => relay.connected);
+  registerBrokerConnected(registry, () => relay.connected);
+  return serveUntilClosed(registry, endpoint, {
+    ready: () => relay.connected && relay.databaseReachable,
+    live: () => relay.failure === undefined,
+  });
 }
 
-/** A consumer's counters, lag histogram and reorder-buffer gauges, served until `close()`; ready while subscribed. */
+/**
+ * A consumer's counters, lag histogram and reorder-buffer gauges, served until `close()`;
+ * /readyz answers 200 while it is subscribed and its database answers `SELECT 1`, and
+ * /healthz 503 only once a permanent misconfiguration stopped it.
+ */
 export function serveConsumerMetrics(consumer: Consumer, input: MetricsEndpoint): ServedMetrics {
   const endpoint = metricsEndpointOptions.parse(input);
   const registry = endpoint.registry ?? new client.Registry();
   instrumentConsumer(consumer, registry);
   registerReorderGauges(registry, consumer.pool, schemaRef(consumer.options.schema), endpoint.gapAfterMs);
-  return serveUntilClosed(registry, endpoint, () => consumer.subscribed);
+  registerBrokerConnected(registry, () => consumer.subscribed);
+  return serveUntilClosed(registry, endpoint, {
+    ready: async () => consumer.subscribed && (await pingDatabase(consumer.pool)),
+    live: () => consumer.failure === undefined,
+  });
 }
 
 function serveUntilClosed(
   registry: client.Registry,
   endpoint: { port: number; host: string },
-  ready: () => boolean,
+  probes: { ready: () => boolean | Promise<boolean>; live: () => boolean },
 ): ServedMetrics {
   const host = endpoint.host;
-  const listening = serveMetrics(registry, { port: endpoint.port, host, ready });
+  const listening = serveMetrics(registry, { port: endpoint.port, host, ...probes });
   // A port already taken must not become an unhandled rejection; url and close() report it.
   listening.catch(() => undefined);
   return {
@@ -283,13 +293,23 @@ export const serveMetricsOptions = defineOptions(
     host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
     ready: functionOption<() => boolean | Promise<boolean>>('() => boolean | Promise<boolean>')
       .optional()
-      .describe('Answers /readyz: 200 while it returns true, 503 otherwise; always ready when omitted.'),
+      .describe(
+        'Answers /readyz (readiness: send work here?): 200 while it returns true, 503 otherwise; always ready when omitted.',
+      ),
+    live: functionOption<() => boolean | Promise<boolean>>('() => boolean | Promise<boolean>')
+      .optional()
+      .describe(
+        'Answers /healthz (liveness: restart me?): 200 while it returns true, 503 otherwise; always live when omitted. Keep it free of dependencies: a database outage is not cured by a restart.',
+      ),
   }),
 );
 
 /**
- * Serves `registry` on `/metrics` (Prometheus text format), `/healthz` (the process answers)
- * and `/readyz` (200 once `ready()` says so, 503 before). Resolves once listening.
+ * Serves `registry` on `/metrics` (Prometheus text format), `/healthz` (liveness: 200 while
+ * `live()` says so) and `/readyz` (readiness: 200 while `ready()` says so, 503 otherwise).
+ * /metrics answers 200 while the database is down: its gauges are then absent and
+ * `converge_database_up` is 0. Resolves once listening; `server.address().port` is the bound
+ * port (with port 0, a free one).
  */
 export async function serveMetrics(
   registry: client.Registry,
@@ -298,15 +318,11 @@ export async function serveMetrics(
   const options = serveMetricsOptions.parse(input);
   const server = http.createServer((req, res) => {
     if (req.url === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+      probe(res, options.live, 'ok', 'stopped');
       return;
     }
     if (req.url === '/readyz') {
-      Promise.resolve(options.ready ? options.ready() : true).then(
-        (ready) =>
-          res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : 'not ready\n'),
-        () => res.writeHead(503, { 'content-type': 'text/plain' }).end('not ready\n'),
-      );
+      probe(res, options.ready, 'ready', 'not ready');
       return;
     }
     if (req.url !== '/metrics') {
@@ -324,4 +340,17 @@ export async function serveMetrics(
     server.listen(options.port, options.host, () => resolve());
   });
   return server;
+}
+
+function probe(
+  res: http.ServerResponse,
+  check: (() => boolean | Promise<boolean>) | undefined,
+  yes: string,
+  no: string,
+): void {
+  const answer = (ok: boolean) =>
+    res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(`${ok ? yes : no}\n`);
+  Promise.resolve()
+    .then(() => (check ? check() : true))
+    .then(answer, () => answer(false));
 }

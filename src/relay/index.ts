@@ -1,4 +1,5 @@
-export { Relay, startRelay, outboxRowToEnvelope } from './relay.js';
+export { Relay, startRelay } from './relay.js';
+export { outboxRowToEnvelope } from './row.js';
 export type { OutboxEnvelopeRow } from './sql.js';
 export type { RelayCycleResult, RelayEvents } from './relay.js';
 export type { RelayOptions, RelayHooks, ResolvedRelayOptions } from './options.js';

@@ -2,42 +2,25 @@ import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
 import type pg from 'pg';
 import { schemaRef } from '../runtime/identifier.js';
-import { leasePool } from '../db/pool.js';
-import { isTransientDatabaseError } from '../db/transaction.js';
-import type { EventEnvelope } from '../envelope/envelope.js';
+import { databaseFailure, leasePool, poolTarget } from '../db/pool.js';
 import { PublishError } from '../runtime/errors.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
-import { openConnection } from '../transport/connection.js';
+import { Readiness } from '../runtime/readiness.js';
+import { brokerTarget, type ConnectionTarget } from '../runtime/connection-failure.js';
+import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
+import { checkSchema } from '../schema/migrate.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
-import { relaySql, type ClaimedRow, type OutboxEnvelopeRow } from './sql.js';
+import { relaySql, type ClaimedRow } from './sql.js';
 import { OutboxListener } from './wakeup.js';
+import { outboxRowToEnvelope } from './row.js';
+import type { RelayCycleResult, RelayEvents } from './types.js';
+
+export type { RelayCycleResult, RelayEvents } from './types.js';
 import { runStatement } from '../db/statement.js';
-
-export interface RelayCycleResult {
-  claimed: number;
-  published: number;
-  retried: number;
-  failed: number;
-  /** Confirmed but not marked because another relay took over the claim (duplicate, not loss). */
-  fenced: number;
-  /** A later version of a marked event's aggregate is waiting and can now be claimed. */
-  unblocked: boolean;
-}
-
-export interface RelayEvents {
-  published: [eventIds: string[]];
-  /** Time from writing each publish to the broker's confirm, in ms, for the events of a batch the broker took. */
-  confirmed: [latenciesMs: number[]];
-  retry: [info: { eventId: string; attempts: number; reason: string }];
-  failed: [info: { eventId: string; attempts: number; reason: string }];
-  /** A cycle found nothing to claim; the relay now sleeps until NOTIFY or the poll interval. */
-  idle: [];
-  error: [err: Error];
-}
 
 /**
  * Moves committed outbox rows to RabbitMQ: claim (short transaction, SKIP LOCKED, lease),
@@ -59,10 +42,20 @@ export class Relay extends EventEmitter<RelayEvents> {
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #removeSignals: (() => void) | undefined;
+  readonly #readiness: Readiness;
+  readonly #databaseTarget: ConnectionTarget;
+  readonly #brokerTarget: ConnectionTarget;
+  #schemaChecked = false;
+  #databaseUp = false;
+  #fatal: Error | undefined;
 
+  /** Throws a typed error for options that can never work (ConfigError, an unusable database or AMQP URL). */
   constructor(options: RelayOptions = {}) {
     super();
     this.options = resolveRelayOptions(options);
+    assertBrokerUrl(this.options.amqpUrl);
+    this.#readiness = new Readiness(`relay ${this.options.relayId}`);
+    this.#brokerTarget = brokerTarget(this.options.amqpUrl);
     const lease = leasePool(this.options.pool, {
       connectionString: this.options.connectionString,
       max: this.options.concurrency + 1,
@@ -70,6 +63,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       logger: this.options.logger,
     });
     this.#pool = lease.pool;
+    this.#databaseTarget = poolTarget(lease.pool);
     this.#releasePool = () => lease.release();
     const schema = schemaRef(this.options.schema);
     this.#sql = relaySql(schema);
@@ -82,7 +76,29 @@ export class Relay extends EventEmitter<RelayEvents> {
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
     this.#loop = this.#run();
+    // A permanent failure ended the loop: close what it opened, as stop() would.
+    void this.#loop.then(() => (this.#fatal ? this.stop() : undefined));
     return this;
+  }
+
+  /**
+   * Resolves after the first cycle that reached both PostgreSQL and RabbitMQ (schema checked).
+   * Rejects with the typed error of a permanent misconfiguration (ConnectionConfigError,
+   * SchemaNotMigratedError), after which the relay has stopped; with `timeoutMs`, rejects with
+   * ReadyTimeoutError naming the last failure while the relay keeps retrying.
+   */
+  ready(options: { timeoutMs?: number } = {}): Promise<void> {
+    return this.#readiness.wait(options);
+  }
+
+  /** The last claim or mark reached PostgreSQL (false until the first one did, and after a failed one). */
+  get databaseReachable(): boolean {
+    return !this.#stopping && this.#databaseUp;
+  }
+
+  /** The permanent misconfiguration that stopped the relay, if one did. */
+  get failure(): Error | undefined {
+    return this.#fatal;
   }
 
   /** The pool it claims and marks with, for read-only companions such as the outbox gauges. */
@@ -121,12 +137,17 @@ export class Relay extends EventEmitter<RelayEvents> {
    * next batch while this one still waits for its confirms.
    */
   async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
-    const publisher = await this.#ensurePublisher();
+    const publisher = await this.#brokerPublisher();
+    await this.#checkSchemaOnce();
     const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [
       this.options.relayId,
       this.options.batchSize,
       this.options.leaseMs,
-    ]);
+    ]).catch((err: unknown) => {
+      throw databaseFailure(err, this.#databaseTarget);
+    });
+    this.#databaseUp = true;
+    if (!this.#readiness.settled) this.#readiness.resolve();
     const result: RelayCycleResult = {
       claimed: rows.length,
       published: 0,
@@ -248,6 +269,12 @@ export class Relay extends EventEmitter<RelayEvents> {
           await Promise.race(inFlight);
           continue;
         }
+        if (!this.#schemaChecked) {
+          // Broker, then schema, then LISTEN: as the consumer, and so a wrong database fails with its
+          // reason rather than a listener warning, and NOTIFY is heard from the first claim on.
+          await this.#brokerPublisher();
+          await this.#checkSchemaOnce();
+        }
         await this.#listener?.ensure();
         const cycle = await this.#startCycle();
         failures = 0;
@@ -261,25 +288,52 @@ export class Relay extends EventEmitter<RelayEvents> {
             (done) => {
               if (done.unblocked) this.#idle.wake();
             },
-            (err: unknown) => this.#cycleFailed(err),
+            async (err: unknown) => void (await this.#cycleFailed(err, 0)),
           )
           .finally(() => inFlight.delete(tracked));
         inFlight.add(tracked);
       } catch (err) {
         failures++;
-        await this.#cycleFailed(err);
-        await this.#idle.sleep(backoffDelay(failures, this.options.reconnectBackoff));
+        const delay = backoffDelay(failures, this.options.reconnectBackoff);
+        if (await this.#cycleFailed(err, delay, failures)) await this.#idle.sleep(delay);
       }
     }
     await Promise.all(inFlight);
     await this.#listener?.close();
   }
 
-  async #cycleFailed(err: unknown): Promise<void> {
-    this.options.logger.warn(describeError(err), 'relay cycle failed; retrying');
-    if (this.listenerCount('error') > 0) this.emit('error', err as Error);
+  /** Logs a failed cycle; false when a permanent misconfiguration before the relay ever worked stops it. */
+  async #cycleFailed(err: unknown, delayMs: number, attempt = 1): Promise<boolean> {
+    const judged = this.#readiness.attemptFailed(err, {
+      databaseTarget: this.#databaseTarget,
+      logger: this.options.logger,
+      attempt,
+      delayMs,
+      what: 'relay cycle',
+    });
+    if (judged.failure?.service !== 'RabbitMQ') this.#databaseUp = false;
+    if (judged.fatal) {
+      this.#fatal = judged.fatal;
+      this.#stopping = true;
+      this.#idle.close();
+    }
+    if (this.listenerCount('error') > 0) this.emit('error', (judged.fatal ?? err) as Error);
     // A database hiccup says nothing about the broker: keep the channel other cycles are using.
-    if (!isTransientDatabaseError(err)) await this.#closeBroker();
+    if (judged.failure?.service !== 'PostgreSQL') await this.#closeBroker();
+    return !judged.fatal;
+  }
+
+  /** The shared confirm channel; a failure to open it is thrown typed, naming RabbitMQ and host:port. */
+  #brokerPublisher(): Promise<ConfirmPublisher> {
+    return this.#ensurePublisher().catch((err: unknown) => {
+      throw brokerFailure(err, this.#brokerTarget);
+    });
+  }
+
+  async #checkSchemaOnce(): Promise<void> {
+    if (this.#schemaChecked) return;
+    await checkSchema(this.#pool, this.options.schema);
+    this.#schemaChecked = true;
   }
 
   #ensurePublisher(): Promise<ConfirmPublisher> {
@@ -319,25 +373,4 @@ export class Relay extends EventEmitter<RelayEvents> {
 /** Creates and starts a relay. */
 export function startRelay(options: RelayOptions = {}): Relay {
   return new Relay(options).start();
-}
-
-/**
- * The envelope an outbox row stands for, exactly as the relay publishes it: for tools that
- * re-send published events (a replay, a duplicate storm in a fault-injection run).
- */
-export function outboxRowToEnvelope(row: OutboxEnvelopeRow): EventEnvelope {
-  const envelope: EventEnvelope = {
-    eventId: row.event_id,
-    aggregateType: row.aggregate_type,
-    aggregateId: row.aggregate_id,
-    aggregateVersion: Number(row.aggregate_version),
-    eventType: row.event_type,
-    schemaVersion: row.schema_version,
-    kind: row.kind,
-    payload: row.payload,
-    occurredAt: row.occurred_at.toISOString(),
-  };
-  if (row.traceparent !== null) envelope.traceparent = row.traceparent;
-  if (row.tenant_id !== null) envelope.tenantId = row.tenant_id;
-  return envelope;
 }

@@ -3,6 +3,8 @@ import { OUTBOX_CHANNEL } from '../runtime/defaults.js';
 import type { SchemaRef } from '../runtime/identifier.js';
 import type { Logger } from '../runtime/logger.js';
 import { describeError } from '../runtime/logger.js';
+import { classifyDatabaseError, failureFields } from '../runtime/connection-failure.js';
+import { poolTarget } from '../db/pool.js';
 
 /**
  * Holds one pooled connection in LISTEN on the outbox channel and calls `onInsert` when a
@@ -17,6 +19,12 @@ export class OutboxListener {
   #client: pg.PoolClient | undefined;
   #connecting: Promise<void> | undefined;
   #closed = false;
+
+  /** Service, endpoint, code and reason of a listener failure, for its log line. */
+  #fields(err: unknown): Record<string, unknown> {
+    const failure = classifyDatabaseError(err, poolTarget(this.#pool));
+    return failure ? { ...failureFields(failure), listener: true } : { ...describeError(err), listener: true };
+  }
 
   constructor(pool: pg.Pool, schema: SchemaRef, onInsert: () => void, logger: Logger) {
     this.#pool = pool;
@@ -46,14 +54,14 @@ export class OutboxListener {
         if (message.channel === OUTBOX_CHANNEL && message.payload === this.#schema.name) this.#onInsert();
       });
       client.on('error', (err) => {
-        this.#logger.warn(describeError(err), 'outbox listener lost; falling back to polling until it reconnects');
+        this.#logger.warn(this.#fields(err), 'outbox listener lost; falling back to polling until it reconnects');
         this.#drop(err);
       });
       await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
       if (this.#closed) client.release();
       else this.#client = client;
     } catch (err) {
-      this.#logger.warn(describeError(err), 'could not start outbox listener; polling only');
+      this.#logger.warn(this.#fields(err), 'could not start outbox listener; polling only');
       client?.release(err as Error);
     }
   }

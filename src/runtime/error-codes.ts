@@ -161,6 +161,86 @@ export const ERROR_CODES = {
     action:
       "Write with an upsert (`INSERT ... ON CONFLICT DO UPDATE`); return `'unchanged'` for an event that legitimately changes no row. Then replay the quarantined events.",
   },
+  // ---- Connection and startup failures (ConnectionConfigError, ServiceUnavailableError, SchemaNotMigratedError, ReadyTimeoutError) ----
+  CONVERGE_DATABASE_AUTH_FAILED: {
+    error: 'ConnectionConfigError',
+    carries: '`failure: { service, endpoint, kind, permanent, detail, reason, hint }`',
+    when: 'PostgreSQL refused the password (SQLSTATE 28P01). Permanent: relay and consumer stop before their first cycle instead of retrying; `ready()` rejects; the CLI exits 1.',
+    action: 'Fix the password in the connection string (or the secret it comes from).',
+  },
+  CONVERGE_DATABASE_ACCESS_DENIED: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'PostgreSQL refused the role (SQLSTATE 28000): it does not exist, or no pg_hba.conf entry allows it from this host to this database. Permanent.',
+    action: 'Create the role, fix the user name in the connection string, or add a pg_hba.conf entry.',
+  },
+  CONVERGE_DATABASE_NOT_FOUND: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'The database named in the connection string does not exist (SQLSTATE 3D000). Permanent.',
+    action: 'Create the database (`createdb NAME`) or fix the name in the connection string.',
+  },
+  CONVERGE_DATABASE_URL_INVALID: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'The PostgreSQL connection string cannot be read, or is not a `postgres://` / `postgresql://` URL. Thrown by the constructor, before any connection.',
+    action: 'Use `postgres://user:password@host:5432/database` (percent-encode special characters in the password).',
+  },
+  CONVERGE_DATABASE_REJECTED: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'PostgreSQL or the TLS layer refused the connection for a reason retrying cannot fix (SSL not supported by the server, certificate not trusted).',
+    action: 'Fix the `sslmode` / TLS settings or the server certificate.',
+  },
+  CONVERGE_DATABASE_UNAVAILABLE: {
+    error: 'ServiceUnavailableError',
+    carries: '`failure`',
+    when: 'PostgreSQL cannot be reached now (connection refused or reset, timeout, host not resolved, shutting down, starting up, too many connections). Relay and consumer retry by themselves; a CLI command exits 1 with it.',
+    action: 'Start PostgreSQL or fix the network; check host and port in the message.',
+  },
+  CONVERGE_BROKER_AUTH_FAILED: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'RabbitMQ refused the login (ACCESS_REFUSED, 403): wrong user name or password. Permanent.',
+    action: 'Fix the credentials in the AMQP URL, or create the user (`rabbitmqctl add_user`).',
+  },
+  CONVERGE_BROKER_ACCESS_DENIED: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'RabbitMQ refused the virtual host (NOT_ALLOWED, 530: it does not exist or the user has no permissions on it) or an operation on it (403 on a channel). Permanent.',
+    action:
+      'Create the vhost (`rabbitmqctl add_vhost`) and grant the user (`rabbitmqctl set_permissions`), or fix the vhost in the URL.',
+  },
+  CONVERGE_BROKER_URL_INVALID: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'The AMQP URL cannot be read or is not `amqp://` / `amqps://` (e.g. an `http://` management URL). Thrown by the constructor, before any connection.',
+    action: 'Use `amqp://user:password@host:5672/vhost` (`amqps://` and port 5671 for TLS).',
+  },
+  CONVERGE_BROKER_REJECTED: {
+    error: 'ConnectionConfigError',
+    carries: '`failure`',
+    when: 'RabbitMQ or the TLS layer refused something retrying cannot fix: a TLS certificate, an exchange or queue declared with other arguments or type (406).',
+    action: 'Fix the TLS settings, or the exchange name or type the message names.',
+  },
+  CONVERGE_BROKER_UNAVAILABLE: {
+    error: 'ServiceUnavailableError',
+    carries: '`failure`',
+    when: 'RabbitMQ cannot be reached now (connection refused or reset, timeout, handshake cut, broker shutting down). Relay and consumer retry by themselves; a CLI command exits 1 with it.',
+    action: 'Start RabbitMQ or fix the network; check host and port in the message.',
+  },
+  CONVERGE_SCHEMA_NOT_MIGRATED: {
+    error: 'SchemaNotMigratedError',
+    carries: '`schema`, `endpoint`, `databaseVersion` (0: no tables), `requiredVersion`',
+    when: "converge's tables are missing in the schema, or older than this version of converge needs. Checked when relay and consumer start and before each CLI command.",
+    action: 'Run `converge migrate` (with the same `--schema`) as the role that owns the schema.',
+  },
+  CONVERGE_READY_TIMEOUT: {
+    error: 'ReadyTimeoutError',
+    carries: '`component`, `timeoutMs`, `lastFailure`',
+    when: '`ready({ timeoutMs })` waited that long without the component connecting; the message names the last failure. The component keeps retrying.',
+    action: 'Fix what `lastFailure` names, or call `stop()`.',
+  },
 } as const satisfies Record<`CONVERGE_${string}`, ErrorCodeDoc>;
 
 /** Every code a ConvergeError can carry. */

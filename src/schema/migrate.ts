@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { schemaRef } from '../runtime/identifier.js';
-import { SchemaTooNewError } from '../runtime/errors.js';
+import { ConnectionConfigError, SchemaNotMigratedError, SchemaTooNewError } from '../runtime/errors.js';
+import { assertDatabaseUrl, databaseFailure, poolTarget } from '../db/pool.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION } from './migrations.js';
 import { migrateSql } from './sql.js';
@@ -41,11 +42,14 @@ export async function migrate(target: MigrateTarget, input: MigrateOptions = {})
   // Checked before a pool exists, so a bad name never reaches a connection.
   const schema = schemaRef(options.schema);
   const sql = migrateSql(schema);
+  if (typeof connection === 'string') assertDatabaseUrl(connection);
   const ownPool = typeof connection === 'string' ? new pg.Pool({ connectionString: connection, max: 1 }) : undefined;
   const pool = ownPool ?? (connection as pg.Pool);
   let client: pg.PoolClient | undefined;
   try {
-    client = await pool.connect();
+    client = await pool.connect().catch((err: unknown) => {
+      throw databaseFailure(err, poolTarget(pool));
+    });
     await client.query('BEGIN');
     await client.query(sql.lock, [schema.name]);
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database even when the schema exists; skipping
@@ -78,4 +82,55 @@ export async function migrate(target: MigrateTarget, input: MigrateOptions = {})
 /** The SQL `migrate()` would run on an empty database, for DBAs who apply schema changes themselves. */
 export function migrationSql(schemaName = DEFAULT_SCHEMA): string {
   return migrateSql(schemaRef(schemaName)).script;
+}
+
+/** The tables of the latest migration, checked one by one when the role may not read `migrations`. */
+const LATEST_TABLES = ['outbox', 'inbox', 'inbox_watermark', 'parked', 'quarantine', 'projection_state'];
+
+/**
+ * Checks, before a relay, consumer or operator tool starts work, that the schema holds
+ * converge's tables at the migration this converge needs, so a missing `converge migrate`
+ * fails at once with that hint instead of as a raw `42P01` on the first statement. A newer
+ * schema passes (a newer converge migrated it during a rolling upgrade). Least-privilege
+ * roles get no grant on `migrations`; for them the tables of the latest migration must exist.
+ * Connection failures are thrown typed (ConnectionConfigError / ServiceUnavailableError).
+ * Returns the version found, or null when the role may not read it.
+ */
+export async function checkSchema(pool: pg.Pool, schemaName: string): Promise<number | null> {
+  const schema = schemaRef(schemaName);
+  const sql = migrateSql(schema);
+  const target = poolTarget(pool);
+  try {
+    const probe = await pool.query<{ present: boolean; readable: boolean }>(sql.probeMigrations, [
+      `${schema.quoted}.migrations`,
+    ]);
+    const { present, readable } = probe.rows[0]!;
+    if (!present) throw new SchemaNotMigratedError(schema.name, target.endpoint, 0, LATEST_MIGRATION);
+    if (readable) {
+      const { rows } = await pool.query<{ version: number }>(sql.currentVersion);
+      const version = rows[0]!.version;
+      if (version < LATEST_MIGRATION)
+        throw new SchemaNotMigratedError(schema.name, target.endpoint, version, LATEST_MIGRATION);
+      return version;
+    }
+    const missing = await pool.query(sql.missingTables, [LATEST_TABLES.map((t) => `${schema.quoted}.${t}`)]);
+    if ((missing.rowCount ?? 0) > 0)
+      throw new SchemaNotMigratedError(schema.name, target.endpoint, null, LATEST_MIGRATION);
+    return null;
+  } catch (err) {
+    if ((err as { code?: unknown }).code === '42501')
+      throw new ConnectionConfigError(
+        {
+          service: 'PostgreSQL',
+          endpoint: target.endpoint,
+          kind: 'access-denied',
+          permanent: true,
+          detail: '42501',
+          reason: `the role has no privileges on schema "${schema.name}"`,
+          hint: 'run the statements `converge grants` prints, as the schema owner',
+        },
+        { cause: err },
+      );
+    throw databaseFailure(err, target);
+  }
 }

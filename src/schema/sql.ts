@@ -27,6 +27,12 @@ export const migrateSql = perSchema((schema: SchemaRef) => {
     createSchema,
     createMigrationsTable,
     appliedVersions: `SELECT version FROM ${schema.quoted}.migrations`,
+    /** $1 the quoted `schema.migrations`: is it there, and may this role read it (runtime roles get no grant on it). */
+    probeMigrations: `SELECT to_regclass($1) IS NOT NULL AS present,
+      coalesce(has_table_privilege(to_regclass($1), 'SELECT'), false) AS readable`,
+    currentVersion: `SELECT coalesce(max(version), 0) AS version FROM ${schema.quoted}.migrations`,
+    /** $1 quoted `schema.table` names: those that do not exist. */
+    missingTables: `SELECT t AS name FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NULL`,
     /** $1 version, $2 name. */
     recordMigration: `INSERT INTO ${schema.quoted}.migrations (version, name) VALUES ($1, $2)`,
     /** Every migration with its statements for this schema, in order. */

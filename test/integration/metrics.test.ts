@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
+import type pg from 'pg';
 import prom from 'prom-client';
 import {
   Consumer,
@@ -260,6 +261,119 @@ describe('metrics served beside a running relay and consumer', () => {
       await consumerMetrics.close();
       const connection = await connectRabbit();
       await dropTestBroker(connection, [queue, exchange]);
+      await connection.close();
+      await db.close();
+    }
+  });
+});
+
+/** The real pool, except that its queries fail as if PostgreSQL refused connections while `down`. */
+function failingPool(real: pg.Pool): { pool: pg.Pool; down: boolean } {
+  const outage = { down: false, pool: real };
+  outage.pool = new Proxy(real, {
+    get(target, key) {
+      if (key === 'query' && outage.down)
+        return () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return outage;
+}
+
+describe('probes and /metrics with the database out of reach', () => {
+  const probe = async (served: { url: Promise<string> }, path: string) =>
+    (await fetch(`${await served.url}${path}`)).status;
+
+  it('a running relay whose database stops answering is alive but not ready, and /metrics still answers with converge_database_up 0', async () => {
+    const db = await createTestSchema('cvmr');
+    const outage = failingPool(db.pool);
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      pool: outage.pool,
+      schema: db.schema,
+      exchange: 'amq.topic',
+      declareExchange: false,
+      logger: silentLogger,
+      pollIntervalMs: 20,
+      reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 200 },
+    });
+    const errors: Error[] = [];
+    relay.on('error', (err) => errors.push(err));
+    const served = serveRelayMetrics(relay, { port: 0 });
+    try {
+      relay.start();
+      await relay.ready();
+      assert.equal(await probe(served, '/readyz'), 200);
+      outage.down = true;
+      await waitFor(() => errors.length >= 1, 'a failed cycle');
+      assert.equal(relay.connected, true, 'the broker channel is kept through a database outage');
+      assert.equal(await probe(served, '/healthz'), 200, 'a restart cannot bring the database back');
+      assert.equal(await probe(served, '/readyz'), 503);
+      const metrics = await fetch(`${await served.url}/metrics`);
+      assert.equal(metrics.status, 200);
+      const text = await metrics.text();
+      assert.match(text, /^converge_database_up 0$/m);
+      assert.match(text, /^converge_broker_connected 1$/m);
+      assert.doesNotMatch(text, /converge_outbox_rows\{/, 'no made-up backlog');
+      outage.down = false;
+      await waitFor(async () => (await probe(served, '/readyz')) === 200, 'ready again once the database answers');
+    } finally {
+      await relay.stop();
+      await served.close();
+      await db.close();
+    }
+  });
+
+  it('a relay stopped by a permanent misconfiguration answers /healthz 503', async () => {
+    const relay = new Relay({
+      amqpUrl: AMQP_URL,
+      connectionString: DATABASE_URL,
+      schema: 'cvt_never_migrated',
+      exchange: 'amq.topic',
+      declareExchange: false,
+      logger: silentLogger,
+    });
+    const served = serveRelayMetrics(relay, { port: 0 });
+    try {
+      relay.start();
+      await assert.rejects(relay.ready(), { code: 'CONVERGE_SCHEMA_NOT_MIGRATED' });
+      assert.equal(await probe(served, '/healthz'), 503);
+      assert.equal(await probe(served, '/readyz'), 503);
+    } finally {
+      await relay.stop();
+      await served.close();
+    }
+  });
+
+  it('a subscribed consumer turns not ready while its database does not answer, and ready again after', async () => {
+    const db = await createTestSchema('cvmd');
+    const queue = uniqueName('cvmd-q');
+    const outage = failingPool(db.pool);
+    const consumer = new Consumer({
+      amqpUrl: AMQP_URL,
+      queue,
+      pool: outage.pool,
+      schema: db.schema,
+      logger: silentLogger,
+      handlers: { Counted: async () => undefined },
+    });
+    const served = serveConsumerMetrics(consumer, { port: 0 });
+    try {
+      consumer.start();
+      await consumer.ready();
+      assert.equal(await probe(served, '/readyz'), 200);
+      outage.down = true;
+      assert.equal(await probe(served, '/readyz'), 503);
+      assert.equal(await probe(served, '/healthz'), 200);
+      assert.match(await (await fetch(`${await served.url}/metrics`)).text(), /^converge_database_up 0$/m);
+      outage.down = false;
+      assert.equal(await probe(served, '/readyz'), 200);
+    } finally {
+      await consumer.stop();
+      await served.close();
+      const connection = await connectRabbit();
+      await dropTestBroker(connection, [queue, `${queue}.retry`]);
       await connection.close();
       await db.close();
     }

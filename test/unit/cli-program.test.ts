@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, mock, test } from 'node:test';
 import type { Command, Option } from 'commander';
 import { createProgram, errorLine, run } from '../../src/cli/program.js';
 import { gapTable, quarantineTable } from '../../src/cli/format.js';
+import { duration, each, nonNegativeInteger, port, positiveInteger, quarantineId } from '../../src/cli/context.js';
+import { packageVersion } from '../../src/cli/version.js';
 import { relayOptions, resolveRelayOptions } from '../../src/relay/options.js';
 import { optionDefault } from '../../src/runtime/options.js';
 import { ConfigError, ConvergeError, PermanentError } from '../../src/runtime/errors.js';
@@ -127,7 +130,7 @@ describe('converge program', () => {
     assert.equal(program.name(), 'converge');
     assert.deepEqual(
       program.options.map((o) => o.long),
-      ['--database-url', '--schema'],
+      ['--version', '--database-url', '--schema'],
     );
     assert.deepEqual([...commandsOf(program).keys()].sort(), Object.keys(EXPECTED).sort());
     assert.deepEqual([process.listenerCount('SIGTERM'), process.listenerCount('SIGINT')], signals);
@@ -251,7 +254,7 @@ describe('converge program', () => {
   test('integer flags reject a non-integer before any command runs', () => {
     const batchSize = option(command('relay'), '--batch-size');
     assert.equal(batchSize.parseArg?.('250', undefined), 250);
-    assert.throws(() => batchSize.parseArg?.('2.5', undefined), /not an integer/);
+    assert.throws(() => batchSize.parseArg?.('2.5', undefined), /must be a positive integer/);
   });
 });
 
@@ -295,7 +298,11 @@ describe('run', () => {
     mock.method(console, 'error', (...args: unknown[]) => void printed.push(args));
     await run(['node', 'converge', '--database-url', 'postgres://u:run-secret@127.0.0.1:1/test', 'retry-failed']);
     assert.equal(process.exitCode, 1);
-    assert.deepEqual(printed, [['converge: Error ECONNREFUSED']]);
+    assert.deepEqual(printed, [
+      [
+        'converge: CONVERGE_DATABASE_UNAVAILABLE: PostgreSQL at 127.0.0.1:1: connection refused, nothing listens there (yet) (ECONNREFUSED)',
+      ],
+    ]);
   });
 
   test('outbox retry and retry-failed run the same action', async () => {
@@ -304,7 +311,12 @@ describe('run', () => {
     for (const args of [['retry-failed'], ['outbox', 'retry']]) {
       await run(['node', 'converge', '--database-url', 'postgres://u@127.0.0.1:1/test', ...args, '--event-id', 'e-1']);
     }
-    assert.deepEqual(lines, ['converge: Error ECONNREFUSED', 'converge: Error ECONNREFUSED']);
+    assert.equal(lines.length, 2);
+    assert.equal(lines[0], lines[1]);
+    assert.match(
+      lines[0]!,
+      /^converge: CONVERGE_DATABASE_UNAVAILABLE: PostgreSQL at 127\.0\.0\.1:1: .*\(ECONNREFUSED\)$/,
+    );
   });
 });
 
@@ -340,5 +352,41 @@ describe('table formatters', () => {
     const table = quarantineTable([row, { ...row, id: '8', replayOutcome: null, replayQuarantineId: null }]);
     assert.match(table, /^7\s+search\s+q-1\s+handler-failed\s+12 s\s+replayed\s+quarantined -> 9\s+x{57}\.\.\.$/m);
     assert.match(table, /^8\s+.*replayed\s+\(pending\)/m);
+  });
+});
+
+describe('input parsers', () => {
+  test('duration takes plain milliseconds or a unit, and refuses negatives and garbage', () => {
+    assert.equal(duration('1500'), 1500);
+    assert.equal(duration('1500ms'), 1500);
+    assert.equal(duration('30s'), 30_000);
+    assert.equal(duration('5m'), 300_000);
+    assert.equal(duration('2h'), 7_200_000);
+    assert.equal(duration('7d'), 604_800_000);
+    for (const bad of ['-5', '-5s', '1.5s', '5x', '', 's', '1e3'])
+      assert.throws(() => duration(bad), /must be a duration/, bad);
+  });
+
+  test('counts, ports and quarantine ids', () => {
+    assert.equal(positiveInteger('1'), 1);
+    for (const bad of ['0', '-1', '2.5', 'ten', '1e3'])
+      assert.throws(() => positiveInteger(bad), /positive integer/, bad);
+    assert.equal(nonNegativeInteger('0'), 0);
+    assert.throws(() => nonNegativeInteger('-1'), /0 or more/);
+    assert.equal(port('0'), 0);
+    assert.throws(() => port('65536'), /0 to 65535/);
+    assert.equal(quarantineId('42'), '42');
+    for (const bad of ['abc', '0', '-1', '07', '9223372036854775808'])
+      assert.throws(() => quarantineId(bad), /quarantine id/, bad);
+    assert.deepEqual(each(quarantineId)('8', ['7']), ['7', '8']);
+  });
+
+  test('the version is found from src/cli and from a built dist/cli alike', () => {
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    assert.equal(packageVersion(), version);
+    assert.equal(packageVersion(new URL('../../dist/cli/version.js', import.meta.url).href), version);
+    assert.equal(packageVersion(new URL('../../dist/esm/cli/version.js', import.meta.url).href), version);
   });
 });

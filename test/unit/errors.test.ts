@@ -11,6 +11,10 @@ import {
   BrokerPluginMissingError,
   ConcurrencyConflictError,
   ConfigError,
+  ConnectionConfigError,
+  ReadyTimeoutError,
+  SchemaNotMigratedError,
+  ServiceUnavailableError,
   ContentConflictError,
   ConvergeError,
   ERROR_CODES,
@@ -65,6 +69,35 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
     new NoRowsWrittenError('order_view', 0, 1, { aggregateType: 'order', aggregateId: 'o-1', version: 1 }),
     new NoRowsWrittenError('order_view', 2, 3, { aggregates: 3, events: 5 }),
   ],
+  // Connection and startup failures: every service and kind that has a code of its own.
+  ConnectionConfigError: () =>
+    (['auth-failed', 'access-denied', 'not-found', 'invalid-url', 'rejected'] as const).flatMap((kind) =>
+      (['PostgreSQL', 'RabbitMQ'] as const).map(
+        (service) =>
+          new ConnectionConfigError({
+            service,
+            endpoint: 'db:5432',
+            kind,
+            permanent: true,
+            detail: 'X',
+            reason: 'why',
+          }),
+      ),
+    ),
+  ServiceUnavailableError: () =>
+    (['PostgreSQL', 'RabbitMQ'] as const).map(
+      (service) =>
+        new ServiceUnavailableError({
+          service,
+          endpoint: 'db:5432',
+          kind: 'unavailable',
+          permanent: false,
+          detail: 'ECONNREFUSED',
+          reason: 'refused',
+        }),
+    ),
+  SchemaNotMigratedError: () => [new SchemaNotMigratedError('converge', 'db:5432', 0, 9)],
+  ReadyTimeoutError: () => [new ReadyTimeoutError('consumer orders', 5_000)],
 };
 
 /** Every class errors.ts exports that extends ConvergeError. */

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { cleanup, cleanupOptions } from '../../ops/index.js';
-import { integer, withPool, type CommandContext } from '../context.js';
+import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 
 interface CleanupCliOptions {
@@ -19,19 +19,19 @@ export function registerCleanup(program: Command, context: CommandContext): void
     .description(
       'delete published outbox rows (and, if asked, old inbox rows) past retention, in short bounded batches',
     )
-    .requiredOption('--outbox-older-than <ms>', 'published outbox rows older than this go', integer)
+    .requiredOption('--outbox-older-than <ms>', 'published outbox rows older than this go', duration)
     .option(
       '--inbox-older-than <ms>',
       'inbox rows older than this go; needs the two windows below, and must exceed both',
-      integer,
+      duration,
     )
-    .option('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', integer)
-    .option('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', integer)
-    .option('--batch-size <n>', 'rows per DELETE', integer, schemaDefault<number>(cleanupOptions, 'batchSize'))
-    .option('--max-batches <n>', 'stop after this many batches per table', integer)
+    .option('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', duration)
+    .option('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', duration)
+    .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
+    .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger)
     .action(async (options: CleanupCliOptions) => {
       const { databaseUrl, schema } = context.globals();
-      const result = await withPool(databaseUrl, (pool) =>
+      const result = await withPool({ databaseUrl, schema }, (pool) =>
         cleanup(pool, {
           schema,
           outboxRetentionMs: options.outboxOlderThan,

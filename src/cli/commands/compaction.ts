@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { compactInbox, compactionOptions } from '../../ops/index.js';
-import { integer, withPool, type CommandContext } from '../context.js';
+import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 
 interface CompactionCliOptions {
@@ -26,21 +26,21 @@ export function registerCompaction(program: Command, context: CommandContext): v
     .requiredOption(
       '--older-than <ms>',
       'only rows received longer ago than this; must exceed both windows below',
-      integer,
+      duration,
     )
-    .requiredOption('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', integer)
-    .requiredOption('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', integer)
+    .requiredOption('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', duration)
+    .requiredOption('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', duration)
     .option(
       '--batch-size <n>',
       'inbox rows per statement',
-      integer,
+      positiveInteger,
       schemaDefault<number>(compactionOptions, 'batchSize'),
     )
-    .option('--max-batches <n>', 'stop after this many batches', integer)
+    .option('--max-batches <n>', 'stop after this many batches', positiveInteger)
     .option('--json', 'the counts as JSON')
     .action(async (options: CompactionCliOptions) => {
       const { databaseUrl, schema } = context.globals();
-      const result = await withPool(databaseUrl, (pool) =>
+      const result = await withPool({ databaseUrl, schema }, (pool) =>
         compactInbox(pool, {
           schema,
           consumer: options.consumer,

@@ -7,7 +7,16 @@ import {
   showQuarantined,
 } from '../../ops/index.js';
 import { QuarantineNotFoundError } from '../../runtime/errors.js';
-import { AMQP_URL_HELP, integer, withBroker, withPool, type CommandContext } from '../context.js';
+import {
+  duration,
+  each,
+  positiveInteger,
+  quarantineId,
+  AMQP_URL_HELP,
+  withBroker,
+  withPool,
+  type CommandContext,
+} from '../context.js';
 import { amqpUrl, schemaDefault } from '../env.js';
 import { quarantineTable } from '../format.js';
 
@@ -36,15 +45,15 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .option(
       '--older-than <ms>',
       'only messages at least this old',
-      integer,
+      duration,
       schemaDefault<number>(quarantineFilterOptions, 'olderThanMs'),
     )
     .option('--all', 'include replayed and discarded ones')
-    .option('--limit <n>', 'most rows', integer, schemaDefault<number>(quarantineFilterOptions, 'limit'))
+    .option('--limit <n>', 'most rows', positiveInteger, schemaDefault<number>(quarantineFilterOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: DlqListCliOptions) => {
       const { databaseUrl, schema } = context.globals();
-      const rows = await withPool(databaseUrl, (pool) =>
+      const rows = await withPool({ databaseUrl, schema }, (pool) =>
         listQuarantine(pool, {
           schema,
           olderThanMs: options.olderThan,
@@ -59,14 +68,15 @@ export function registerDlq(program: Command, context: CommandContext): void {
     });
 
   dlq
-    .command('show <id>')
+    .command('show')
+    .argument('<id>', 'quarantine id (from dlq list)', quarantineId)
     .description(
       'one quarantined message with its properties (and with --body its raw body: it may hold personal data)',
     )
     .option('--body', 'print the raw body too')
     .action(async (id: string, options: { body?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
-      const message = await withPool(databaseUrl, (pool) => showQuarantined(pool, id, { schema }));
+      const message = await withPool({ databaseUrl, schema }, (pool) => showQuarantined(pool, id, { schema }));
       if (!message) throw new QuarantineNotFoundError(id);
       const { body, ...rest } = message;
       const shown = { ...rest, bodyBytes: body.length, ...(options.body ? { body: body.toString('utf8') } : {}) };
@@ -74,7 +84,8 @@ export function registerDlq(program: Command, context: CommandContext): void {
     });
 
   dlq
-    .command('replay <ids...>')
+    .command('replay')
+    .argument('<ids...>', 'quarantine ids (from dlq list)', each(quarantineId))
     .description("send quarantined messages back through the consumer's normal path (inbox, versions, conflicts)")
     .requiredOption('--queue <name>', 'the consumer queue to send them to')
     .option('--amqp-url <url>', AMQP_URL_HELP)
@@ -84,7 +95,7 @@ export function registerDlq(program: Command, context: CommandContext): void {
       const note = options.note ? { note: options.note } : {};
       await withBroker(amqpUrl(options.amqpUrl), 'dlq-replay', async (connection) => {
         const channel = await connection.createConfirmChannel();
-        await withPool(databaseUrl, async (pool) => {
+        await withPool({ databaseUrl, schema }, async (pool) => {
           for (const id of ids) await replayQuarantined(pool, channel, { id, queue: options.queue, schema, ...note });
         });
       });
@@ -92,12 +103,13 @@ export function registerDlq(program: Command, context: CommandContext): void {
     });
 
   dlq
-    .command('discard <ids...>')
+    .command('discard')
+    .argument('<ids...>', 'quarantine ids (from dlq list)', each(quarantineId))
     .description('close quarantined messages without processing them; the reason is recorded')
     .requiredOption('--reason <text>', 'why (required, kept with the row)')
     .action(async (ids: string[], options: { reason: string }) => {
       const { databaseUrl, schema } = context.globals();
-      await withPool(databaseUrl, async (pool) => {
+      await withPool({ databaseUrl, schema }, async (pool) => {
         for (const id of ids) await discardQuarantined(pool, { id, reason: options.reason, schema });
       });
       console.log(`discarded ${ids.length} message(s)`);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { gapQueryOptions, readGaps } from '../../inbox/index.js';
-import { integer, withPool, type CommandContext } from '../context.js';
+import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 import { gapTable } from '../format.js';
 
@@ -13,10 +13,10 @@ export function registerGaps(program: Command, context: CommandContext): void {
     .option(
       '--older-than <ms>',
       'only gaps open at least this long',
-      integer,
+      duration,
       schemaDefault<number>(gapQueryOptions, 'olderThanMs'),
     )
-    .option('--limit <n>', 'most rows, oldest first', integer, schemaDefault<number>(gapQueryOptions, 'limit'))
+    .option('--limit <n>', 'most rows, oldest first', positiveInteger, schemaDefault<number>(gapQueryOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: { consumer?: string; olderThan: number; limit: number; json?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
@@ -26,7 +26,7 @@ export function registerGaps(program: Command, context: CommandContext): void {
         limit: options.limit,
         ...(options.consumer ? { consumer: options.consumer } : {}),
       };
-      const gaps = await withPool(databaseUrl, (pool) => readGaps(pool, query));
+      const gaps = await withPool({ databaseUrl, schema }, (pool) => readGaps(pool, query));
       console.log(options.json ? JSON.stringify(gaps, null, 2) : gapTable(gaps));
       if (gaps.length > 0) process.exitCode = 3;
     });

@@ -1,12 +1,13 @@
 import type { Command } from 'commander';
-import pg from 'pg';
+import type { AddressInfo } from 'node:net';
 import {
   convergenceMetricsOptions,
   registerConvergenceMetrics,
   serveMetrics,
   serveMetricsOptions,
 } from '../../metrics/index.js';
-import { integer, untilShutdownSignal, type CommandContext } from '../context.js';
+import { pingDatabase } from '../../db/pool.js';
+import { duration, openPool, port, untilShutdownSignal, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 
 /** `metrics`: serves the convergence gauges until SIGTERM/SIGINT. */
@@ -15,21 +16,28 @@ export function registerMetrics(program: Command, context: CommandContext): void
     .command('metrics')
     .description('serve convergence gauges (reorder buffer, gaps) on /metrics for Prometheus until SIGTERM/SIGINT')
     // CLI-only: the library has no default port (serveMetrics needs one given, 0 = any free).
-    .option('--port <n>', 'port to listen on', integer, 9464)
+    .option('--port <n>', 'port to listen on', port, 9464)
     .option('--host <host>', 'address to bind', schemaDefault<string>(serveMetricsOptions, 'host'))
     .option(
       '--gap-after-ms <n>',
       'an aggregate counts as a gap after waiting this long',
-      integer,
+      duration,
       schemaDefault<number>(convergenceMetricsOptions, 'gapAfterMs'),
     )
     .action(async (options: { port: number; host: string; gapAfterMs: number }) => {
       const { databaseUrl, schema } = context.globals();
-      const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-metrics' });
-      pool.on('error', () => undefined);
+      const pool = openPool(databaseUrl, 2, 'converge-metrics');
       const registry = registerConvergenceMetrics(pool, { schema, gapAfterMs: options.gapAfterMs });
-      const server = await serveMetrics(registry, { port: options.port, host: options.host });
-      console.log(`serving /metrics on ${options.host}:${options.port}`);
+      const server = await serveMetrics(registry, {
+        port: options.port,
+        host: options.host,
+        ready: () => pingDatabase(pool),
+      }).catch(async (err: unknown) => {
+        await pool.end();
+        throw err;
+      });
+      // With --port 0 the system picks the port: print the one actually bound.
+      console.log(`serving /metrics on ${options.host}:${(server.address() as AddressInfo).port}`);
       await untilShutdownSignal();
       server.close();
       await pool.end();

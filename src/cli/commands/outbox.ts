@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { listOutbox, listOutboxOptions, retryFailedEvents } from '../../ops/index.js';
-import { integer, withPool, type CommandContext } from '../context.js';
+import { positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 import { outboxTable } from '../format.js';
 
@@ -13,12 +13,14 @@ export function registerOutbox(program: Command, context: CommandContext): void 
     .description('outbox rows of one status, oldest first (default: failed), without payloads')
     .option('--failed', 'rows the relay gave up on (default)')
     .option('--pending', 'rows not yet published')
-    .option('--limit <n>', 'most rows', integer, schemaDefault<number>(listOutboxOptions, 'limit'))
+    .option('--limit <n>', 'most rows', positiveInteger, schemaDefault<number>(listOutboxOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: { failed?: boolean; pending?: boolean; limit: number; json?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
       const status = options.pending && !options.failed ? 'pending' : 'failed';
-      const rows = await withPool(databaseUrl, (pool) => listOutbox(pool, { schema, status, limit: options.limit }));
+      const rows = await withPool({ databaseUrl, schema }, (pool) =>
+        listOutbox(pool, { schema, status, limit: options.limit }),
+      );
       console.log(options.json ? JSON.stringify(rows, null, 2) : outboxTable(rows));
     });
 
@@ -38,7 +40,7 @@ function retryCommand(name: string, context: CommandContext): Command {
     .action(async (options: { eventId?: string }) => {
       const { databaseUrl, schema } = context.globals();
       const only = options.eventId ? { eventId: options.eventId } : {};
-      const ids = await withPool(databaseUrl, (pool) => retryFailedEvents(pool, { schema, ...only }));
+      const ids = await withPool({ databaseUrl, schema }, (pool) => retryFailedEvents(pool, { schema, ...only }));
       console.log(`requeued ${ids.length} event(s)`);
     });
 }

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
-import pg from 'pg';
+import type pg from 'pg';
+import { databaseFailure, poolTarget } from '../../db/pool.js';
+import { checkSchema } from '../../schema/migrate.js';
 import { ConfigError } from '../../runtime/errors.js';
 import {
   rebuildOptions,
@@ -10,7 +12,7 @@ import {
   type ReconcileProgress,
   type ReconcileReport,
 } from '../../reconcile/index.js';
-import { integer, type CommandContext } from '../context.js';
+import { nonNegativeInteger, openPool, positiveInteger, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 import { applyStatement, sqlLookup, sqlReader } from '../sql-pages.js';
 
@@ -33,10 +35,15 @@ export function registerReconcile(program: Command, context: CommandContext): vo
       'page query on the projection side, same shape (default: versions from projection_state)',
     )
     .option('--count-sql <sql>', 'count of source rows, for the ETA')
-    .option('--page-size <n>', 'rows per page', integer, schemaDefault<number>(reconcileOptions, 'pageSize'))
+    .option('--page-size <n>', 'rows per page', positiveInteger, schemaDefault<number>(reconcileOptions, 'pageSize'))
     .option('--after <id>', 'resume after this id (the cursor of an earlier run)')
-    .option('--max-rate <n>', 'most rows compared per second', integer)
-    .option('--sample <n>', 'ids shown per difference', integer, schemaDefault<number>(reconcileOptions, 'sampleSize'))
+    .option('--max-rate <n>', 'most rows compared per second', positiveInteger)
+    .option(
+      '--sample <n>',
+      'ids shown per difference',
+      nonNegativeInteger,
+      schemaDefault<number>(reconcileOptions, 'sampleSize'),
+    )
     .option('--repair', 'repair missing, stale and mismatch rows (conditional, safe with live consumers)')
     .option(
       '--apply-sql <sql>',
@@ -73,8 +80,8 @@ export function registerReconcile(program: Command, context: CommandContext): vo
       'empties the read model, on the transaction that forgets the versions (e.g. TRUNCATE order_search)',
     )
     .option('--source-database-url <url>', 'source database (default: the projection database)')
-    .option('--page-size <n>', 'rows per page', integer, schemaDefault<number>(rebuildOptions, 'pageSize'))
-    .option('--max-rate <n>', 'most rows written per second', integer)
+    .option('--page-size <n>', 'rows per page', positiveInteger, schemaDefault<number>(rebuildOptions, 'pageSize'))
+    .option('--max-rate <n>', 'most rows written per second', positiveInteger)
     .option('--json', 'the report as JSON')
     .action(async (options: RebuildCliOptions) => {
       const { databaseUrl, schema } = context.globals();
@@ -103,15 +110,18 @@ export interface ReconcileCliOptions {
 /** The projection database's pool and the source's (the same pool when no source URL is given), closed after `work`. */
 async function withPools<T>(
   databaseUrl: string,
+  schema: string,
   sourceUrl: string | undefined,
   work: (pool: pg.Pool, sourcePool: pg.Pool) => Promise<T>,
 ): Promise<T> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'converge-reconcile' });
-  const sourcePool = sourceUrl
-    ? new pg.Pool({ connectionString: sourceUrl, max: 1, application_name: 'converge-reconcile' })
-    : pool;
+  const pool = openPool(databaseUrl, 2, 'converge-reconcile');
+  const sourcePool = sourceUrl ? openPool(sourceUrl, 1, 'converge-reconcile') : pool;
   try {
+    await checkSchema(pool, schema);
     return await work(pool, sourcePool);
+  } catch (err) {
+    // A SQL error of the caller's page queries stays as it is; only connection failures are classified.
+    throw databaseFailure(err, poolTarget(pool));
   } finally {
     if (sourcePool !== pool) await sourcePool.end();
     await pool.end();
@@ -126,7 +136,7 @@ export async function reconcileCommand(
 ): Promise<number> {
   if (options.repair && !options.applySql)
     throw new ConfigError('apply-sql', '--repair needs --apply-sql to write the read model');
-  return withPools(databaseUrl, options.sourceDatabaseUrl, async (pool, sourcePool) => {
+  return withPools(databaseUrl, schema, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const total = options.countSql
       ? Number((await sourcePool.query<{ count: string }>(options.countSql)).rows[0]?.count ?? 0)
       : null;
@@ -208,7 +218,7 @@ export interface RebuildCliOptions {
 
 /** Runs `converge rebuild`: forget and empty, then write every source row at its version. */
 export async function rebuildCommand(databaseUrl: string, schema: string, options: RebuildCliOptions): Promise<number> {
-  return withPools(databaseUrl, options.sourceDatabaseUrl, async (pool, sourcePool) => {
+  return withPools(databaseUrl, schema, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const progress = process.stderr.isTTY ? progressLine(null) : undefined;
     const report = await rebuildProjection(pool, {
       schema,

@@ -2,7 +2,14 @@ import { Option, type Command } from 'commander';
 import { serveRelayMetrics } from '../../metrics/index.js';
 import { startRelay } from '../../relay/index.js';
 import { createLogger } from '../../runtime/logger.js';
-import { AMQP_URL_HELP, integer, untilShutdownSignal, type CommandContext } from '../context.js';
+import {
+  duration,
+  port,
+  positiveInteger,
+  AMQP_URL_HELP,
+  untilShutdownSignal,
+  type CommandContext,
+} from '../context.js';
 import { amqpUrl, logLevel, relayFlagDefaults } from '../env.js';
 
 interface RelayCliOptions {
@@ -26,15 +33,20 @@ export function registerRelay(program: Command, context: CommandContext): void {
     .option('--amqp-url <url>', AMQP_URL_HELP)
     .option('--exchange <name>', 'topic exchange to publish to', relayFlagDefaults.exchange)
     .option('--routing-key <template>', 'routing key template', relayFlagDefaults.routingKey)
-    .option('--batch-size <n>', 'rows claimed per cycle', integer, relayFlagDefaults.batchSize)
-    .option('--lease-ms <n>', 'claim lease in ms', integer, relayFlagDefaults.leaseMs)
-    .option('--poll-ms <n>', 'idle poll interval in ms', integer, relayFlagDefaults.pollIntervalMs)
-    .option('--max-attempts <n>', 'attempts before an event is marked failed', integer, relayFlagDefaults.maxAttempts)
+    .option('--batch-size <n>', 'rows claimed per cycle', positiveInteger, relayFlagDefaults.batchSize)
+    .option('--lease-ms <n>', 'claim lease in ms', duration, relayFlagDefaults.leaseMs)
+    .option('--poll-ms <n>', 'idle poll interval in ms', duration, relayFlagDefaults.pollIntervalMs)
+    .option(
+      '--max-attempts <n>',
+      'attempts before an event is marked failed',
+      positiveInteger,
+      relayFlagDefaults.maxAttempts,
+    )
     .option('--relay-id <id>', 'identity recorded in claimed_by')
     .addOption(
       new Option('--metrics-port <n>', 'serve /metrics, /healthz and /readyz on this port')
         .env('CONVERGE_METRICS_PORT')
-        .argParser(integer),
+        .argParser(port),
     )
     .option('--metrics-host <host>', 'address the metrics endpoint binds', '127.0.0.1')
     .action(async (options: RelayCliOptions) => {
@@ -59,9 +71,15 @@ export function registerRelay(program: Command, context: CommandContext): void {
           : serveRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
       const started = { relayId: relay.options.relayId, schema, exchange: options.exchange };
       logger.info({ ...started, metrics: metrics ? await metrics.url : undefined }, 'relay started');
-      await untilShutdownSignal();
-      await relay.stop();
-      await metrics?.close();
+      // A permanent misconfiguration (wrong password, missing database, unmigrated schema) rejects
+      // ready() and stops the relay: the command then fails with that message instead of retrying.
+      const misconfigured = relay.ready().then(() => new Promise<never>(() => undefined));
+      try {
+        await Promise.race([untilShutdownSignal(), misconfigured]);
+      } finally {
+        await relay.stop();
+        await metrics?.close();
+      }
       logger.info({ relayId: relay.options.relayId }, 'relay stopped');
     });
 }

@@ -8,7 +8,7 @@ import {
   type SourceTable,
   type WatchedQueue,
 } from '../../ops/index.js';
-import { integer, withPool, type CommandContext } from '../context.js';
+import { duration, withPool, type CommandContext } from '../context.js';
 import { amqpUrl, LOCAL_AMQP_URL, schemaDefault } from '../env.js';
 import { rate, seconds, table } from '../format.js';
 
@@ -45,24 +45,24 @@ export function registerStatus(program: Command, context: CommandContext): void 
       [],
     )
     .option('--amqp-url <url>', `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`)
-    .option('--window-ms <ms>', 'lag and projection activity over this window', integer, statusDefault('windowMs'))
-    .option('--sample-ms <ms>', 'rates from two samples this far apart', integer, statusDefault('sampleMs'))
+    .option('--window-ms <ms>', 'lag and projection activity over this window', duration, statusDefault('windowMs'))
+    .option('--sample-ms <ms>', 'rates from two samples this far apart', duration, statusDefault('sampleMs'))
     .option(
       '--stall-after-ms <ms>',
       'pending events and missing versions older than this are stalls',
-      integer,
+      duration,
       statusDefault('stallAfterMs'),
     )
     .option(
       '--source-lookback-ms <ms>',
       'with changed-at: source rows changed this recently are checked',
-      integer,
+      duration,
       statusDefault('sourceLookbackMs'),
     )
     .option('--json', 'one JSON document instead of the table')
     .action(async (options: StatusCliOptions) => {
       const { databaseUrl, schema } = context.globals();
-      process.exitCode = await withPool(databaseUrl, (pool) => statusCommand(pool, schema, options));
+      process.exitCode = await withPool({ databaseUrl, schema }, (pool) => statusCommand(pool, schema, options));
     });
 }
 

@@ -1,0 +1,23 @@
+/** What one relay cycle did, and the typed events a relay emits (instrumentation reads these). */
+
+export interface RelayCycleResult {
+  claimed: number;
+  published: number;
+  retried: number;
+  failed: number;
+  /** Confirmed but not marked because another relay took over the claim (duplicate, not loss). */
+  fenced: number;
+  /** A later version of a marked event's aggregate is waiting and can now be claimed. */
+  unblocked: boolean;
+}
+
+export interface RelayEvents {
+  published: [eventIds: string[]];
+  /** Time from writing each publish to the broker's confirm, in ms, for the events of a batch the broker took. */
+  confirmed: [latenciesMs: number[]];
+  retry: [info: { eventId: string; attempts: number; reason: string }];
+  failed: [info: { eventId: string; attempts: number; reason: string }];
+  /** A cycle found nothing to claim; the relay now sleeps until NOTIFY or the poll interval. */
+  idle: [];
+  error: [err: Error];
+}
