@@ -166,6 +166,18 @@ test('bad numbers, durations and ids are refused before any query, with the flag
     [['dlq', 'list', '--older-than', '5x'], /must be a duration/],
     [['cleanup', '--outbox-older-than', '-5s'], /must be a duration/],
     [['metrics', '--port', '70000'], /must be a port, 0 to 65535/],
+    [
+      [
+        'topology',
+        '--queue-prefix',
+        'p',
+        '--partitions',
+        '0',
+        '--amqp-url',
+        `amqp://guest:guest@127.0.0.1:${closedPort}`,
+      ],
+      /option '--partitions <n>' argument '0' is invalid\. must be a positive integer/,
+    ],
   ];
   for (const [args, says] of cases) {
     const result = await cli([...nowhere, ...args]);

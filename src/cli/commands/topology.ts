@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { declarePartitionedTopology, partitionedTopologyOptions } from '../../transport/topology.js';
-import { AMQP_URL_HELP, integer, withBroker, type CommandContext } from '../context.js';
+import { AMQP_URL_HELP, positiveInteger, withBroker, type CommandContext } from '../context.js';
 import { amqpUrl, schemaDefault } from '../env.js';
 
 interface TopologyCliOptions {
@@ -20,7 +20,7 @@ export function registerTopology(program: Command, _context: CommandContext): vo
       'declare a partitioned consumer group: consistent-hash routing by aggregate id, single-active-consumer queues',
     )
     .requiredOption('--queue-prefix <name>', 'partition queues are <prefix>.p0 … <prefix>.p<N-1>')
-    .requiredOption('--partitions <n>', 'number of partition queues', integer)
+    .requiredOption('--partitions <n>', 'number of partition queues', positiveInteger)
     .option('--amqp-url <url>', AMQP_URL_HELP)
     .option(
       '--exchange <name>',
