@@ -6,7 +6,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
-import { brokerTarget } from '../runtime/connection-failure.js';
+import { brokerTarget } from '../runtime/connection-target.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
 import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';

@@ -8,7 +8,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
-import { brokerTarget, type ConnectionTarget } from '../runtime/connection-failure.js';
+import { brokerTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
 import { checkSchema } from '../schema/migrate.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
