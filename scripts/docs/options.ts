@@ -28,7 +28,8 @@ import { reconcileOptions } from '../../src/reconcile/reconcile.js';
 import { rebuildOptions } from '../../src/reconcile/rebuild.js';
 import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
 import { outboxOptions } from '../../src/outbox/append.js';
-import { convergenceMetricsOptions, metricsEndpointOptions, serveMetricsOptions } from '../../src/metrics/metrics.js';
+import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
+import { serveMetricsOptions } from '../../src/metrics/server.js';
 
 export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
 

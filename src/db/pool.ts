@@ -3,11 +3,10 @@ import { connectionError, ServiceUnavailableError, ConnectionConfigError } from 
 import {
   checkDatabaseUrl,
   classifyDatabaseError,
-  databaseTarget,
   failureFields,
   unknownFailure,
-  type ConnectionTarget,
 } from '../runtime/connection-failure.js';
+import { databaseTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 
 export interface PoolLease {

@@ -6,7 +6,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
-import { brokerTarget } from '../runtime/connection-failure.js';
+import { brokerTarget } from '../runtime/connection-target.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
 import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
@@ -14,18 +14,10 @@ import { ConfirmPublisher } from '../transport/publisher.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
-import { traceFields } from './headers.js';
-import { declareQueues, publishRetryCopy } from './retry-copy.js';
+import { declareQueues, parkForRetry } from './retry-copy.js';
+import { SettlementReport } from './settlement-report.js';
 import { DeliveryProcessor, ProcessorSetup } from './processor.js';
-import type {
-  AggregateRef,
-  ConsumerEvents,
-  ConsumerStats,
-  DrainedEvent,
-  RawDelivery,
-  RetrySettlement,
-  Settlement,
-} from './types.js';
+import type { AggregateRef, ConsumerEvents, ConsumerStats, DrainedEvent, Settlement } from './types.js';
 
 export type { ConsumerEvents, ConsumerStats } from './types.js';
 
@@ -39,15 +31,8 @@ export type { ConsumerEvents, ConsumerStats } from './types.js';
  */
 export class Consumer<M extends object = UntypedEvents> extends EventEmitter<ConsumerEvents> {
   readonly options: ResolvedConsumerOptions;
-  readonly stats: ConsumerStats = {
-    applied: 0,
-    duplicate: 0,
-    ignored: 0,
-    quarantined: 0,
-    retried: 0,
-    parked: 0,
-    drained: 0,
-  };
+  readonly #report = new SettlementReport(this);
+  readonly stats: ConsumerStats = this.#report.stats;
   readonly #processor: DeliveryProcessor;
   readonly #idle = new Idle();
   #connection: amqp.ChannelModel | undefined;
@@ -283,7 +268,9 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     const ackable = await Promise.all(
       messages.map(async (message, i) => {
         const settlement = settlements[i]!;
-        return settlement.action === 'retry' ? this.#parkForRetry(message, settlement) : true;
+        return settlement.action === 'retry'
+          ? parkForRetry(this.#retryPublisher, this.options, message, settlement)
+          : true;
       }),
     );
     // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
@@ -294,34 +281,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       );
     // The database is failing: when it is back, the backlog must not hit it all at once.
     if (settlements.some((s) => s.action === 'retry' && s.reason === 'database-unavailable')) this.#ramp?.begin();
-    for (const settlement of settlements) {
-      this.#count(settlement);
-      this.emit('settled', settlement);
-      if (settlement.action === 'ack' && settlement.outcome === 'quarantined' && settlement.conflict)
-        this.emit('conflict', settlement.conflict);
-    }
-  }
-
-  /**
-   * Copies a delivery that must wait to `<queue>.retry` with its backoff as expiry. True once
-   * the broker confirmed the copy (the original may then be acked); false if the copy could
-   * not be parked, after holding the delivery for its backoff so a broken retry path cannot
-   * turn into a hot redelivery loop.
-   */
-  async #parkForRetry(message: RawDelivery, settlement: RetrySettlement): Promise<boolean> {
-    const publisher = this.#retryPublisher;
-    try {
-      if (!publisher) throw new Error('no retry channel');
-      await publishRetryCopy(publisher, this.options.retryQueue, message, settlement);
-      return true;
-    } catch (err) {
-      this.options.logger.warn(
-        { eventId: settlement.eventId, ...traceFields(message), ...describeError(err) },
-        'could not park delivery for retry; requeueing it after the backoff',
-      );
-      await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
-      return false;
-    }
+    for (const settlement of settlements) this.#report.settled(settlement);
   }
 
   /**
@@ -331,23 +291,15 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   async #settleDrained(drained: DrainedEvent[]): Promise<string[]> {
     const handedBack: string[] = [];
     for (const { delivery, settlement } of drained) {
-      if (settlement.action === 'retry') {
-        this.stats.retried++;
-        if (settlement.eventId !== null && (await this.#parkForRetry(delivery, settlement)))
-          handedBack.push(settlement.eventId);
+      if (settlement.action !== 'retry') {
+        this.#report.drained(settlement);
         continue;
       }
-      this.#count(settlement);
-      if (settlement.outcome === 'applied') this.stats.drained++;
-      this.emit('drained', settlement);
-      if (settlement.outcome === 'quarantined' && settlement.conflict) this.emit('conflict', settlement.conflict);
+      this.#report.retried();
+      if (settlement.eventId !== null && (await parkForRetry(this.#retryPublisher, this.options, delivery, settlement)))
+        handedBack.push(settlement.eventId);
     }
     return handedBack;
-  }
-
-  #count(settlement: Settlement): void {
-    if (settlement.action === 'retry') this.stats.retried++;
-    else this.stats[settlement.outcome]++;
   }
 
   async #closeSession(): Promise<void> {

@@ -1,8 +1,34 @@
 import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import type amqp from 'amqplib';
+import { describeError, type Logger } from '../runtime/logger.js';
 import type { ConfirmPublisher } from '../transport/publisher.js';
-import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, originOf } from './headers.js';
+import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, originOf, traceFields } from './headers.js';
 import type { RawDelivery, RetrySettlement } from './types.js';
+
+/**
+ * Copies a delivery that must wait to the retry queue. True once the broker confirmed the copy
+ * (the original may then be acked); false if the copy could not be parked, after holding the
+ * delivery for its backoff so a broken retry path cannot turn into a hot redelivery loop.
+ */
+export async function parkForRetry(
+  publisher: ConfirmPublisher | undefined,
+  options: { retryQueue: string; logger: Logger },
+  delivery: RawDelivery,
+  settlement: RetrySettlement,
+): Promise<boolean> {
+  try {
+    if (!publisher) throw new Error('no retry channel');
+    await publishRetryCopy(publisher, options.retryQueue, delivery, settlement);
+    return true;
+  } catch (err) {
+    options.logger.warn(
+      { eventId: settlement.eventId, ...traceFields(delivery), ...describeError(err) },
+      'could not park delivery for retry; requeueing it after the backoff',
+    );
+    await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
+    return false;
+  }
+}
 
 /**
  * Copies a delivery that must wait to the retry queue with its backoff as expiry and the

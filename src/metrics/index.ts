@@ -4,12 +4,11 @@
  */
 export {
   registerConvergenceMetrics,
-  serveMetrics,
   instrumentRelay,
   instrumentConsumer,
   serveRelayMetrics,
   serveConsumerMetrics,
   convergenceMetricsOptions,
-  serveMetricsOptions,
 } from './metrics.js';
+export { serveMetrics, serveMetricsOptions } from './server.js';
 export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics.js';

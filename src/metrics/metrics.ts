@@ -1,16 +1,8 @@
-import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
 import { z } from 'zod';
-import {
-  defineOptions,
-  functionOption,
-  identifierOption,
-  parseOptions,
-  poolOption,
-  type OptionsInput,
-} from '../runtime/options.js';
+import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { readOutboxByStatus, readReorderBuffer, type ReorderBufferCount } from '../ops/gauges.js';
@@ -18,6 +10,7 @@ import type { Relay } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
 import { databaseRead, registerBrokerConnected } from './health.js';
 import { pingDatabase } from '../db/pool.js';
+import { serveMetrics } from './server.js';
 
 const registryOption = z
   .custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry')
@@ -284,73 +277,4 @@ function serveUntilClosed(
         () => undefined,
       ),
   };
-}
-
-export const serveMetricsOptions = defineOptions(
-  'serveMetrics',
-  z.strictObject({
-    port: z.number().int().min(0).max(65_535).describe('Port to listen on (0 picks a free one).'),
-    host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
-    ready: functionOption<() => boolean | Promise<boolean>>('() => boolean | Promise<boolean>')
-      .optional()
-      .describe(
-        'Answers /readyz (readiness: send work here?): 200 while it returns true, 503 otherwise; always ready when omitted.',
-      ),
-    live: functionOption<() => boolean | Promise<boolean>>('() => boolean | Promise<boolean>')
-      .optional()
-      .describe(
-        'Answers /healthz (liveness: restart me?): 200 while it returns true, 503 otherwise; always live when omitted. Keep it free of dependencies: a database outage is not cured by a restart.',
-      ),
-  }),
-);
-
-/**
- * Serves `registry` on `/metrics` (Prometheus text format), `/healthz` (liveness: 200 while
- * `live()` says so) and `/readyz` (readiness: 200 while `ready()` says so, 503 otherwise).
- * /metrics answers 200 while the database is down: its gauges are then absent and
- * `converge_database_up` is 0. Resolves once listening; `server.address().port` is the bound
- * port (with port 0, a free one).
- */
-export async function serveMetrics(
-  registry: client.Registry,
-  input: OptionsInput<typeof serveMetricsOptions>,
-): Promise<http.Server> {
-  const options = serveMetricsOptions.parse(input);
-  const server = http.createServer((req, res) => {
-    if (req.url === '/healthz') {
-      probe(res, options.live, 'ok', 'stopped');
-      return;
-    }
-    if (req.url === '/readyz') {
-      probe(res, options.ready, 'ready', 'not ready');
-      return;
-    }
-    if (req.url !== '/metrics') {
-      res.writeHead(404).end();
-      return;
-    }
-    registry.metrics().then(
-      (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
-      // The database may be down; say so without details (they could name hosts or users).
-      () => res.writeHead(503, { 'content-type': 'text/plain' }).end('metrics unavailable\n'),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
-  return server;
-}
-
-function probe(
-  res: http.ServerResponse,
-  check: (() => boolean | Promise<boolean>) | undefined,
-  yes: string,
-  no: string,
-): void {
-  const answer = (ok: boolean) =>
-    res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(`${ok ? yes : no}\n`);
-  Promise.resolve()
-    .then(() => (check ? check() : true))
-    .then(answer, () => answer(false));
 }

@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import type amqp from 'amqplib';
 import type pg from 'pg';
 import { schemaRef } from '../runtime/identifier.js';
 import { databaseFailure, leasePool, poolTarget } from '../db/pool.js';
@@ -8,14 +7,15 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
-import { brokerTarget, type ConnectionTarget } from '../runtime/connection-failure.js';
-import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
+import type { ConnectionTarget } from '../runtime/connection-target.js';
+import { assertBrokerUrl } from '../transport/connection.js';
 import { checkSchema } from '../schema/migrate.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
 import { OutboxListener } from './wakeup.js';
+import { BrokerLink } from './broker-link.js';
 import { outboxRowToEnvelope } from './row.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
@@ -35,16 +35,13 @@ export class Relay extends EventEmitter<RelayEvents> {
   readonly #sql: ReturnType<typeof relaySql>;
   readonly #idle = new Idle();
   readonly #listener: OutboxListener | undefined;
-  #connection: amqp.ChannelModel | undefined;
-  #publisher: ConfirmPublisher | undefined;
-  #opening: Promise<ConfirmPublisher> | undefined;
+  readonly #broker: BrokerLink;
   #stopping = false;
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #removeSignals: (() => void) | undefined;
   readonly #readiness: Readiness;
   readonly #databaseTarget: ConnectionTarget;
-  readonly #brokerTarget: ConnectionTarget;
   #schemaChecked = false;
   #databaseUp = false;
   #fatal: Error | undefined;
@@ -55,7 +52,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.options = resolveRelayOptions(options);
     assertBrokerUrl(this.options.amqpUrl);
     this.#readiness = new Readiness(`relay ${this.options.relayId}`);
-    this.#brokerTarget = brokerTarget(this.options.amqpUrl);
+    this.#broker = new BrokerLink(this.options);
     const lease = leasePool(this.options.pool, {
       connectionString: this.options.connectionString,
       max: this.options.concurrency + 1,
@@ -108,7 +105,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   /** Running with an open confirm channel to the broker. */
   get connected(): boolean {
-    return !this.#stopping && this.#publisher !== undefined && !this.#publisher.closed;
+    return !this.#stopping && this.#broker.open;
   }
 
   /** Lets the batches in flight finish (so confirmed events get marked), then closes everything it opened. */
@@ -122,7 +119,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.#idle.close();
     await this.#loop;
     this.#removeSignals?.();
-    await this.#closeBroker();
+    await this.#broker.close();
     await this.#releasePool();
   }
 
@@ -137,7 +134,7 @@ export class Relay extends EventEmitter<RelayEvents> {
    * next batch while this one still waits for its confirms.
    */
   async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
-    const publisher = await this.#brokerPublisher();
+    const publisher = await this.#broker.publisher();
     await this.#checkSchemaOnce();
     const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [
       this.options.relayId,
@@ -252,7 +249,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       }
     }
     if (rejected.some(({ error }) => error.reason === 'confirm-timeout' || error.reason === 'channel-closed'))
-      await this.#closeBroker();
+      await this.#broker.close();
   }
 
   /**
@@ -272,7 +269,7 @@ export class Relay extends EventEmitter<RelayEvents> {
         if (!this.#schemaChecked) {
           // Broker, then schema, then LISTEN: as the consumer, and so a wrong database fails with its
           // reason rather than a listener warning, and NOTIFY is heard from the first claim on.
-          await this.#brokerPublisher();
+          await this.#broker.publisher();
           await this.#checkSchemaOnce();
         }
         await this.#listener?.ensure();
@@ -319,54 +316,14 @@ export class Relay extends EventEmitter<RelayEvents> {
     }
     if (this.listenerCount('error') > 0) this.emit('error', (judged.fatal ?? err) as Error);
     // A database hiccup says nothing about the broker: keep the channel other cycles are using.
-    if (judged.failure?.service !== 'PostgreSQL') await this.#closeBroker();
+    if (judged.failure?.service !== 'PostgreSQL') await this.#broker.close();
     return !judged.fatal;
-  }
-
-  /** The shared confirm channel; a failure to open it is thrown typed, naming RabbitMQ and host:port. */
-  #brokerPublisher(): Promise<ConfirmPublisher> {
-    return this.#ensurePublisher().catch((err: unknown) => {
-      throw brokerFailure(err, this.#brokerTarget);
-    });
   }
 
   async #checkSchemaOnce(): Promise<void> {
     if (this.#schemaChecked) return;
     await checkSchema(this.#pool, this.options.schema);
     this.#schemaChecked = true;
-  }
-
-  #ensurePublisher(): Promise<ConfirmPublisher> {
-    if (this.#publisher && !this.#publisher.closed) return Promise.resolve(this.#publisher);
-    // Concurrent cycles share one channel; whoever comes first opens it for all.
-    this.#opening ??= this.#openPublisher().finally(() => (this.#opening = undefined));
-    return this.#opening;
-  }
-
-  async #openPublisher(): Promise<ConfirmPublisher> {
-    if (!this.#connection) {
-      this.#connection = await openConnection(
-        this.options.amqpUrl,
-        `converge-relay ${this.options.relayId}`,
-        this.options.logger,
-        () => {
-          this.#connection = undefined;
-        },
-        this.options.amqpSocketOptions,
-      );
-    }
-    const channel = await this.#connection.createConfirmChannel();
-    if (this.options.declareExchange) await channel.assertExchange(this.options.exchange, 'topic', { durable: true });
-    this.#publisher = new ConfirmPublisher(channel);
-    return this.#publisher;
-  }
-
-  async #closeBroker(): Promise<void> {
-    const connection = this.#connection;
-    await this.#publisher?.close();
-    this.#publisher = undefined;
-    this.#connection = undefined;
-    await connection?.close().catch(() => undefined);
   }
 }
 

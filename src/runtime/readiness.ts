@@ -1,5 +1,6 @@
 import { ConfigError, ReadyTimeoutError, type ConnectionFailure, type ConvergeError } from './errors.js';
-import { judgeFailure, type ConnectionTarget, type JudgedFailure } from './connection-failure.js';
+import { judgeFailure, type JudgedFailure } from './connection-failure.js';
+import type { ConnectionTarget } from './connection-target.js';
 import type { Logger } from './logger.js';
 
 export interface AttemptContext {

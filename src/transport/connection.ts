@@ -1,13 +1,7 @@
 import amqp from 'amqplib';
 import { ConnectionConfigError, ServiceUnavailableError, connectionError } from '../runtime/errors.js';
-import {
-  brokerTarget,
-  checkBrokerUrl,
-  classifyBrokerError,
-  failureFields,
-  unknownFailure,
-  type ConnectionTarget,
-} from '../runtime/connection-failure.js';
+import { checkBrokerUrl, classifyBrokerError, failureFields, unknownFailure } from '../runtime/connection-failure.js';
+import { brokerTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import type { Logger } from '../runtime/logger.js';
 
 /**

@@ -13,7 +13,8 @@ import { pipelineStatusOptions } from '../../src/ops/pipeline-options.js';
 import { gapQueryOptions } from '../../src/inbox/parking.js';
 import { reconcileOptions } from '../../src/reconcile/reconcile.js';
 import { rebuildOptions } from '../../src/reconcile/rebuild.js';
-import { convergenceMetricsOptions, serveMetricsOptions } from '../../src/metrics/metrics.js';
+import { convergenceMetricsOptions } from '../../src/metrics/metrics.js';
+import { serveMetricsOptions } from '../../src/metrics/server.js';
 import { partitionedTopologyOptions } from '../../src/transport/topology.js';
 
 // Every flag that mirrors a library option: [command path, flag, spec, option key].

@@ -6,14 +6,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
-  brokerTarget,
   checkBrokerUrl,
   checkDatabaseUrl,
   classifyBrokerError,
   classifyDatabaseError,
-  databaseTarget,
   judgeFailure,
 } from '../../src/runtime/connection-failure.js';
+import { brokerTarget, databaseTarget } from '../../src/runtime/connection-target.js';
 import {
   ConnectionConfigError,
   SchemaNotMigratedError,
