@@ -6,10 +6,10 @@
  * `--check` compares instead of writing and exits 1 naming the file when the committed copy is
  * out of date.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Argument, Command, Option } from 'commander';
 import { createProgram } from '../../src/cli/program.js';
+import { isCurrent, runGenerator } from './generated.js';
 
 export const CLI_DOC = fileURLToPath(new URL('../../docs/reference/cli.md', import.meta.url));
 
@@ -102,25 +102,7 @@ export function renderCliReference(): string {
 
 /** True when the committed file matches what the program renders. */
 export function cliReferenceIsCurrent(path = CLI_DOC): boolean {
-  let committed = '';
-  try {
-    committed = readFileSync(path, 'utf8');
-  } catch {
-    return false;
-  }
-  return committed === renderCliReference();
+  return isCurrent(path, renderCliReference);
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const fileFlag = process.argv.indexOf('--file');
-  const target = fileFlag > 0 && process.argv[fileFlag + 1] ? process.argv[fileFlag + 1]! : CLI_DOC;
-  if (process.argv.includes('--check')) {
-    if (!cliReferenceIsCurrent(target)) {
-      console.error(`docs:check: ${target} is out of date; run npm run docs`);
-      process.exitCode = 1;
-    }
-  } else {
-    writeFileSync(target, renderCliReference());
-    console.log(`wrote ${target}`);
-  }
-}
+runGenerator(import.meta.url, CLI_DOC, renderCliReference);

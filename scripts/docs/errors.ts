@@ -3,9 +3,9 @@
  * per code (code, class and what it carries, when it is thrown, what to do). `--check` compares
  * instead of writing and exits 1 naming the file when the committed copy is out of date.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ERROR_CODES, type ErrorCodeDoc } from '../../src/runtime/errors.js';
+import { isCurrent, runGenerator } from './generated.js';
 
 export const ERRORS_DOC = fileURLToPath(new URL('../../docs/reference/errors.md', import.meta.url));
 
@@ -39,25 +39,7 @@ export function renderErrorsReference(): string {
 
 /** True when the committed file matches what the table renders. */
 export function errorsReferenceIsCurrent(path = ERRORS_DOC): boolean {
-  let committed = '';
-  try {
-    committed = readFileSync(path, 'utf8');
-  } catch {
-    return false;
-  }
-  return committed === renderErrorsReference();
+  return isCurrent(path, renderErrorsReference);
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const fileFlag = process.argv.indexOf('--file');
-  const target = fileFlag > 0 && process.argv[fileFlag + 1] ? process.argv[fileFlag + 1]! : ERRORS_DOC;
-  if (process.argv.includes('--check')) {
-    if (!errorsReferenceIsCurrent(target)) {
-      console.error(`docs:check: ${target} is out of date; run npm run docs`);
-      process.exitCode = 1;
-    }
-  } else {
-    writeFileSync(target, renderErrorsReference());
-    console.log(`wrote ${target}`);
-  }
-}
+runGenerator(import.meta.url, ERRORS_DOC, renderErrorsReference);

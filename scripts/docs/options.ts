@@ -3,7 +3,6 @@
  * component (option, type, default, description). `--check` compares instead of writing and
  * exits 1 naming the file when the committed copy is out of date.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { OptionsSpec } from '../../src/runtime/options.js';
@@ -30,6 +29,7 @@ import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
 import { outboxOptions } from '../../src/outbox/append.js';
 import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
 import { serveMetricsOptions } from '../../src/metrics/server.js';
+import { isCurrent, runGenerator } from './generated.js';
 
 export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
 
@@ -205,25 +205,7 @@ export function renderOptionsReference(): string {
 
 /** True when the committed file matches what the schemas render. */
 export function optionsReferenceIsCurrent(path = OPTIONS_DOC): boolean {
-  let committed = '';
-  try {
-    committed = readFileSync(path, 'utf8');
-  } catch {
-    return false;
-  }
-  return committed === renderOptionsReference();
+  return isCurrent(path, renderOptionsReference);
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const fileFlag = process.argv.indexOf('--file');
-  const target = fileFlag > 0 && process.argv[fileFlag + 1] ? process.argv[fileFlag + 1]! : OPTIONS_DOC;
-  if (process.argv.includes('--check')) {
-    if (!optionsReferenceIsCurrent(target)) {
-      console.error(`docs:check: ${target} is out of date; run npm run docs`);
-      process.exitCode = 1;
-    }
-  } else {
-    writeFileSync(target, renderOptionsReference());
-    console.log(`wrote ${target}`);
-  }
-}
+runGenerator(import.meta.url, OPTIONS_DOC, renderOptionsReference);

@@ -5,13 +5,13 @@
  * what goes over the wire. `--check` compares instead of writing and exits 1 naming the file when
  * the committed copy is out of date.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { canonicalJson, fingerprint } from '../../src/envelope/fingerprint.js';
 import { DEFAULT_MAX_ENVELOPE_BYTES, MAX_JSON_DEPTH } from '../../src/envelope/validate.js';
 import { DEFAULT_EXCHANGE } from '../../src/runtime/defaults.js';
 import { DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
+import { isCurrent, runGenerator } from './generated.js';
 
 export const WIRE_DOC = fileURLToPath(new URL('../../docs/reference/wire-format.md', import.meta.url));
 
@@ -125,25 +125,7 @@ export function renderWireReference(): string {
 
 /** True when the committed file matches what the code renders. */
 export function wireReferenceIsCurrent(path = WIRE_DOC): boolean {
-  let committed = '';
-  try {
-    committed = readFileSync(path, 'utf8');
-  } catch {
-    return false;
-  }
-  return committed === renderWireReference();
+  return isCurrent(path, renderWireReference);
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const fileFlag = process.argv.indexOf('--file');
-  const target = fileFlag > 0 && process.argv[fileFlag + 1] ? process.argv[fileFlag + 1]! : WIRE_DOC;
-  if (process.argv.includes('--check')) {
-    if (!wireReferenceIsCurrent(target)) {
-      console.error(`docs:check: ${target} is out of date; run npm run docs`);
-      process.exitCode = 1;
-    }
-  } else {
-    writeFileSync(target, renderWireReference());
-    console.log(`wrote ${target}`);
-  }
-}
+runGenerator(import.meta.url, WIRE_DOC, renderWireReference);
