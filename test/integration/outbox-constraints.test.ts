@@ -79,6 +79,21 @@ describe('outbox table contract', () => {
         ['empty tenant_id', { tenant_id: '' }],
         ['tenant_id of 201 characters', { tenant_id: 'x'.repeat(201) }],
         ['traceparent that is not W3C', { traceparent: 'not-a-traceparent' }],
+        // Hostile corpus: control, invisible and look-alike characters in the names consumers route on.
+        ['tab in aggregate_type', { aggregate_type: 'order\t' }],
+        ['newline in event_type', { event_type: 'OrderPaid\n' }],
+        ['DEL in event_type', { event_type: 'Order\u007fPaid' }],
+        ['zero-width space in aggregate_type', { aggregate_type: 'or\u200bder' }],
+        ['fullwidth letters in event_type', { event_type: '\uff2f\uff52\uff44\uff45\uff52' }],
+        ['slash in aggregate_type', { aggregate_type: 'order/line' }],
+        ['star in event_type', { event_type: '*' }],
+        ['upper-case hex in traceparent', { traceparent: '00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01' }],
+        [
+          'traceparent with a trailing newline',
+          { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\n' },
+        ],
+        ['zero aggregate_version', { aggregate_version: 0 }],
+        ['negative aggregate_version', { aggregate_version: -1 }],
       ];
       for (const [label, values] of refused) {
         await assert.rejects(insert(db, values), (err: { code?: string }) => err.code === '23514', label);
@@ -90,6 +105,12 @@ describe('outbox table contract', () => {
         ),
         (err: { code?: string }) => err.code === '23514',
         'occurred_at past year 9999 (JavaScript writes it as +010000-..., not an ISO date the consumer accepts)',
+      );
+      // PostgreSQL text and jsonb cannot hold U+0000 at all: a NUL never reaches the relay.
+      await assert.rejects(insert(db, { aggregate_id: 'o\u00001' }), (err: { code?: string }) => err.code === '22021');
+      await assert.rejects(
+        insert(db, { payload: '{"note": "a\\u0000b"}' }),
+        (err: { code?: string }) => err.code === '22P05',
       );
       // The limits themselves are allowed.
       await insert(db, {
@@ -138,6 +159,9 @@ describe('outbox table contract', () => {
       await insert(db, { event_id: 'next-2', aggregate_id: 'o-1', aggregate_version: 2 });
       await insert(db, { event_id: 'bad-year', aggregate_id: 'o-3', aggregate_version: 1 });
       await db.pool.query(`UPDATE ${outbox} SET occurred_at = '10000-01-01 00:00:00+00' WHERE event_id = 'bad-year'`);
+      await insert(db, { event_id: 'bad-version', aggregate_id: 'o-4', aggregate_version: '9007199254740992' });
+      await insert(db, { event_id: 'bad-tenant', aggregate_id: 'o-5', tenant_id: '' });
+      await insert(db, { event_id: '', aggregate_id: 'o-6' });
       await insert(db, { event_id: 'good-1', aggregate_id: 'o-2', aggregate_version: 1 });
 
       for (let i = 0; i < 5; i++) await relay.runOnce();
@@ -153,6 +177,14 @@ describe('outbox table contract', () => {
       );
       assert.equal(byId.get('bad-year')!.status, 'failed');
       assert.match(byId.get('bad-year')!.last_error ?? '', /invalid envelope field "occurredAt"/);
+      for (const [id, field] of [
+        ['bad-version', 'aggregateVersion'],
+        ['bad-tenant', 'tenantId'],
+        ['', 'eventId'],
+      ] as const) {
+        assert.equal(byId.get(id)!.status, 'failed', id);
+        assert.match(byId.get(id)!.last_error ?? '', new RegExp(`invalid envelope field "${field}"`), id);
+      }
       assert.equal(byId.get('next-2')!.status, 'pending', 'a failed row holds back later versions of its aggregate');
       assert.equal(byId.get('good-1')!.status, 'published');
 
@@ -183,15 +215,38 @@ describe('outbox table contract', () => {
       try {
         await consumer.ready();
         await env.publish({ ...envelope('S2', 'o1', 1, { delta: 1 }), schemaVersion: 2 });
+        await env.publish({ ...envelope('SMAX', 'o3', 1, { delta: 1 }), schemaVersion: Number.MAX_SAFE_INTEGER });
         await env.publish(envelope('S1', 'o2', 1, { delta: 1 }));
         await waitFor(
-          () => consumer.stats.applied === 1 && consumer.stats.quarantined === 1,
-          'one applied, one quarantined',
+          () => consumer.stats.applied === 1 && consumer.stats.quarantined === 2,
+          'one applied, two quarantined',
         );
         assert.deepEqual(seen, [1], 'the handler saw only the version-1 event');
-        const [quarantined] = await quarantineRows(env);
-        assert.equal(quarantined!.reason, 'unsupported-schema-version');
-        assert.match(quarantined!.detail, /AmountAdded schemaVersion 2 \(current 1\)/);
+        const rows = await quarantineRows(env);
+        assert.deepEqual(rows.map((row) => [row.event_id, row.reason]).sort(), [
+          ['S2', 'unsupported-schema-version'],
+          ['SMAX', 'unsupported-schema-version'],
+        ]);
+        const s2 = rows.find((row) => row.event_id === 'S2')!;
+        assert.match(s2.detail, /^AmountAdded schemaVersion 2 \(current 1\): .*no schemas entry for this eventType/);
+      } finally {
+        await consumer.stop();
+      }
+    });
+  });
+
+  test('a "*" handler is tied to no shape: it receives every schemaVersion', async () => {
+    await withEnv(async (env) => {
+      const seen: [string, number][] = [];
+      const consumer = env.start({
+        handlers: { '*': async (event) => void seen.push([event.eventId, event.schemaVersion]) },
+      });
+      try {
+        await consumer.ready();
+        await env.publish({ ...envelope('W2', 'o1', 1, { delta: 1 }), schemaVersion: 2 });
+        await waitFor(() => consumer.stats.applied === 1, 'the version-2 event applied');
+        assert.deepEqual(seen, [['W2', 2]]);
+        assert.equal((await quarantineRows(env)).length, 0);
       } finally {
         await consumer.stop();
       }
