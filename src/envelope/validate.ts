@@ -16,13 +16,30 @@ export const MAX_JSON_DEPTH = 64;
 // the text, where JSON.parse rejects it as before.
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+/**
+ * The envelope's limits, shared with the outbox table's check constraints (migration 11) so
+ * the table refuses what a consumer would reject. Lengths count characters (code points), as
+ * zod and PostgreSQL's char_length both do.
+ */
+export const ENVELOPE_LIMITS = {
+  /** aggregateType and eventType. */
+  nameMaxLength: 200,
+  /** ASCII only, so it means the same in JavaScript and in a PostgreSQL regular expression. */
+  namePattern: '^[A-Za-z0-9_.:-]+$',
+  /** eventId, aggregateId, tenantId. */
+  textMaxLength: 200,
+  /** aggregateVersion and schemaVersion: the JSON number must stay an exact integer in JavaScript. */
+  maxVersion: Number.MAX_SAFE_INTEGER,
+  traceparentPattern: '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$',
+} as const;
+
 const name = z
   .string()
   .min(1)
-  .max(200)
-  .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only');
-const text = z.string().min(1).max(200);
-const positiveInt = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+  .max(ENVELOPE_LIMITS.nameMaxLength)
+  .regex(new RegExp(ENVELOPE_LIMITS.namePattern), 'letters, digits, _ . : - only');
+const text = z.string().min(1).max(ENVELOPE_LIMITS.textMaxLength);
+const positiveInt = z.number().int().positive().max(ENVELOPE_LIMITS.maxVersion);
 
 const envelopeSchema = z.strictObject({
   eventId: text,
@@ -34,10 +51,7 @@ const envelopeSchema = z.strictObject({
   kind: z.enum(['incremental', 'snapshot']),
   payload: z.unknown().refine((value) => value !== undefined, 'required'),
   occurredAt: z.iso.datetime({ offset: true }),
-  traceparent: z
-    .string()
-    .regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, 'W3C traceparent')
-    .optional(),
+  traceparent: z.string().regex(new RegExp(ENVELOPE_LIMITS.traceparentPattern), 'W3C traceparent').optional(),
   tenantId: text.optional(),
 });
 

@@ -126,7 +126,7 @@ const processorShape = {
     )
     .default({})
     .describe(
-      'Schema evolution per eventType: { current, upcasters: { fromVersion: fn } }; a newer version than current is quarantined.',
+      'Schema evolution per eventType: { current, upcasters: { fromVersion: fn } }; a newer version than current is quarantined. A type with its own handler and no entry here is at version 1.',
     ),
   logger: loggerOption
     .default(silentLogger)

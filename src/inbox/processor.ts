@@ -151,7 +151,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
    */
   #prepare(delivery: RawDelivery): { envelope: EventEnvelope; print: string } {
     const sent = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
-    return { envelope: upcast(sent, this.options.schemas), print: fingerprint(sent) };
+    return { envelope: upcast(sent, this.options.schemas, this.options.handlers), print: fingerprint(sent) };
   }
 
   /**
@@ -168,7 +168,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
     try {
       sent = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
       print = fingerprint(sent);
-      return { envelope: upcast(sent, this.options.schemas), print };
+      return { envelope: upcast(sent, this.options.schemas, this.options.handlers), print };
     } catch (err) {
       return { settlement: await this.#settleFailure(err, { delivery, envelope: sent, print, attempt }) };
     }

@@ -16,7 +16,7 @@ import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } fro
 import { relaySql, type ClaimedRow } from './sql.js';
 import { OutboxListener } from './wakeup.js';
 import { BrokerLink } from './broker-link.js';
-import { outboxRowToEnvelope } from './row.js';
+import { publishableEnvelope } from './row.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
 export type { RelayCycleResult, RelayEvents } from './types.js';
@@ -203,7 +203,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   async #publishRow(publisher: ConfirmPublisher, row: ClaimedRow, sentAt: number): Promise<PublishError | number> {
     let message: ReturnType<typeof encodeMessage>;
     try {
-      message = encodeMessage(outboxRowToEnvelope(row), this.options.routingKey);
+      message = encodeMessage(publishableEnvelope(row), this.options.routingKey);
     } catch (err) {
       return new PublishError('unencodable', describeError(err).err);
     }
@@ -229,7 +229,8 @@ export class Relay extends EventEmitter<RelayEvents> {
       [
         this.options.relayId,
         rejected.map(({ row }) => row.position),
-        rejected.map(({ error }) => error.code),
+        // An unencodable row fails for good: keep why (the field and rule, never a value) next to it.
+        rejected.map(({ error }) => (error.reason === 'unencodable' ? `${error.code}: ${error.message}` : error.code)),
         delays,
         this.options.maxAttempts,
         rejected.map(({ error }) => error.reason === 'unencodable'),

@@ -1,4 +1,5 @@
 import type { EventEnvelope } from '../envelope/envelope.js';
+import { validateEnvelope } from '../envelope/validate.js';
 import type { OutboxEnvelopeRow } from './sql.js';
 
 /**
@@ -20,4 +21,14 @@ export function outboxRowToEnvelope(row: OutboxEnvelopeRow): EventEnvelope {
   if (row.traceparent !== null) envelope.traceparent = row.traceparent;
   if (row.tenant_id !== null) envelope.tenantId = row.tenant_id;
   return envelope;
+}
+
+/**
+ * The envelope to publish for a claimed row, checked against the rules every consumer applies.
+ * The table's checks catch most bad plain-SQL rows, but not rows from before migration 11 nor
+ * lengths PostgreSQL counts differently; such a row throws EnvelopeValidationError (naming the
+ * field, never its value), and the relay marks it failed instead of publishing it.
+ */
+export function publishableEnvelope(row: OutboxEnvelopeRow): EventEnvelope {
+  return validateEnvelope(outboxRowToEnvelope(row));
 }

@@ -1,4 +1,5 @@
 import type { SchemaRef } from '../runtime/identifier.js';
+import { outboxEnvelopeChecks } from './outbox-checks.js';
 
 /**
  * Numbered schema changes. A migration is never edited once released; changes come as a
@@ -197,6 +198,19 @@ export const migrations: readonly Migration[] = [
          ADD COLUMN IF NOT EXISTS replay_outcome text,
          ADD COLUMN IF NOT EXISTS replay_outcome_at timestamptz,
          ADD COLUMN IF NOT EXISTS replay_quarantine_id bigint`,
+    ],
+  },
+  {
+    // 10 belongs to another change merged alongside; the migrator applies whatever is missing, in order.
+    version: 11,
+    name: 'outbox: check constraints for the envelope rules',
+    statements: (s) => [
+      // NOT VALID: existing rows are not scanned (no long exclusive lock on a big outbox, and an old
+      // bad row cannot fail the upgrade); every new or updated row is checked. The relay still
+      // validates each row it claims, so an old pending bad row is marked failed, not published.
+      `ALTER TABLE ${s.quoted}.outbox ${outboxEnvelopeChecks()
+        .map(([name, check]) => `DROP CONSTRAINT IF EXISTS ${name}, ADD CONSTRAINT ${name} CHECK (${check}) NOT VALID`)
+        .join(', ')}`,
     ],
   },
 ];

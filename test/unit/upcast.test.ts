@@ -44,6 +44,22 @@ describe('upcast', () => {
     assert.equal(upcast(other, evolution), other);
   });
 
+  it('takes a type with its own handler and no schemas entry to be at version 1; a "*" handler passes every version', () => {
+    const handlers = { Unrelated: () => undefined, '*': () => undefined };
+    const first = v(1, { x: 1 }, 'Unrelated');
+    assert.equal(upcast(first, evolution, handlers), first);
+    assert.throws(
+      () => upcast(v(2, { x: 1 }, 'Unrelated'), evolution, handlers),
+      (err: unknown) =>
+        err instanceof UnsupportedSchemaVersionError &&
+        err.message ===
+          'Unrelated schemaVersion 2 (current 1): newer than this consumer knows (no schemas entry for this eventType: its handler takes version 1 only)',
+    );
+    const wildcard = v(5, { x: 1 }, 'OnlyWildcard');
+    assert.equal(upcast(wildcard, evolution, handlers), wildcard);
+    assert.deepEqual(upcast(v(1, { amount: 5 }), evolution, { OrderPaid: () => undefined }).schemaVersion, 3);
+  });
+
   it('refuses a newer version and a missing step with UnsupportedSchemaVersionError', () => {
     assert.throws(
       () => upcast(v(4, {}), evolution),
