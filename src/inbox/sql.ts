@@ -27,8 +27,8 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
       SELECT (SELECT count(*) FROM ${schema}.parked WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3) AS aggregate,
              (SELECT count(*) FROM (SELECT 1 FROM ${schema}.parked WHERE consumer = $1 LIMIT $4) AS capped) AS total`,
     park: `
-      INSERT INTO ${schema}.parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)
+      INSERT INTO ${schema}.parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body, properties_exact)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11)
       ON CONFLICT (consumer, event_id) DO NOTHING
       RETURNING event_id`,
     parkedFingerprint: `SELECT fingerprint FROM ${schema}.parked WHERE consumer = $1 AND event_id = $2`,
@@ -53,7 +53,7 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
        LIMIT $2`,
     /** The parked events of one aggregate in version order, $4 at most. */
     parkedOfAggregate: `
-      SELECT event_id, aggregate_version, properties, body FROM ${schema}.parked
+      SELECT event_id, aggregate_version, properties, properties_exact, body FROM ${schema}.parked
        WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3
        ORDER BY aggregate_version, parked_at
        LIMIT $4`,

@@ -8,7 +8,7 @@ import type { RawDelivery } from './types.js';
  * the exact properties go in as JSON text (JSON escapes U+0000 and lone surrogates, so the text
  * is always storable), and jsonb gets a copy with those characters replaced, for queries only.
  */
-export function encodeProperties(properties: RawDelivery['properties']): { exact: string; queryable: string } {
+export function encodeProperties(properties: object): { exact: string; queryable: string } {
   const exact = JSON.stringify(properties, (_, value: unknown) =>
     typeof value === 'bigint' ? value.toString() : value,
   );

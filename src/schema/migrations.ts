@@ -202,13 +202,15 @@ export const migrations: readonly Migration[] = [
   },
   {
     version: 10,
-    name: 'quarantine: exact properties whatever they hold, one open row per invalid message',
+    name: 'quarantine and reorder buffer: exact properties whatever they hold; one open row per invalid message',
     statements: (s) => [
       // The properties as exact JSON text (jsonb cannot hold U+0000, JSON text escapes it), and
       // the hash of body and properties that identifies a message without eventId or fingerprint.
       `ALTER TABLE ${s.quoted}.quarantine
          ADD COLUMN IF NOT EXISTS properties_exact text,
          ADD COLUMN IF NOT EXISTS message_hash text`,
+      // Parked deliveries carry the same properties, and must park whatever their headers hold.
+      `ALTER TABLE ${s.quoted}.parked ADD COLUMN IF NOT EXISTS properties_exact text`,
       // Identical invalid messages update one open row, as messages with an eventId already do
       // (quarantine_open_message_idx); rows from before this migration have no hash and stay apart.
       `CREATE UNIQUE INDEX IF NOT EXISTS quarantine_open_hash_idx ON ${s.quoted}.quarantine (consumer, message_hash)

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
-import { startConsumer, type Consumer, type EventEnvelope, type Settlement } from '../../src/index.js';
+import { applyIncrement, startConsumer, type Consumer, type EventEnvelope, type Settlement } from '../../src/index.js';
 import { listQuarantine, replayQuarantined, showQuarantined } from '../../src/ops/index.js';
 import {
   describe,
@@ -254,6 +254,61 @@ describe('hostile bytes through a plain AMQP publish', () => {
     } finally {
       await consumer.stop();
       await dropTestBroker(connection, [queue, exchange, replayQueue]);
+      await connection.close().catch(() => undefined);
+      await db.close();
+    }
+  });
+
+  test('an early event whose headers hold U+0000 parks with its exact headers and drains instead of retrying', async () => {
+    const db = await createTestSchema('cvhostile');
+    const connection = await connectRabbit();
+    connection.on('error', () => undefined);
+    const channel = await connection.createConfirmChannel();
+    channel.on('error', () => undefined);
+    const exchange = uniqueName('cvhostile.events');
+    const queue = uniqueName('cvhostile.q');
+    const seen: unknown[] = [];
+    const settled: Settlement[] = [];
+    const consumer: Consumer = startConsumer({
+      amqpUrl: AMQP_URL,
+      queue,
+      exchange,
+      pool: db.pool,
+      schema: db.schema,
+      backoff: BACKOFF,
+      reconnectBackoff: BACKOFF,
+      handlers: {
+        AmountAdded: async (e, { tx }) => {
+          await applyIncrement(tx, { projection: 'p', event: e, schema: db.schema }, () => tx.query('SELECT 1'));
+          seen.push(e.eventId);
+        },
+      },
+      schemas: { AmountAdded: { current: 1 } },
+    });
+    consumer.on('settled', (s) => settled.push(s));
+    try {
+      await consumer.ready();
+      const headers = { 'x-evil': `a${CONTROLS}`, [`k${CONTROLS}`]: 1 };
+      channel.publish(exchange, KEY, json(orderEvent('P-2', 'o-park', 2)), { headers, messageId: 'm\u0000' });
+      await channel.waitForConfirms();
+      await waitFor(() => settled.some((s) => s.action === 'ack' && s.outcome === 'parked'), 'the early event parked');
+      const { rows } = await db.pool.query<{ properties_exact: string }>(
+        `SELECT properties_exact FROM "${db.schema}".parked`,
+      );
+      assert.equal(rows.length, 1);
+      const stored = JSON.parse(rows[0]!.properties_exact) as { properties: { headers: unknown; messageId: unknown } };
+      assert.deepEqual(stored.properties.headers, headers);
+      assert.equal(stored.properties.messageId, 'm\u0000');
+      channel.publish(exchange, KEY, json(orderEvent('P-1', 'o-park', 1)), {});
+      await channel.waitForConfirms();
+      await waitFor(() => seen.length === 2, 'both events applied');
+      assert.deepEqual(seen, ['P-1', 'P-2']);
+      assert.equal(consumer.stats.retried, 0, 'parking never failed');
+      const { rows: left } = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".parked`);
+      assert.equal(left[0]?.n, '0');
+    } finally {
+      await consumer.stop();
+      await dropTestBroker(connection, [queue, exchange]);
       await connection.close().catch(() => undefined);
       await db.close();
     }
