@@ -38,7 +38,18 @@ const name = z
   .min(1)
   .max(ENVELOPE_LIMITS.nameMaxLength)
   .regex(new RegExp(ENVELOPE_LIMITS.namePattern), 'letters, digits, _ . : - only');
-const text = z.string().min(1).max(ENVELOPE_LIMITS.textMaxLength);
+/**
+ * Ids and other free text go to PostgreSQL text columns (inbox, projection state), which
+ * cannot hold U+0000, and the pg driver would turn a lone surrogate into U+FFFD, changing the
+ * id on its way in. A blank id names nothing a person could look up. The outbox's checks
+ * (migration 11) do not test these two; the relay's validation of each claimed row does.
+ */
+const text = z
+  .string()
+  .min(1)
+  .max(ENVELOPE_LIMITS.textMaxLength)
+  .refine((value) => value.trim() !== '', 'blank')
+  .refine(storableText, 'unstorable');
 const positiveInt = z.number().int().positive().max(ENVELOPE_LIMITS.maxVersion);
 
 const envelopeSchema = z.strictObject({
@@ -72,10 +83,37 @@ export function validateEnvelope(value: unknown): EventEnvelope {
           : '(root)';
     throw new EnvelopeValidationError(field, describeIssue(issue));
   }
+  if (!storableThroughout(result.data.payload))
+    throw new EnvelopeValidationError(
+      'payload',
+      'holds U+0000 or a lone surrogate, which PostgreSQL text cannot store',
+    );
   // 1e400 parses to Infinity, which JSON.stringify writes back as null: the event would change on the way through.
   if (!isFiniteThroughout(result.data.payload))
     throw new EnvelopeValidationError('payload', 'holds a number outside the range of a double');
   return result.data;
+}
+
+/** True if PostgreSQL text (and jsonb) can store `value` unchanged: no U+0000, no lone surrogate. */
+export function storableText(value: string): boolean {
+  return !value.includes('\u0000') && !LONE_SURROGATE.test(value);
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Every string and key in `value` is storable text (iterative, like isFiniteThroughout). */
+function storableThroughout(value: unknown): boolean {
+  const pending: unknown[] = [value];
+  const seen = new Set<object>();
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string' && !storableText(item)) return false;
+    if (typeof item !== 'object' || item === null || seen.has(item)) continue;
+    seen.add(item);
+    if (!Array.isArray(item)) for (const key of Object.keys(item)) if (!storableText(key)) return false;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push(child);
+  }
+  return true;
 }
 
 /**
@@ -116,6 +154,8 @@ function describeIssue(issue: z.core.$ZodIssue | undefined): string {
     case 'unrecognized_keys':
       return 'unknown field';
     case 'custom':
+      if (issue.message === 'blank') return 'must not be blank or only whitespace';
+      if (issue.message === 'unstorable') return 'holds U+0000 or a lone surrogate, which PostgreSQL text cannot store';
       return 'required';
     default:
       return 'invalid';

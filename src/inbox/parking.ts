@@ -5,6 +5,7 @@ import { runStatement } from '../db/statement.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { AggregateRef, RawDelivery } from './types.js';
 import { inboxSql } from './sql.js';
+import { decodeProperties, encodeProperties } from './stored-properties.js';
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
 
@@ -64,6 +65,8 @@ export async function parkEvent(
   const { aggregate, total } = counts.rows[0]!;
   if (Number(aggregate) >= limits.maxPerAggregate) return { status: 'full', limit: 'per-aggregate' };
   if (Number(total) >= limits.maxTotal) return { status: 'full', limit: 'total' };
+  // Exact even when a header holds U+0000, which jsonb cannot (see stored-properties.ts).
+  const stored = encodeProperties({ properties: entry.delivery.properties, fields: entry.delivery.fields });
   const inserted = await runStatement(tx, sql.park, [
     entry.consumer,
     envelope.eventId,
@@ -73,10 +76,9 @@ export async function parkEvent(
     envelope.aggregateId,
     envelope.aggregateVersion,
     entry.waitingFor,
-    JSON.stringify({ properties: entry.delivery.properties, fields: entry.delivery.fields }, (_, value: unknown) =>
-      typeof value === 'bigint' ? value.toString() : value,
-    ),
+    stored.queryable,
     entry.delivery.content,
+    stored.exact,
   ]);
   // A concurrent park of the same eventId won the insert; the next delivery judges it.
   return inserted.rowCount === 1 ? { status: 'parked' } : { status: 'already-parked' };
@@ -122,6 +124,8 @@ export interface ParkedDelivery {
 }
 
 /** The parked deliveries of one aggregate in version order, rebuilt as they arrived. */
+type StoredDelivery = { properties: RawDelivery['properties']; fields: RawDelivery['fields'] };
+
 export async function loadParked(
   executor: Executor,
   schema: SchemaRef,
@@ -132,14 +136,18 @@ export async function loadParked(
   const { rows } = await runStatement<{
     event_id: string;
     aggregate_version: string;
-    properties: { properties: RawDelivery['properties']; fields: RawDelivery['fields'] };
+    properties: StoredDelivery;
+    properties_exact: string | null;
     body: Buffer;
   }>(executor, inboxSql(schema).parkedOfAggregate, [consumer, aggregate.aggregateType, aggregate.aggregateId, limit]);
-  return rows.map((row) => ({
-    eventId: row.event_id,
-    version: Number(row.aggregate_version),
-    delivery: { content: row.body, properties: row.properties.properties, fields: row.properties.fields },
-  }));
+  return rows.map((row) => {
+    const { properties, fields } = decodeProperties(row.properties_exact, row.properties);
+    return {
+      eventId: row.event_id,
+      version: Number(row.aggregate_version),
+      delivery: { content: row.body, properties, fields },
+    };
+  });
 }
 
 /** Removes parked rows on the transaction that recorded their events in the inbox. */

@@ -1,6 +1,7 @@
 import type { Executor } from '../db/executor.js';
 import { originOf, readAttempt } from './headers.js';
 import { inboxSql } from './sql.js';
+import { encodeProperties, messageHash, storableOrNull, storableString } from './stored-properties.js';
 import type { QuarantineReason, RawDelivery } from './types.js';
 import type { SchemaRef } from '../runtime/identifier.js';
 
@@ -17,27 +18,32 @@ export interface QuarantineEntry {
 
 /**
  * Keeps a message for a person: raw body, properties and headers, reason and time. The
- * database is the right place for the payload; logs only ever see the quarantine id.
+ * database is the right place for the payload; logs only ever see the quarantine id. Whatever
+ * the message carries, the row can be written: see stored-properties.ts.
  */
 export async function quarantine(executor: Executor, schema: SchemaRef, entry: QuarantineEntry): Promise<string> {
   const origin = originOf(entry.delivery);
   const metadata = bodyMetadata(entry.delivery.content);
-  const { rows } = await executor.query<{ id: string }>(inboxSql(schema).quarantine, [
+  const properties = encodeProperties(entry.delivery.properties);
+  // A message with an eventId and a fingerprint is known by them; any other by its bytes.
+  const sql = inboxSql(schema);
+  const statement = entry.eventId !== null && entry.fingerprint !== null ? sql.quarantine : sql.quarantineByHash;
+  const { rows } = await executor.query<{ id: string }>(statement, [
     entry.consumer,
-    entry.eventId,
+    storableOrNull(entry.eventId),
     entry.reason,
-    entry.detail,
+    storableString(entry.detail),
     entry.fingerprint,
-    origin.exchange,
-    origin.routingKey,
-    JSON.stringify(entry.delivery.properties, (_, value: unknown) =>
-      typeof value === 'bigint' ? value.toString() : value,
-    ),
+    storableString(origin.exchange),
+    storableString(origin.routingKey),
+    properties.queryable,
     entry.delivery.content,
-    metadata.eventType,
+    storableOrNull(metadata.eventType),
     metadata.schemaVersion,
     failureClass(entry.reason),
     readAttempt(entry.delivery),
+    properties.exact,
+    messageHash(entry.delivery),
   ]);
   return String(rows[0]?.id);
 }

@@ -1,5 +1,12 @@
 import { perSchema, type SchemaRef } from '../runtime/identifier.js';
 
+/** An open row's message quarantined again: first seen stays, last seen and how often move on. */
+const quarantineSeenAgain = `
+      DO UPDATE SET last_seen_at = now(), times_seen = quarantine.times_seen + 1,
+                    attempts = GREATEST(quarantine.attempts, EXCLUDED.attempts),
+                    reason = EXCLUDED.reason, detail = EXCLUDED.detail, failure_class = EXCLUDED.failure_class
+      RETURNING id`;
+
 /** Statements of the inbox, parked and quarantine tables of one schema, built once per schema. */
 export const inboxSql = perSchema((ref: SchemaRef) => {
   const schema = ref.quoted;
@@ -20,8 +27,8 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
       SELECT (SELECT count(*) FROM ${schema}.parked WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3) AS aggregate,
              (SELECT count(*) FROM (SELECT 1 FROM ${schema}.parked WHERE consumer = $1 LIMIT $4) AS capped) AS total`,
     park: `
-      INSERT INTO ${schema}.parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)
+      INSERT INTO ${schema}.parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body, properties_exact)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11)
       ON CONFLICT (consumer, event_id) DO NOTHING
       RETURNING event_id`,
     parkedFingerprint: `SELECT fingerprint FROM ${schema}.parked WHERE consumer = $1 AND event_id = $2`,
@@ -46,7 +53,7 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
        LIMIT $2`,
     /** The parked events of one aggregate in version order, $4 at most. */
     parkedOfAggregate: `
-      SELECT event_id, aggregate_version, properties, body FROM ${schema}.parked
+      SELECT event_id, aggregate_version, properties, properties_exact, body FROM ${schema}.parked
        WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3
        ORDER BY aggregate_version, parked_at
        LIMIT $4`,
@@ -73,13 +80,17 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
     unpark: `DELETE FROM ${schema}.parked WHERE consumer = $1 AND event_id = ANY($2::text[])`,
     quarantine: `
       INSERT INTO ${schema}.quarantine (consumer, event_id, reason, detail, fingerprint, exchange, routing_key, properties, body,
-                                        event_type, schema_version, failure_class, attempts)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13)
+                                        event_type, schema_version, failure_class, attempts, properties_exact, message_hash)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15)
       ON CONFLICT (consumer, event_id, fingerprint) WHERE resolved_at IS NULL AND event_id IS NOT NULL AND fingerprint IS NOT NULL
-      DO UPDATE SET last_seen_at = now(), times_seen = quarantine.times_seen + 1,
-                    attempts = GREATEST(quarantine.attempts, EXCLUDED.attempts),
-                    reason = EXCLUDED.reason, detail = EXCLUDED.detail, failure_class = EXCLUDED.failure_class
-      RETURNING id`,
+      ${quarantineSeenAgain}`,
+    /** The same for a message without eventId or fingerprint (it failed before them): known by the hash of its bytes. */
+    quarantineByHash: `
+      INSERT INTO ${schema}.quarantine (consumer, event_id, reason, detail, fingerprint, exchange, routing_key, properties, body,
+                                        event_type, schema_version, failure_class, attempts, properties_exact, message_hash)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14, $15)
+      ON CONFLICT (consumer, message_hash) WHERE resolved_at IS NULL AND (event_id IS NULL OR fingerprint IS NULL)
+      ${quarantineSeenAgain}`,
     /**
      * What became of replayed messages ($1 quarantine ids, $2 outcomes, $3 new quarantine ids),
      * on the transaction that settled them. The first final outcome stays: a redelivery of an

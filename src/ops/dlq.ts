@@ -6,7 +6,7 @@ import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { ATTEMPT_HEADER, REPLAY_OF_HEADER, type ReplayOutcome } from '../inbox/index.js';
+import { ATTEMPT_HEADER, REPLAY_OF_HEADER, decodeProperties, type ReplayOutcome } from '../inbox/index.js';
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
@@ -126,7 +126,11 @@ async function readQuarantined(executor: Executor, schema: SchemaRef, id: string
   return {
     ...summary(row),
     exchange: (row.exchange as string | null) ?? null,
-    properties: row.properties as QuarantinedMessage['properties'],
+    // Exact even when a header holds U+0000, which the jsonb copy cannot (see stored-properties.ts).
+    properties: decodeProperties(
+      row.properties_exact as string | null,
+      row.properties as QuarantinedMessage['properties'],
+    ),
     body: row.body as Buffer,
   };
 }

@@ -99,7 +99,7 @@ export const opsSql = perSchema((schema: SchemaRef) => {
          AND quarantined_at <= now() - make_interval(secs => $4::double precision / 1000)
          AND ($5::boolean OR resolved_at IS NULL)
        ORDER BY id DESC LIMIT $6`,
-    quarantined: `SELECT id, consumer, event_id, reason, detail, exchange, routing_key, properties, body, quarantined_at, resolved_at, resolution, resolution_note,
+    quarantined: `SELECT id, consumer, event_id, reason, detail, exchange, routing_key, properties, properties_exact, body, quarantined_at, resolved_at, resolution, resolution_note,
                          replay_outcome, replay_outcome_at, replay_quarantine_id
                     FROM ${schema.quoted}.quarantine WHERE id = $1`,
     /** Closes one open row; nothing if it was closed already (by another operator). */

@@ -201,6 +201,23 @@ export const migrations: readonly Migration[] = [
     ],
   },
   {
+    version: 10,
+    name: 'quarantine and reorder buffer: exact properties whatever they hold; one open row per invalid message',
+    statements: (s) => [
+      // The properties as exact JSON text (jsonb cannot hold U+0000, JSON text escapes it), and
+      // the hash of body and properties that identifies a message without eventId or fingerprint.
+      `ALTER TABLE ${s.quoted}.quarantine
+         ADD COLUMN IF NOT EXISTS properties_exact text,
+         ADD COLUMN IF NOT EXISTS message_hash text`,
+      // Parked deliveries carry the same properties, and must park whatever their headers hold.
+      `ALTER TABLE ${s.quoted}.parked ADD COLUMN IF NOT EXISTS properties_exact text`,
+      // Identical invalid messages update one open row, as messages with an eventId already do
+      // (quarantine_open_message_idx); rows from before this migration have no hash and stay apart.
+      `CREATE UNIQUE INDEX IF NOT EXISTS quarantine_open_hash_idx ON ${s.quoted}.quarantine (consumer, message_hash)
+         WHERE resolved_at IS NULL AND (event_id IS NULL OR fingerprint IS NULL)`,
+    ],
+  },
+  {
     // 10 belongs to another change merged alongside; the migrator applies whatever is missing, in order.
     version: 11,
     name: 'outbox: check constraints for the envelope rules',

@@ -154,6 +154,48 @@ describe('validateEnvelope', () => {
     expectInvalid(() => validateEnvelope({ ...good(), tenantId: '' }), 'tenantId');
   });
 
+  it('rejects blank and whitespace-only ids of every kind', () => {
+    for (const blank of [' ', '   ', '\t', '\n \r', '\u00a0', '\u3000', '\ufeff'])
+      for (const field of ['eventId', 'aggregateId', 'tenantId'] as const) {
+        const err = expectInvalid(() => validateEnvelope({ ...good(), [field]: blank }), field);
+        assert.match(err.message, /must not be blank or only whitespace/);
+      }
+    // Spaces inside an id are data, not blankness.
+    assert.equal(validateEnvelope({ ...good(), aggregateId: ' o 42 ' }).aggregateId, ' o 42 ');
+  });
+
+  it('rejects text PostgreSQL cannot store unchanged (U+0000, lone surrogates) in every text field', () => {
+    for (const bad of ['a\u0000b', '\u0000', 'x\ud800', '\udc00y', 'a\udbff\u0000'])
+      for (const field of ['eventId', 'aggregateId', 'tenantId'] as const) {
+        const err = expectInvalid(() => validateEnvelope({ ...good(), [field]: `${MARKER}${bad}` }), field);
+        assert.match(err.message, /U\+0000 or a lone surrogate/);
+      }
+    for (const field of ['aggregateType', 'eventType', 'occurredAt', 'traceparent'] as const)
+      expectInvalid(() => validateEnvelope({ ...good(), [field]: 'a\u0000' }), field);
+    // A well-formed pair (an emoji) and other control characters are storable and stay valid.
+    assert.equal(
+      validateEnvelope({ ...good(), aggregateId: 'o-\ud83d\ude00\u0001\u001f' }).aggregateId,
+      'o-😀\u0001\u001f',
+    );
+  });
+
+  it('rejects U+0000 or a lone surrogate anywhere in the payload, keys included, without echoing it', () => {
+    const payloads = [
+      { note: `${MARKER}\u0000` },
+      { deep: [{ list: ['ok', `x\ud800${MARKER}`] }] },
+      { [`k\u0000${MARKER}`]: 1 },
+      `\u0000${MARKER}`,
+    ];
+    for (const payload of payloads) {
+      const err = expectInvalid(() => validateEnvelope({ ...good(), payload }), 'payload');
+      assert.match(err.message, /PostgreSQL text cannot store/);
+    }
+    // The same through a received body, where the character arrives as a JSON escape.
+    const text = JSON.stringify({ ...good(), aggregateId: 'o-\u0000' });
+    assert.ok(text.includes('\\u0000'));
+    expectInvalid(() => parseEnvelope(Buffer.from(text)), 'aggregateId');
+  });
+
   it('rejects names with characters unsafe for routing keys, without echoing them', () => {
     expectInvalid(() => validateEnvelope({ ...good(), aggregateType: `order ${MARKER}` }), 'aggregateType');
     expectInvalid(() => validateEnvelope({ ...good(), eventType: `Order#${MARKER}` }), 'eventType');
