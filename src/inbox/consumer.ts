@@ -134,7 +134,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       } catch (err) {
         failures++;
         const delay = backoffDelay(failures, this.options.reconnectBackoff);
-        if (this.#sessionFailed(err, failures, delay)) await this.#idle.sleep(delay);
+        if (this.#sessionFailed(err, failures, delay)) await this.#idle.backoff(delay);
       } finally {
         await this.#closeSession();
       }

@@ -293,7 +293,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       } catch (err) {
         failures++;
         const delay = backoffDelay(failures, this.options.reconnectBackoff);
-        if (await this.#cycleFailed(err, delay, failures)) await this.#idle.sleep(delay);
+        if (await this.#cycleFailed(err, delay, failures)) await this.#idle.backoff(delay);
       }
     }
     await Promise.all(inFlight);

@@ -4,9 +4,14 @@
  * is still running (and about to find nothing) is not lost until the next poll. `close()`
  * ends them and makes every later sleep return at once, so a stop() that lands between two
  * sleeps never waits out a poll interval or a backoff either.
+ *
+ * `backoff()` is the other kind of wait: a floor after a failure that only `close()` ends. New
+ * work says nothing about whether a lost broker or database is back, so a NOTIFY per insert must
+ * not turn a reconnect backoff into a busy retry loop.
  */
 export class Idle {
   readonly #sleepers = new Set<() => void>();
+  readonly #backoffs = new Set<() => void>();
   #closed = false;
   #pending = false;
 
@@ -27,6 +32,20 @@ export class Idle {
     });
   }
 
+  /** Waits `ms` unless close() comes first; wake() neither ends it nor is used up by it. */
+  backoff(ms: number): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#backoffs.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#backoffs.add(done);
+    });
+  }
+
   wake(): void {
     if (this.#sleepers.size === 0) this.#pending = true;
     for (const done of [...this.#sleepers]) done();
@@ -35,6 +54,7 @@ export class Idle {
   close(): void {
     this.#closed = true;
     this.wake();
+    for (const done of [...this.#backoffs]) done();
   }
 }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type BackoffPolicy, DEFAULT_BACKOFF, backoffDelay } from '../../src/runtime/backoff.js';
+import { DEFAULT_RECONNECT_BACKOFF } from '../../src/runtime/defaults.js';
 
 const policy: BackoffPolicy = { initialDelayMs: 100, maxDelayMs: 5_000, factor: 2 };
 const top = () => 1;
@@ -64,5 +65,17 @@ describe('backoffDelay', () => {
     assert.deepEqual(DEFAULT_BACKOFF, { initialDelayMs: 200, maxDelayMs: 30_000, factor: 2 });
     assert.equal(backoffDelay(2, undefined, top), 400);
     assert.equal(backoffDelay(100, undefined, top), 30_000);
+  });
+});
+
+describe('DEFAULT_RECONNECT_BACKOFF', () => {
+  it('retries soon after a broker or database comes back: no delay above 1 s, however long the outage', () => {
+    for (const attempt of [1, 5, 10, 100, 10_000])
+      assert.ok(backoffDelay(attempt, DEFAULT_RECONNECT_BACKOFF, top) <= 1_000, `attempt ${attempt}`);
+  });
+
+  it('does not hammer a service that stays down: at least 0.5 s apart once it has failed a few times', () => {
+    for (const attempt of [5, 10, 100, 10_000])
+      assert.ok(backoffDelay(attempt, DEFAULT_RECONNECT_BACKOFF, bottom) >= 500, `attempt ${attempt}`);
   });
 });

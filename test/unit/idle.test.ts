@@ -48,3 +48,29 @@ describe('Idle', () => {
     assert.equal(await state(idle.sleep(60_000)), 'settled');
   });
 });
+
+describe('Idle.backoff', () => {
+  it('is a floor: wake() does not end it, and a wake-up pending before it does not skip it', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const idle = new Idle();
+    idle.wake();
+    const waiting = idle.backoff(1_000);
+    idle.wake();
+    idle.wake();
+    assert.equal(await state(waiting), 'pending', 'wake-ups (new work) do not cut a reconnect backoff');
+    t.mock.timers.tick(999);
+    assert.equal(await state(waiting), 'pending');
+    t.mock.timers.tick(1);
+    assert.equal(await state(waiting), 'settled', 'it ends when its time is up');
+    assert.equal(await state(idle.sleep(60_000)), 'settled', 'the pending wake-up is kept for the next idle sleep');
+  });
+
+  it('close() ends it, and later ones return at once', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const idle = new Idle();
+    const waiting = idle.backoff(60_000);
+    idle.close();
+    assert.equal(await state(waiting), 'settled', 'stop() never waits out a backoff');
+    assert.equal(await state(idle.backoff(60_000)), 'settled');
+  });
+});
