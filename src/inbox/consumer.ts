@@ -6,7 +6,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
-import { brokerTarget } from '../runtime/connection-target.js';
+import { BrokerAddresses } from '../transport/broker-addresses.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
 import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
@@ -35,6 +35,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly stats: ConsumerStats = this.#report.stats;
   readonly #processor: DeliveryProcessor;
   readonly #idle = new Idle();
+  readonly #brokers: BrokerAddresses;
   #connection: amqp.ChannelModel | undefined;
   #channel: amqp.Channel | undefined;
   #retryPublisher: ConfirmPublisher | undefined;
@@ -59,6 +60,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
     assertBrokerUrl(this.options.amqpUrl);
+    this.#brokers = new BrokerAddresses(this.options.amqpUrl);
     this.#processor = new DeliveryProcessor(
       new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
     );
@@ -164,7 +166,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   async #session(onConnected: () => void): Promise<void> {
     const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
     const connection = await openConnection(
-      this.options.amqpUrl,
+      this.#brokers,
       `converge-consumer ${this.options.queue}`,
       this.options.logger,
       () => this.#sessionEnded?.(),
@@ -176,7 +178,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       this.#schemaChecked = true;
     }
     await this.#subscribe(connection).catch((err: unknown) => {
-      throw brokerFailure(err, brokerTarget(this.options.amqpUrl));
+      throw brokerFailure(err, this.#brokers.target);
     });
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();

@@ -1,5 +1,5 @@
 import type amqp from 'amqplib';
-import { brokerTarget, type ConnectionTarget } from '../runtime/connection-target.js';
+import { BrokerAddresses } from '../transport/broker-addresses.js';
 import { brokerFailure, openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import type { ResolvedRelayOptions } from './options.js';
@@ -11,14 +11,14 @@ import type { ResolvedRelayOptions } from './options.js';
  */
 export class BrokerLink {
   readonly #options: ResolvedRelayOptions;
-  readonly #target: ConnectionTarget;
+  readonly #brokers: BrokerAddresses;
   #connection: amqp.ChannelModel | undefined;
   #publisher: ConfirmPublisher | undefined;
   #opening: Promise<ConfirmPublisher> | undefined;
 
   constructor(options: ResolvedRelayOptions) {
     this.#options = options;
-    this.#target = brokerTarget(options.amqpUrl);
+    this.#brokers = new BrokerAddresses(options.amqpUrl);
   }
 
   /** A confirm channel is open (it may still close before its next publish). */
@@ -29,7 +29,7 @@ export class BrokerLink {
   /** The shared confirm channel; a failure to open it is thrown typed, naming RabbitMQ and host:port. */
   publisher(): Promise<ConfirmPublisher> {
     return this.#ensurePublisher().catch((err: unknown) => {
-      throw brokerFailure(err, this.#target);
+      throw brokerFailure(err, this.#brokers.target);
     });
   }
 
@@ -44,7 +44,7 @@ export class BrokerLink {
     const options = this.#options;
     if (!this.#connection) {
       this.#connection = await openConnection(
-        options.amqpUrl,
+        this.#brokers,
         `converge-relay ${options.relayId}`,
         options.logger,
         () => {
