@@ -15,6 +15,8 @@ import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOpti
 import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
 import { declareQueues, parkForRetry } from './retry-copy.js';
+import { DeadLetterIntake } from './dead-letter.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { SettlementReport } from './settlement-report.js';
 import { DeliveryProcessor, ProcessorSetup } from './processor.js';
 import type { AggregateRef, ConsumerEvents, ConsumerStats, DrainedEvent, Settlement } from './types.js';
@@ -38,6 +40,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   #connection: amqp.ChannelModel | undefined;
   #channel: amqp.Channel | undefined;
   #retryPublisher: ConfirmPublisher | undefined;
+  #deadLetters: DeadLetterIntake | undefined;
   #consumerTag: string | undefined;
   #buffer: ConsumeMessage[] = [];
   #pumping = false;
@@ -193,6 +196,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.#channel = channel;
     this.#retryPublisher = new ConfirmPublisher(await connection.createConfirmChannel());
     if (this.options.declare) await declareQueues(channel, this.options);
+    await this.#openDeadLetters(connection);
     await channel.prefetch(this.options.prefetch);
     this.#buffer = [];
     // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
@@ -216,6 +220,22 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       { noAck: false },
     );
     this.#consumerTag = consumerTag;
+  }
+
+  /** queueType 'quorum': what the broker dead-lettered past the delivery limit is quarantined (dead-letter.ts). */
+  async #openDeadLetters(connection: amqp.ChannelModel): Promise<void> {
+    const { deadQueue, schema, consumer, backoff, logger } = this.options;
+    if (!deadQueue) return;
+    this.#deadLetters = await DeadLetterIntake.open(connection, {
+      deadQueue,
+      pool: this.pool,
+      schema: schemaRef(schema),
+      consumer,
+      backoff,
+      logger,
+      onQuarantined: (settlement) => this.#report.settled(settlement),
+      onLost: () => this.#sessionEnded?.(),
+    });
   }
 
   /**
@@ -252,7 +272,9 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     try {
       settlements = await this.#processor.processBatch(messages);
     } catch (err) {
-      // Processing itself broke (not a handler error): leave the deliveries for redelivery.
+      // Processing itself broke (not a handler error): leave the deliveries for redelivery. No retry
+      // depends on this: with queueType 'quorum' each return counts towards deliveryLimit, and a
+      // delivery that keeps breaking it ends in <queue>.dead and so in quarantine, never dropped.
       this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
       for (const message of messages) safeSettle(() => channel.nack(message, false, true));
       return;
@@ -274,6 +296,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       }),
     );
     // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
+    // A copy that could not be parked is returned after its backoff (parkForRetry): counted towards
+    // deliveryLimit with quorum queues, so a retry path broken for that long ends in quarantine.
     if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
     else
       messages.forEach((message, i) =>
@@ -314,6 +338,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       settledUpTo = this.#inFlight;
       await settledUpTo;
     } while (settledUpTo !== this.#inFlight);
+    await this.#deadLetters?.close();
+    this.#deadLetters = undefined;
     const connection = this.#connection;
     this.#connection = undefined;
     this.#channel = undefined;

@@ -37,7 +37,8 @@ export type PartitionedConsumerOptions<M extends object = UntypedEvents> = Optio
  * call in several processes: single-active-consumer makes one of them active per partition
  * and fails over to another when it stops. A broker without the consistent-hash plugin could
  * never route to the partitions: then every `ready()` rejects with BrokerPluginMissingError
- * and the consumers stop.
+ * and the consumers stop. `queueType` defaults to 'quorum', as in declarePartitionedTopology:
+ * give both the same, since quorum partitions' consumers also quarantine from `<partition>.dead`.
  */
 export function startPartitionedConsumers<M extends object = UntypedEvents>(
   options: PartitionedConsumerOptions<M>,
@@ -49,6 +50,8 @@ export function startPartitionedConsumers<M extends object = UntypedEvents>(
       ...rest,
       queue: `${queuePrefix}.p${partition}`,
       consumer: rest.consumer ?? queuePrefix,
+      // The topology's default: quorum partitions have a <partition>.dead queue to take care of.
+      queueType: rest.queueType ?? 'quorum',
       declare: false,
     }),
   );
