@@ -13,11 +13,14 @@ import {
   type Consumer,
 } from '../../src/index.js';
 import { decodeProperties } from '../../src/inbox/stored-properties.js';
+import { replayQuarantined } from '../../src/ops/index.js';
+import { encodeMessage } from '../../src/testing/index.js';
 import { queueSetArguments } from '../../src/transport/queue-arguments.js';
 import { TcpProxy } from '../../kit/tcp-proxy.js';
 import {
   BACKOFF,
   applyOrder,
+  routingKey,
   capturingLogger,
   collect,
   envelope,
@@ -200,6 +203,44 @@ describe('consumer with queueType quorum', () => {
       await env.stop(consumer);
       for (const queue of [env.queue, `${env.queue}.retry`, `${env.queue}.dead`])
         assert.equal((await env.checkQueue(queue)).messageCount, 0, `${queue} is empty`);
+    });
+  });
+
+  test('a replayed dead message that is retried comes back from the retry queue (RabbitMQ would drop it as a cycle)', async () => {
+    await withEnv(async (env) => {
+      const apply = applyOrder(env.schema);
+      let calls = 0;
+      const options = {
+        queueType: 'quorum',
+        deliveryLimit: 1,
+        handlers: {
+          AmountAdded: async (...args: Parameters<typeof apply>) => {
+            if (++calls === 1) throw new Error('downstream hiccup');
+            await apply(...args);
+          },
+        },
+      } as const;
+      const declaring = env.start(options);
+      await declaring.ready();
+      await env.stop(declaring);
+      const message = encodeMessage(envelope('E1', 'o1', 1, { delta: 5 }), routingKey);
+      env.channel.publish('', env.queue, message.content, message.options);
+      await env.channel.waitForConfirms();
+      await returnUntil(env, env.queue, deadCount(env, `${env.queue}.dead`));
+
+      const consumer = env.start(options);
+      const [row] = await waitFor(async () => {
+        const rows = await quarantineRows(env);
+        return rows.length > 0 && rows;
+      }, 'the dead message in quarantine');
+      assert.equal(calls, 0, 'quarantined from the dead queue without running the handler');
+      // The replay carries the x-death that names env.queue; its retry copy must not, or the broker's
+      // cycle detection drops it on its way back from the retry queue into env.queue.
+      await replayQuarantined(env.pool, env.channel, { id: row!.id, queue: env.queue, schema: env.schema });
+      await waitFor(() => consumer.stats.applied === 1, 'the replayed event to apply after one retry');
+      assert.equal(calls, 2);
+      assert.equal(consumer.stats.retried, 1);
+      await env.stop(consumer);
     });
   });
 
