@@ -187,7 +187,7 @@ export const consumerOptions = defineOptions(
         .enum(['classic', 'quorum'])
         .default('classic')
         .describe(
-          "Type of the queue and its .retry companion. 'quorum' (replicated, for a cluster) also declares <queue>.dead as the dead-letter target past deliveryLimit, and the consumer quarantines what lands there (delivery-limit-exceeded). An existing queue's type cannot change: declaring it with another type or arguments fails with 406 PRECONDITION_FAILED (see docs/scaling.md for the migration). With declare: false it still says whether to consume <queue>.dead.",
+          "Type of the queue and its `.retry` companion. `quorum` (replicated, for a cluster) also declares `<queue>.dead` as the dead-letter target past deliveryLimit, and the consumer quarantines what lands there (`delivery-limit-exceeded`). An existing queue's type and arguments cannot change: declaring it with others fails with 406 PRECONDITION_FAILED (migration: docs/scaling.md). With declare: false it still says whether to consume `<queue>.dead`.",
         ),
       deliveryLimit: z
         .number()
@@ -195,7 +195,7 @@ export const consumerOptions = defineOptions(
         .min(1)
         .default(DEFAULT_DELIVERY_LIMIT)
         .describe(
-          "queueType 'quorum': how often one message may come back (nack, lost channel or connection) before the broker dead-letters it into <queue>.dead. Always declared explicitly: RabbitMQ 4 would apply 20 and drop. Retries never count: each is a new copy.",
+          'With queueType `quorum`: how often one message may come back (nack, lost channel or connection) before the broker dead-letters it into `<queue>.dead`. Always declared explicitly (RabbitMQ 4 would apply 20, then drop). Retries never count: each is a new copy.',
         ),
       prefetch: z
         .number()

@@ -35,8 +35,8 @@ export const partitionedTopologyOptions = defineOptions(
       .describe(
         'Partition queue type. quorum is replicated on a cluster and the only safe single-active-consumer choice on ' +
           'RabbitMQ 3.10/3.11, whose classic SAC queues can crash when the active consumer leaves (rabbitmq-server#5460). ' +
-          'quorum partitions get a delivery limit, a quorum .retry and a .dead queue (see the Consumer options queueType ' +
-          'and deliveryLimit); start their consumers with the same queueType.',
+          'quorum partitions get a delivery limit, a quorum `.retry` and a `.dead` queue (see the Consumer options ' +
+          'queueType and deliveryLimit); start their consumers with the same queueType.',
       ),
     deliveryLimit: z
       .number()
@@ -44,7 +44,7 @@ export const partitionedTopologyOptions = defineOptions(
       .min(1)
       .default(DEFAULT_DELIVERY_LIMIT)
       .describe(
-        'quorum: returns of one message (nack, lost channel) before the broker dead-letters it into <partition>.dead.',
+        'With quorum: returns of one message (nack, lost channel) before the broker dead-letters it into `<partition>.dead`.',
       ),
   }),
 );
