@@ -16,7 +16,6 @@ import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
 import { declareQueues, parkForRetry } from './retry-copy.js';
 import { DeadLetterIntake } from './dead-letter.js';
-import { schemaRef } from '../runtime/identifier.js';
 import { SettlementReport } from './settlement-report.js';
 import { DeliveryProcessor, ProcessorSetup } from './processor.js';
 import type { AggregateRef, ConsumerEvents, ConsumerStats, DrainedEvent, Settlement } from './types.js';
@@ -224,15 +223,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
 
   /** queueType 'quorum': what the broker dead-lettered past the delivery limit is quarantined (dead-letter.ts). */
   async #openDeadLetters(connection: amqp.ChannelModel): Promise<void> {
-    const { deadQueue, schema, consumer, backoff, logger } = this.options;
-    if (!deadQueue) return;
-    this.#deadLetters = await DeadLetterIntake.open(connection, {
-      deadQueue,
-      pool: this.pool,
-      schema: schemaRef(schema),
-      consumer,
-      backoff,
-      logger,
+    if (!this.options.deadQueue) return;
+    this.#deadLetters = await DeadLetterIntake.open(connection, this.options.deadQueue, this.options, this.pool, {
       onQuarantined: (settlement) => this.#report.settled(settlement),
       onLost: () => this.#sessionEnded?.(),
     });
@@ -272,9 +264,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     try {
       settlements = await this.#processor.processBatch(messages);
     } catch (err) {
-      // Processing itself broke (not a handler error): leave the deliveries for redelivery. No retry
-      // depends on this: with queueType 'quorum' each return counts towards deliveryLimit, and a
-      // delivery that keeps breaking it ends in <queue>.dead and so in quarantine, never dropped.
+      // Processing itself broke (not a handler error): leave the deliveries for redelivery. No retry relies
+      // on it; with quorum queues a delivery that keeps breaking it ends in <queue>.dead, so in quarantine.
       this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
       for (const message of messages) safeSettle(() => channel.nack(message, false, true));
       return;
@@ -296,8 +287,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       }),
     );
     // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
-    // A copy that could not be parked is returned after its backoff (parkForRetry): counted towards
-    // deliveryLimit with quorum queues, so a retry path broken for that long ends in quarantine.
+    // One that could not be parked goes back after its backoff (counted towards a quorum deliveryLimit).
     if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
     else
       messages.forEach((message, i) =>

@@ -2,7 +2,7 @@ import type amqp from 'amqplib';
 import type { ConsumeMessage } from 'amqplib';
 import type pg from 'pg';
 import { backoffDelay, type BackoffPolicy } from '../runtime/backoff.js';
-import type { SchemaRef } from '../runtime/identifier.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 import { Idle } from '../runtime/sleep.js';
 import { Settler } from './settle.js';
@@ -61,17 +61,25 @@ function messageIdOf(message: ConsumeMessage): string | null {
   return typeof id === 'string' && id.trim() !== '' ? id : null;
 }
 
-export interface DeadLetterScope {
-  deadQueue: string;
-  pool: pg.Pool;
-  schema: SchemaRef;
+/** What a dead-letter intake needs of its consumer's options. */
+export interface DeadLetterOptions {
+  schema: string;
   consumer: string;
   backoff: BackoffPolicy;
   logger: Logger;
+}
+
+export interface DeadLetterHooks {
   /** Each quarantined dead message, for the consumer's stats and `settled` event. */
   onQuarantined: (settlement: QuarantinedSettlement) => void;
   /** The channel or subscription went away while the consumer did not close it. */
   onLost: () => void;
+}
+
+interface DeadLetterScope extends DeadLetterOptions, DeadLetterHooks {
+  deadQueue: string;
+  pool: pg.Pool;
+  schemaRef: SchemaRef;
 }
 
 /**
@@ -96,10 +104,18 @@ export class DeadLetterIntake {
   private constructor(channel: amqp.Channel, scope: DeadLetterScope) {
     this.#channel = channel;
     this.#scope = scope;
-    this.#settler = new Settler(scope);
+    this.#settler = new Settler({ ...scope, schema: scope.schemaRef });
   }
 
-  static async open(connection: amqp.ChannelModel, scope: DeadLetterScope): Promise<DeadLetterIntake> {
+  static async open(
+    connection: amqp.ChannelModel,
+    deadQueue: string,
+    options: DeadLetterOptions,
+    pool: pg.Pool,
+    hooks: DeadLetterHooks,
+  ): Promise<DeadLetterIntake> {
+    const { schema, consumer, backoff, logger } = options;
+    const scope = { schema, consumer, backoff, logger, ...hooks, deadQueue, pool, schemaRef: schemaRef(schema) };
     const channel = await connection.createChannel();
     const intake = new DeadLetterIntake(channel, scope);
     channel.on('error', (err: Error) => scope.logger.warn(describeError(err), 'dead-letter channel error'));
