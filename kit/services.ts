@@ -57,7 +57,7 @@ export const registry = {
 /**
  * Lower-case and short enough to be a schema name as well as a queue or exchange name, and
  * random so concurrent runs never share one. Recorded: the rig drops it as schema, queue,
- * `<queue>.retry` and exchange after the test, and checks after the file that none is left.
+ * `<queue>.retry`, `<queue>.dead` and exchange after the test, and checks after the file that none is left.
  */
 export function uniqueName(prefix: string): string {
   const name = `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
@@ -115,12 +115,12 @@ export async function withChannel<T>(
   }
 }
 
-/** The broker objects one name can stand for: a queue, its `.retry` companion, an exchange. */
+/** The broker objects one name can stand for: a queue, its `.retry` and `.dead` (quorum) companions, an exchange. */
 export function brokerObjects(name: string): { queues: string[]; exchanges: string[] } {
-  return { queues: [name, `${name}.retry`], exchanges: [name] };
+  return { queues: [name, `${name}.retry`, `${name}.dead`], exchanges: [name] };
 }
 
-/** Deletes queues (with their `.retry`) and exchanges named `names`; deleting what is not there is a no-op. */
+/** Deletes queues (with their `.retry` and `.dead`) and exchanges named `names`; deleting what is not there is a no-op. */
 export async function dropBrokerNames(connection: amqp.ChannelModel, names: Iterable<string>): Promise<void> {
   for (const name of names) {
     const { queues, exchanges } = brokerObjects(name);

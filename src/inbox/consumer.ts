@@ -15,6 +15,7 @@ import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOpti
 import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
 import { declareQueues, parkForRetry } from './retry-copy.js';
+import { DeadLetterIntake } from './dead-letter.js';
 import { SettlementReport } from './settlement-report.js';
 import { DeliveryProcessor, ProcessorSetup } from './processor.js';
 import type { AggregateRef, ConsumerEvents, ConsumerStats, DrainedEvent, Settlement } from './types.js';
@@ -39,6 +40,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   #connection: amqp.ChannelModel | undefined;
   #channel: amqp.Channel | undefined;
   #retryPublisher: ConfirmPublisher | undefined;
+  #deadLetters: DeadLetterIntake | undefined;
   #consumerTag: string | undefined;
   #buffer: ConsumeMessage[] = [];
   #pumping = false;
@@ -195,6 +197,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.#channel = channel;
     this.#retryPublisher = new ConfirmPublisher(await connection.createConfirmChannel());
     if (this.options.declare) await declareQueues(channel, this.options);
+    await this.#openDeadLetters(connection);
     await channel.prefetch(this.options.prefetch);
     this.#buffer = [];
     // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
@@ -218,6 +221,15 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       { noAck: false },
     );
     this.#consumerTag = consumerTag;
+  }
+
+  /** queueType 'quorum': what the broker dead-lettered past the delivery limit is quarantined (dead-letter.ts). */
+  async #openDeadLetters(connection: amqp.ChannelModel): Promise<void> {
+    if (!this.options.deadQueue) return;
+    this.#deadLetters = await DeadLetterIntake.open(connection, this.options.deadQueue, this.options, this.pool, {
+      onQuarantined: (settlement) => this.#report.settled(settlement),
+      onLost: () => this.#sessionEnded?.(),
+    });
   }
 
   /**
@@ -254,7 +266,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     try {
       settlements = await this.#processor.processBatch(messages);
     } catch (err) {
-      // Processing itself broke (not a handler error): leave the deliveries for redelivery.
+      // Processing itself broke (not a handler error): leave the deliveries for redelivery. No retry relies
+      // on it; with quorum queues a delivery that keeps breaking it ends in <queue>.dead, so in quarantine.
       this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
       for (const message of messages) safeSettle(() => channel.nack(message, false, true));
       return;
@@ -276,6 +289,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       }),
     );
     // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
+    // One that could not be parked goes back after its backoff (counted towards a quorum deliveryLimit).
     if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
     else
       messages.forEach((message, i) =>
@@ -316,6 +330,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       settledUpTo = this.#inFlight;
       await settledUpTo;
     } while (settledUpTo !== this.#inFlight);
+    await this.#deadLetters?.close();
+    this.#deadLetters = undefined;
     const connection = this.#connection;
     this.#connection = undefined;
     this.#channel = undefined;

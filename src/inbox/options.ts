@@ -25,6 +25,7 @@ import {
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
+import { DEFAULT_DELIVERY_LIMIT, deadQueueName, retryQueueName } from '../transport/queue-arguments.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
 import type { SchemaEvolution, Upcaster } from './upcast.js';
 import type { Settlement } from './types.js';
@@ -184,6 +185,20 @@ export const consumerOptions = defineOptions(
       exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Exchange the queue is bound to.'),
       bindings: z.array(z.string().min(1).max(255)).min(1).default(['#']).describe('Binding patterns on the exchange.'),
       declare: z.boolean().default(true).describe('Declare exchange, queues and bindings on start.'),
+      queueType: z
+        .enum(['classic', 'quorum'])
+        .default('classic')
+        .describe(
+          "Type of the queue and its `.retry` companion. `quorum` (replicated, for a cluster) also declares `<queue>.dead` as the dead-letter target past deliveryLimit, and the consumer quarantines what lands there (`delivery-limit-exceeded`). An existing queue's type and arguments cannot change: declaring it with others fails with 406 PRECONDITION_FAILED (migration: docs/scaling.md). With declare: false it still says whether to consume `<queue>.dead`.",
+        ),
+      deliveryLimit: z
+        .number()
+        .int()
+        .min(1)
+        .default(DEFAULT_DELIVERY_LIMIT)
+        .describe(
+          'With queueType `quorum`: how often one message may come back (nack, lost channel or connection) before the broker dead-letters it into `<queue>.dead`. Always declared explicitly (RabbitMQ 4 would apply 20, then drop). Retries never count: each is a new copy.',
+        ),
       prefetch: z
         .number()
         .int()
@@ -223,7 +238,9 @@ export const consumerOptions = defineOptions(
       ...withHandlers(o),
       amqpUrl: brokerUrls(o.amqpUrl!),
       consumer: o.consumer ?? o.queue,
-      retryQueue: `${o.queue}.retry`,
+      retryQueue: retryQueueName(o.queue),
+      /** Null for a classic queue, which has no dead-letter target. */
+      deadQueue: o.queueType === 'quorum' ? deadQueueName(o.queue) : null,
     })),
 );
 

@@ -22,6 +22,12 @@ export const partitionedConsumerOptions = defineOptions(
       .int('must be a positive integer')
       .min(1, 'must be a positive integer')
       .describe('Number of partition queues; one consumer is started per partition.'),
+    queueType: z
+      .enum(['quorum', 'classic'])
+      .default('quorum')
+      .describe(
+        "Same as given to declarePartitionedTopology (whose default is also quorum); with quorum each consumer also quarantines what lands in its partition's `.dead` queue.",
+      ),
   }),
 );
 
@@ -42,13 +48,18 @@ export type PartitionedConsumerOptions<M extends object = UntypedEvents> = Optio
 export function startPartitionedConsumers<M extends object = UntypedEvents>(
   options: PartitionedConsumerOptions<M>,
 ): Consumer<M>[] {
-  const { queuePrefix: prefix, partitions: count, ...rest } = options;
-  const { queuePrefix, partitions } = partitionedConsumerOptions.parse({ queuePrefix: prefix, partitions: count });
+  const { queuePrefix: prefix, partitions: count, queueType: type, ...rest } = options;
+  const { queuePrefix, partitions, queueType } = partitionedConsumerOptions.parse({
+    queuePrefix: prefix,
+    partitions: count,
+    queueType: type,
+  });
   const consumers = Array.from({ length: partitions }, (_, partition) =>
     startConsumer<M>({
       ...rest,
       queue: `${queuePrefix}.p${partition}`,
       consumer: rest.consumer ?? queuePrefix,
+      queueType,
       declare: false,
     }),
   );

@@ -48,9 +48,12 @@ export async function quarantine(executor: Executor, schema: SchemaRef, entry: Q
   return String(rows[0]?.id);
 }
 
-/** `exhausted`: it was retried up to maxAttempts. `permanent`: retrying could not have helped. */
+/**
+ * `exhausted`: it was tried up to a limit (maxAttempts, or the queue's deliveryLimit).
+ * `permanent`: retrying could not have helped.
+ */
 export function failureClass(reason: QuarantineReason): 'permanent' | 'exhausted' {
-  return reason === 'handler-failed' ? 'exhausted' : 'permanent';
+  return reason === 'handler-failed' || reason === 'delivery-limit-exceeded' ? 'exhausted' : 'permanent';
 }
 
 /** eventType and schemaVersion as the body states them, if it is JSON that says so (bodies of any shape end up here). */

@@ -2,6 +2,7 @@ import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import type amqp from 'amqplib';
 import { describeError, type Logger } from '../runtime/logger.js';
 import type { ConfirmPublisher } from '../transport/publisher.js';
+import { queueSetArguments, type QueueType } from '../transport/queue-arguments.js';
 import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, originOf, traceFields } from './headers.js';
 import type { RawDelivery, RetrySettlement } from './types.js';
 
@@ -52,13 +53,30 @@ export async function publishRetryCopy(
     {
       ...delivery.properties,
       messageId,
-      headers: { ...delivery.properties.headers, [ATTEMPT_HEADER]: settlement.attempt, ...originHeaders(delivery) },
+      headers: {
+        ...withoutBrokerTripHeaders(delivery.properties.headers),
+        [ATTEMPT_HEADER]: settlement.attempt,
+        ...originHeaders(delivery),
+      },
       expiration: String(settlement.delayMs),
       persistent: true,
     },
     DEFAULT_CONFIRM_TIMEOUT_MS,
   );
 }
+
+/**
+ * The headers a broker adds per trip (deaths, quorum delivery count) describe the delivery being
+ * copied, not the copy. Kept on a copy they would do harm: RabbitMQ drops a dead-lettered message
+ * whose x-death already names the target queue (cycle detection), so a replayed message that once
+ * died in `<queue>` (delivery limit) would be dropped on its next way back from the retry queue.
+ * The delivery that arrives after the trip carries the broker's fresh x-death again.
+ */
+export function withoutBrokerTripHeaders(headers: Record<string, unknown> = {}): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !BROKER_TRIP_HEADER.test(name)));
+}
+
+const BROKER_TRIP_HEADER = /^x-(death|first-death-.*|last-death-.*|delivery-count)$/;
 
 /** The first exchange and routing key, kept across trips through the retry queue. */
 function originHeaders(delivery: RawDelivery): Record<string, string> {
@@ -68,18 +86,27 @@ function originHeaders(delivery: RawDelivery): Record<string, string> {
 
 /**
  * Declares the consumer's exchange, queue and bindings, and the retry queue whose expired
- * copies go back to the main queue through the default exchange.
+ * copies go back to the main queue through the default exchange; for quorum queues also the
+ * dead queue, first, so the queue's dead-letter target exists before anything can die.
+ * Arguments: transport/queue-arguments.ts.
  */
 export async function declareQueues(
   channel: amqp.Channel,
-  options: { queue: string; retryQueue: string; exchange: string; bindings: readonly string[] },
+  options: {
+    queue: string;
+    retryQueue: string;
+    deadQueue: string | null;
+    exchange: string;
+    bindings: readonly string[];
+    queueType: QueueType;
+    deliveryLimit: number;
+  },
 ): Promise<void> {
-  const { queue, retryQueue, exchange } = options;
+  const { queue, retryQueue, deadQueue, exchange } = options;
+  const args = queueSetArguments(queue, options);
+  if (deadQueue && args.dead) await channel.assertQueue(deadQueue, { durable: true, arguments: args.dead });
   await channel.assertExchange(exchange, 'topic', { durable: true });
-  await channel.assertQueue(queue, { durable: true });
+  await channel.assertQueue(queue, { durable: true, arguments: args.main });
   for (const pattern of options.bindings) await channel.bindQueue(queue, exchange, pattern);
-  await channel.assertQueue(retryQueue, {
-    durable: true,
-    arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
-  });
+  await channel.assertQueue(retryQueue, { durable: true, arguments: args.retry });
 }

@@ -24,7 +24,11 @@ export type QuarantineReason =
   | 'stale-version'
   | 'handler-failed'
   | 'handler-permanent'
-  | 'unsupported-schema-version';
+  | 'unsupported-schema-version'
+  /** queueType 'quorum': came back more than deliveryLimit times, so the broker dead-lettered it into `<queue>.dead`. */
+  | 'delivery-limit-exceeded'
+  /** Found in `<queue>.dead` for another reason the broker gives (rejected, expired, maxlen); the detail names it. */
+  | 'dead-lettered';
 
 export type QuarantinedSettlement = {
   action: 'ack';

@@ -5,6 +5,7 @@ import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import { DEFAULT_EXCHANGE } from '../runtime/defaults.js';
 import { HEADER } from './wire.js';
+import { DEFAULT_DELIVERY_LIMIT, deadQueueName, queueSetArguments, retryQueueName } from './queue-arguments.js';
 
 export interface PartitionedTopology {
   /** The consistent-hash exchange between the topic exchange and the partition queues. */
@@ -33,7 +34,17 @@ export const partitionedTopologyOptions = defineOptions(
       .default('quorum')
       .describe(
         'Partition queue type. quorum is replicated on a cluster and the only safe single-active-consumer choice on ' +
-          'RabbitMQ 3.10/3.11, whose classic SAC queues can crash when the active consumer leaves (rabbitmq-server#5460).',
+          'RabbitMQ 3.10/3.11, whose classic SAC queues can crash when the active consumer leaves (rabbitmq-server#5460). ' +
+          'quorum partitions get a delivery limit, a quorum `.retry` and a `.dead` queue (see the Consumer options ' +
+          'queueType and deliveryLimit); start their consumers with the same queueType.',
+      ),
+    deliveryLimit: z
+      .number()
+      .int()
+      .min(1)
+      .default(DEFAULT_DELIVERY_LIMIT)
+      .describe(
+        'With quorum: returns of one message (nack, lost channel) before the broker dead-letters it into `<partition>.dead`.',
       ),
   }),
 );
@@ -46,7 +57,7 @@ export type PartitionedTopologyOptions = OptionsInput<typeof partitionedTopology
  * `x-aggregate-id` header, so every event of one aggregate lands in the same partition
  * queue; each partition queue is single-active-consumer, so one consumer at a time takes
  * its deliveries and another takes over when it goes away. Each partition also gets its
- * `<queue>.retry` companion (see startConsumer). Needs the rabbitmq_consistent_hash_exchange
+ * `<queue>.retry` companion and, for quorum partitions, its `<queue>.dead` queue (see startConsumer). Needs the rabbitmq_consistent_hash_exchange
  * plugin. Run it once per deployment (or at every start: it is idempotent); start consumers
  * on the returned queues with `declare: false`.
  */
@@ -63,18 +74,20 @@ export async function declarePartitionedTopology(
     arguments: { 'hash-header': HEADER.aggregateId },
   });
   for (const pattern of options.bindings) await channel.bindExchange(hashExchange, exchange, pattern);
-  const queueType = { 'x-queue-type': options.queueType };
   const queues: string[] = [];
   for (let partition = 0; partition < options.partitions; partition++) {
     const queue = `${options.queuePrefix}.p${partition}`;
-    await channel.assertQueue(queue, { durable: true, arguments: { ...queueType, 'x-single-active-consumer': true } });
+    const args = queueSetArguments(queue, options);
+    // The dead-letter target first, so it exists before anything can die.
+    if (args.dead) await channel.assertQueue(deadQueueName(queue), { durable: true, arguments: args.dead });
+    await channel.assertQueue(queue, {
+      durable: true,
+      arguments: { 'x-queue-type': options.queueType, ...args.main, 'x-single-active-consumer': true },
+    });
     // The binding key of a consistent-hash exchange is the partition's weight.
     await channel.bindQueue(queue, hashExchange, '1');
-    // Retry copies wait with a per-message expiry, which classic queues honour at the head.
-    await channel.assertQueue(`${queue}.retry`, {
-      durable: true,
-      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
-    });
+    // Retry copies wait with a per-message expiry, honoured at the head by classic and quorum queues alike.
+    await channel.assertQueue(retryQueueName(queue), { durable: true, arguments: args.retry });
     queues.push(queue);
   }
   return { hashExchange, queues };

@@ -3,7 +3,7 @@
  *
  * - Each test runs in its own scope: every schema, broker name and pool made through the kit
  *   while it runs is recorded there and, when the test ends, its schemas, queues (with their
- *   `.retry` companions) and exchanges are dropped.
+ *   `.retry` and `.dead` companions) and exchanges are dropped.
  * - With CONVERGE_KEEP_FAILED=1 a failed test keeps them instead and prints their names.
  * - After the file, it asserts that nothing this file created is left: no schema, queue or
  *   exchange (kept ones aside), no open pool or broker connection, no extra timer.
@@ -271,7 +271,7 @@ export async function isBlockedOnLock(pool: pg.Pool, pid: number): Promise<boole
 }
 
 /**
- * A test's own broker teardown: deletes the queues (with `.retry`) and exchanges named `names`
+ * A test's own broker teardown: deletes the queues (with `.retry` and `.dead`) and exchanges named `names`
  * now, or, under CONVERGE_KEEP_FAILED, leaves them to the rig, which drops them only if the test passed.
  */
 export async function dropTestBroker(connection: amqp.ChannelModel, names: Iterable<string>): Promise<void> {

@@ -20,8 +20,9 @@ describe('quarantine metadata', () => {
       assert.deepEqual(bodyMetadata(Buffer.from(body)), { eventType: null, schemaVersion: null }, body);
   });
 
-  it('classes a message retried to its limit as exhausted, everything else as permanent', () => {
+  it('classes a message retried or returned to its limit as exhausted, everything else as permanent', () => {
     assert.equal(failureClass('handler-failed'), 'exhausted');
+    assert.equal(failureClass('delivery-limit-exceeded'), 'exhausted');
     for (const reason of [
       'content-conflict',
       'invalid-envelope',
@@ -31,6 +32,7 @@ describe('quarantine metadata', () => {
       'stale-version',
       'handler-permanent',
       'unsupported-schema-version',
+      'dead-lettered',
     ] as const)
       assert.equal(failureClass(reason), 'permanent');
   });

@@ -1,0 +1,184 @@
+import type amqp from 'amqplib';
+import type { ConsumeMessage } from 'amqplib';
+import type pg from 'pg';
+import { backoffDelay, type BackoffPolicy } from '../runtime/backoff.js';
+import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
+import { describeError, type Logger } from '../runtime/logger.js';
+import { Idle } from '../runtime/sleep.js';
+import { Settler } from './settle.js';
+import type { QuarantineReason, QuarantinedSettlement } from './types.js';
+
+/** Dead messages held at once: each is quarantined in turn, so more would only wait in memory. */
+const DEAD_LETTER_PREFETCH = 16;
+
+/** The newest death the broker recorded on a message, as far as its headers tell. */
+export interface Death {
+  /** The broker's reason: `delivery_limit`, `rejected`, `expired`, `maxlen`; null without any record. */
+  reason: string | null;
+  /** The queue it died in. */
+  queue: string | null;
+}
+
+/**
+ * RabbitMQ lists x-death newest first and, since 3.13, also names the newest in
+ * x-last-death-*. x-first-death-* is the oldest: after a trip through the retry queue it says
+ * `expired`, whatever came later, so it is only the last resort.
+ */
+export function lastDeath(headers: Record<string, unknown> | undefined): Death {
+  const h = headers ?? {};
+  const deaths = h['x-death'];
+  const newest: unknown = Array.isArray(deaths) ? deaths[0] : undefined;
+  const entry = typeof newest === 'object' && newest !== null ? (newest as Record<string, unknown>) : {};
+  const text = (...values: unknown[]) => values.find((v): v is string => typeof v === 'string') ?? null;
+  return {
+    reason: text(h['x-last-death-reason'], entry.reason, h['x-first-death-reason']),
+    queue: text(h['x-last-death-queue'], entry.queue, h['x-first-death-queue']),
+  };
+}
+
+/** What the quarantine row says about a message found in a dead queue (never anything from its body). */
+export function deadLetterVerdict(death: Death, deadQueue: string): { reason: QuarantineReason; detail: string } {
+  const from = death.queue === null ? 'its queue' : `queue ${death.queue}`;
+  if (death.reason === 'delivery_limit')
+    return {
+      reason: 'delivery-limit-exceeded',
+      detail: `the broker dead-lettered it from ${from} into ${deadQueue}: returned (nack, lost channel or connection) more often than the delivery limit allows`,
+    };
+  if (death.reason === null)
+    return {
+      reason: 'dead-lettered',
+      detail: `found in ${deadQueue} without an x-death record (published there directly?)`,
+    };
+  return {
+    reason: 'dead-lettered',
+    detail: `the broker dead-lettered it from ${from} into ${deadQueue}: ${death.reason}`,
+  };
+}
+
+/** A messageId that names the event, as the relay sets it; anything blank or not text names nothing. */
+function messageIdOf(message: ConsumeMessage): string | null {
+  const id: unknown = message.properties.messageId;
+  return typeof id === 'string' && id.trim() !== '' ? id : null;
+}
+
+/** What a dead-letter intake needs of its consumer's options. */
+export interface DeadLetterOptions {
+  schema: string;
+  consumer: string;
+  backoff: BackoffPolicy;
+  logger: Logger;
+}
+
+export interface DeadLetterHooks {
+  /** Each quarantined dead message, for the consumer's stats and `settled` event. */
+  onQuarantined: (settlement: QuarantinedSettlement) => void;
+  /** The channel or subscription went away while the consumer did not close it. */
+  onLost: () => void;
+}
+
+interface DeadLetterScope extends DeadLetterOptions, DeadLetterHooks {
+  deadQueue: string;
+  pool: pg.Pool;
+  schemaRef: SchemaRef;
+}
+
+/**
+ * Consumes `<queue>.dead` (queueType 'quorum') and quarantines every message there with its
+ * exact body, properties and headers (the broker's x-death included), then acks it. The body is
+ * never parsed: a message that died from crashing the consumer must not crash it again here.
+ *
+ * It never returns a dead message with a nack: the dead queue has nowhere further to send it, so
+ * its delivery count must not grow. When the quarantine row cannot be written (database down),
+ * it holds the message and tries again after a growing backoff; closing leaves it unacked, and
+ * the broker keeps it for the next session.
+ */
+export class DeadLetterIntake {
+  readonly #scope: DeadLetterScope;
+  readonly #settler: Settler;
+  readonly #idle = new Idle();
+  readonly #channel: amqp.Channel;
+  #consumerTag: string | undefined;
+  #closing = false;
+  #queue: Promise<void> = Promise.resolve();
+
+  private constructor(channel: amqp.Channel, scope: DeadLetterScope) {
+    this.#channel = channel;
+    this.#scope = scope;
+    this.#settler = new Settler({ ...scope, schema: scope.schemaRef });
+  }
+
+  static async open(
+    connection: amqp.ChannelModel,
+    deadQueue: string,
+    options: DeadLetterOptions,
+    pool: pg.Pool,
+    hooks: DeadLetterHooks,
+  ): Promise<DeadLetterIntake> {
+    const { schema, consumer, backoff, logger } = options;
+    const scope = { schema, consumer, backoff, logger, ...hooks, deadQueue, pool, schemaRef: schemaRef(schema) };
+    const channel = await connection.createChannel();
+    const intake = new DeadLetterIntake(channel, scope);
+    channel.on('error', (err: Error) => scope.logger.warn(describeError(err), 'dead-letter channel error'));
+    channel.on('close', () => intake.#lost());
+    await channel.prefetch(DEAD_LETTER_PREFETCH);
+    const { consumerTag } = await channel.consume(scope.deadQueue, (message) => intake.#received(message), {
+      noAck: false,
+    });
+    intake.#consumerTag = consumerTag;
+    return intake;
+  }
+
+  /** Stops taking dead messages, ends a backoff in progress, lets a write in progress finish. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    this.#idle.close();
+    if (this.#consumerTag) await this.#channel.cancel(this.#consumerTag).catch(() => undefined);
+    await this.#queue;
+    await this.#channel.close().catch(() => undefined);
+  }
+
+  #lost(): void {
+    if (this.#closing) return;
+    this.#closing = true;
+    this.#idle.close();
+    this.#scope.onLost();
+  }
+
+  #received(message: ConsumeMessage | null): void {
+    // null: the broker cancelled the subscription (dead queue deleted, or moved on a cluster).
+    if (!message) {
+      this.#scope.logger.warn({ queue: this.#scope.deadQueue }, 'dead-letter subscription cancelled by the broker');
+      this.#lost();
+      return;
+    }
+    // One at a time, in arrival order: they all wait on the same database.
+    this.#queue = this.#queue.then(() => this.#quarantine(message));
+  }
+
+  async #quarantine(message: ConsumeMessage): Promise<void> {
+    const verdict = deadLetterVerdict(lastDeath(message.properties.headers), this.#scope.deadQueue);
+    for (let failures = 1; !this.#closing; failures++) {
+      const settlement = await this.#settler.quarantine({
+        delivery: message,
+        eventId: messageIdOf(message),
+        print: null,
+        ...verdict,
+      });
+      if (settlement.action === 'ack' && settlement.outcome === 'quarantined') {
+        try {
+          this.#channel.ack(message);
+        } catch {
+          // The channel closed after the row committed: the broker redelivers, the open row counts it again.
+        }
+        this.#scope.onQuarantined(settlement);
+        return;
+      }
+      const delayMs = backoffDelay(failures, this.#scope.backoff);
+      this.#scope.logger.warn(
+        { queue: this.#scope.deadQueue, delayMs, failures },
+        'dead message kept unacknowledged until its quarantine row can be written',
+      );
+      await this.#idle.backoff(delayMs);
+    }
+  }
+}

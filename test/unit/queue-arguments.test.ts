@@ -1,0 +1,106 @@
+/**
+ * The queue arguments of both modes, the dead-letter verdict a quarantine row gets, and the
+ * broker headers a retry copy leaves behind. All pure: the broker side is in
+ * test/integration/consumer-quorum.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { deadLetterVerdict, lastDeath } from '../../src/inbox/dead-letter.js';
+import { withoutBrokerTripHeaders } from '../../src/inbox/retry-copy.js';
+import {
+  DEAD_QUEUE_DELIVERY_LIMIT,
+  deadQueueName,
+  queueSetArguments,
+  retryQueueName,
+} from '../../src/transport/queue-arguments.js';
+
+describe('queue arguments', () => {
+  it('classic: the queue without arguments and a retry queue dead-lettering back into it, no dead queue', () => {
+    assert.deepEqual(queueSetArguments('orders', { queueType: 'classic', deliveryLimit: 5 }), {
+      main: {},
+      retry: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'orders' },
+      dead: null,
+    });
+  });
+
+  it('quorum: explicit limits everywhere, at-least-once dead-lettering, the queue dying into <queue>.dead', () => {
+    const safeDeadLettering = { 'x-dead-letter-strategy': 'at-least-once', 'x-overflow': 'reject-publish' };
+    assert.deepEqual(queueSetArguments('orders', { queueType: 'quorum', deliveryLimit: 5 }), {
+      main: {
+        'x-queue-type': 'quorum',
+        'x-delivery-limit': 5,
+        'x-dead-letter-exchange': '',
+        'x-dead-letter-routing-key': 'orders.dead',
+        ...safeDeadLettering,
+      },
+      retry: {
+        'x-queue-type': 'quorum',
+        'x-delivery-limit': 5,
+        'x-dead-letter-exchange': '',
+        'x-dead-letter-routing-key': 'orders',
+        ...safeDeadLettering,
+      },
+      dead: { 'x-queue-type': 'quorum', 'x-delivery-limit': DEAD_QUEUE_DELIVERY_LIMIT },
+    });
+    assert.equal(retryQueueName('orders'), 'orders.retry');
+    assert.equal(deadQueueName('orders'), 'orders.dead');
+  });
+
+  it('the dead queue dead-letters nowhere: a way back would be a cycle RabbitMQ drops', () => {
+    const { dead } = queueSetArguments('orders', { queueType: 'quorum', deliveryLimit: 1 });
+    assert.equal(dead?.['x-dead-letter-exchange'], undefined);
+  });
+});
+
+describe('dead letters', () => {
+  const x = (reason: string, queue: string) => ({ reason, queue, count: 1, exchange: '' });
+
+  it('take the newest death: x-death is newest first, x-first-death names the oldest', () => {
+    const headers = {
+      'x-death': [x('delivery_limit', 'orders'), x('expired', 'orders.retry')],
+      'x-first-death-reason': 'expired',
+      'x-first-death-queue': 'orders.retry',
+    };
+    assert.deepEqual(lastDeath(headers), { reason: 'delivery_limit', queue: 'orders' });
+    assert.deepEqual(lastDeath({ 'x-last-death-reason': 'rejected', 'x-last-death-queue': 'q', ...headers }), {
+      reason: 'rejected',
+      queue: 'q',
+    });
+    assert.deepEqual(lastDeath({ 'x-first-death-reason': 'maxlen', 'x-first-death-queue': 'q' }), {
+      reason: 'maxlen',
+      queue: 'q',
+    });
+    for (const odd of [undefined, {}, { 'x-death': 'nonsense' }, { 'x-death': [null] }, { 'x-death': [{ reason: 7 }] }])
+      assert.deepEqual(lastDeath(odd as Record<string, unknown> | undefined), { reason: null, queue: null });
+  });
+
+  it('a delivery limit becomes delivery-limit-exceeded; any other death or none dead-lettered, named in the detail', () => {
+    const limit = deadLetterVerdict({ reason: 'delivery_limit', queue: 'orders' }, 'orders.dead');
+    assert.equal(limit.reason, 'delivery-limit-exceeded');
+    assert.match(limit.detail, /from queue orders into orders\.dead/);
+    const rejected = deadLetterVerdict({ reason: 'rejected', queue: 'orders' }, 'orders.dead');
+    assert.deepEqual(rejected.reason, 'dead-lettered');
+    assert.match(rejected.detail, /: rejected$/);
+    assert.match(deadLetterVerdict({ reason: null, queue: null }, 'orders.dead').detail, /without an x-death/);
+  });
+
+  it('a retry copy leaves the per-trip broker headers behind and keeps everything else', () => {
+    const headers = {
+      'x-death': [x('expired', 'orders.retry')],
+      'x-first-death-reason': 'expired',
+      'x-first-death-queue': 'orders.retry',
+      'x-first-death-exchange': '',
+      'x-last-death-reason': 'expired',
+      'x-delivery-count': 3,
+      'x-aggregate-id': 'o1',
+      'x-deathly': 'kept',
+      'x-converge-attempt': 2,
+    };
+    assert.deepEqual(withoutBrokerTripHeaders(headers), {
+      'x-aggregate-id': 'o1',
+      'x-deathly': 'kept',
+      'x-converge-attempt': 2,
+    });
+    assert.deepEqual(withoutBrokerTripHeaders(undefined), {});
+  });
+});
