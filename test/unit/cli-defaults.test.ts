@@ -44,6 +44,7 @@ const MIRRORED: [string, string, OptionsSpec<z.ZodType>, string][] = [
   ['topology', '--exchange', partitionedTopologyOptions, 'exchange'],
   ['topology', '--binding', partitionedTopologyOptions, 'bindings'],
   ['topology', '--queue-type', partitionedTopologyOptions, 'queueType'],
+  ['topology', '--delivery-limit', partitionedTopologyOptions, 'deliveryLimit'],
 ];
 
 function commandAt(program: Command, path: string): Command {

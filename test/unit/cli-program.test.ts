@@ -53,7 +53,15 @@ const EXPECTED: Record<string, string[]> = {
     '--metrics-port',
     '--metrics-host',
   ],
-  topology: ['--queue-prefix!', '--partitions!', '--amqp-url', '--exchange', '--binding', '--queue-type'],
+  topology: [
+    '--queue-prefix!',
+    '--partitions!',
+    '--amqp-url',
+    '--exchange',
+    '--binding',
+    '--queue-type',
+    '--delivery-limit',
+  ],
   status: [
     '--source',
     '--queue',

@@ -10,6 +10,7 @@ interface TopologyCliOptions {
   exchange: string;
   binding: string[];
   queueType: 'quorum' | 'classic';
+  deliveryLimit: number;
 }
 
 /** `topology`: declares a partitioned consumer group on the broker. */
@@ -33,6 +34,12 @@ export function registerTopology(program: Command, _context: CommandContext): vo
       schemaDefault<string[]>(partitionedTopologyOptions, 'bindings'),
     )
     .option('--queue-type <type>', 'quorum or classic', schemaDefault<string>(partitionedTopologyOptions, 'queueType'))
+    .option(
+      '--delivery-limit <n>',
+      'quorum: returns of a message before it is dead-lettered to <queue>.dead (and quarantined)',
+      positiveInteger,
+      schemaDefault<number>(partitionedTopologyOptions, 'deliveryLimit'),
+    )
     .action(async (options: TopologyCliOptions) => {
       await withBroker(amqpUrl(options.amqpUrl), 'topology', async (connection) => {
         const channel = await connection.createChannel();
@@ -42,6 +49,7 @@ export function registerTopology(program: Command, _context: CommandContext): vo
           partitions: options.partitions,
           bindings: options.binding,
           queueType: options.queueType,
+          deliveryLimit: options.deliveryLimit,
         });
         console.log(`declared ${topology.hashExchange} -> ${topology.queues.join(', ')}`);
       });
