@@ -120,6 +120,8 @@ export class TcpProxy {
       this.#swallowed.add(client);
       client.on('error', () => undefined);
       client.on('close', () => this.#swallowed.delete(client));
+      // Read and drop what the client sends, so its hang-up is seen and the socket closes.
+      client.resume();
       return;
     }
     const upstream = net.connect(this.#target.port, this.#target.host);
