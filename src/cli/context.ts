@@ -23,7 +23,7 @@ export function commandContext(program: Command): CommandContext {
   };
 }
 
-export const AMQP_URL_HELP = `RabbitMQ URL (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`;
+export const AMQP_URL_HELP = `RabbitMQ URL, or a cluster's node URLs separated by commas (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`;
 
 /** commander argument parser for integer flags. */
 export function integer(value: string): number {
@@ -109,7 +109,7 @@ export function openPool(databaseUrl: string, max: number, applicationName: stri
  * connection name and the same socket options as relay and consumer; `work`'s end closes it.
  */
 export async function withBroker<T>(
-  url: string,
+  url: string | readonly string[],
   name: string,
   work: (connection: amqp.ChannelModel) => Promise<T>,
 ): Promise<T> {

@@ -13,8 +13,13 @@ export function databaseUrl(flag: string | undefined, env: NodeJS.ProcessEnv = p
   return flag ?? env.DATABASE_URL ?? LOCAL_DATABASE_URL;
 }
 
-export function amqpUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
-  return flag ?? env.AMQP_URL ?? LOCAL_AMQP_URL;
+/** A comma-separated value names a cluster's nodes (AMQP URLs hold no unescaped commas). */
+export function amqpUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | string[] {
+  const urls = (flag ?? env.AMQP_URL ?? LOCAL_AMQP_URL)
+    .split(',')
+    .map((url) => url.trim())
+    .filter(Boolean);
+  return urls.length === 1 ? urls[0]! : urls;
 }
 
 export function logLevel(env: NodeJS.ProcessEnv = process.env): string {

@@ -6,7 +6,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
-import { brokerTarget } from '../runtime/connection-target.js';
+import { BrokerAddresses } from '../transport/broker-addresses.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
 import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
@@ -36,6 +36,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly stats: ConsumerStats = this.#report.stats;
   readonly #processor: DeliveryProcessor;
   readonly #idle = new Idle();
+  readonly #brokers: BrokerAddresses;
   #connection: amqp.ChannelModel | undefined;
   /** Kills the socket of the session's connection: stop() must not wait on a broker that does not answer. */
   #socket: SocketSwitch | undefined;
@@ -62,6 +63,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
     assertBrokerUrl(this.options.amqpUrl);
+    this.#brokers = new BrokerAddresses(this.options.amqpUrl);
     this.#processor = new DeliveryProcessor(
       new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
     );
@@ -171,7 +173,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
     this.#socket = new SocketSwitch();
     const connection = await openConnection(
-      this.options.amqpUrl,
+      this.#brokers,
       `converge-consumer ${this.options.queue}`,
       this.options.logger,
       () => this.#sessionEnded?.(),
@@ -183,7 +185,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       this.#schemaChecked = true;
     }
     await this.#subscribe(connection).catch((err: unknown) => {
-      throw brokerFailure(err, brokerTarget(this.options.amqpUrl));
+      throw brokerFailure(err, this.#brokers.target);
     });
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();

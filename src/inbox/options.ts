@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
 import { isEventCatalog, type EventCatalog, type UntypedEvents } from '../envelope/events.js';
 import {
+  amqpUrlOption,
   amqpUrlRequired,
+  brokerUrls,
   backoffOption,
   connectionRequired,
   connectionShape,
@@ -171,7 +173,7 @@ export const consumerOptions = defineOptions(
         .describe('Durable queue to consume; a companion <queue>.retry queue holds deliveries that wait.'),
       ...processorShape,
       consumer: consumerName.optional().describe('Inbox scope; defaults to the queue name.'),
-      amqpUrl: z.string().min(1).optional().describe('RabbitMQ URL (required).'),
+      amqpUrl: amqpUrlOption.describe("RabbitMQ URL, or a cluster's node URLs to fail over between (required)."),
       amqpSocketOptions: z
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
         .meta({ typeName: 'AmqpSocketOptions' })
@@ -219,7 +221,7 @@ export const consumerOptions = defineOptions(
     .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())
     .transform((o) => ({
       ...withHandlers(o),
-      amqpUrl: o.amqpUrl!,
+      amqpUrl: brokerUrls(o.amqpUrl!),
       consumer: o.consumer ?? o.queue,
       retryQueue: `${o.queue}.retry`,
     })),

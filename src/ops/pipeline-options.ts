@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { amqpUrlRequired, defineOptions, identifierOption, type OptionsInput } from '../runtime/options.js';
+import {
+  amqpUrlOption,
+  amqpUrlRequired,
+  defineOptions,
+  identifierOption,
+  type OptionsInput,
+} from '../runtime/options.js';
 
 const sourceTable = z.strictObject({
   table: z
@@ -47,11 +53,9 @@ export const pipelineStatusOptions = defineOptions(
         .array(watchedQueue)
         .default([])
         .describe('Queues whose depth, rates and consumer lag are reported; needs amqpUrl.'),
-      amqpUrl: z
-        .string()
-        .min(1)
-        .optional()
-        .describe('RabbitMQ URL, needed to read queue depths when queues are given.'),
+      amqpUrl: amqpUrlOption.describe(
+        "RabbitMQ URL (or a cluster's node URLs), needed to read queue depths when queues are given.",
+      ),
       windowMs: z
         .number()
         .int()

@@ -1,5 +1,5 @@
 import type amqp from 'amqplib';
-import { brokerTarget, type ConnectionTarget } from '../runtime/connection-target.js';
+import { BrokerAddresses } from '../transport/broker-addresses.js';
 import { brokerFailure, openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { SocketSwitch, closeWithin, withinDeadline } from '../transport/socket-control.js';
@@ -20,7 +20,7 @@ export interface BlockListener {
  */
 export class BrokerLink {
   readonly #options: ResolvedRelayOptions;
-  readonly #target: ConnectionTarget;
+  readonly #brokers: BrokerAddresses;
   readonly #blocks = new BlockState();
   readonly #blockListener: BlockListener;
   #connection: amqp.ChannelModel | undefined;
@@ -34,7 +34,7 @@ export class BrokerLink {
 
   constructor(options: ResolvedRelayOptions, blockListener: BlockListener) {
     this.#options = options;
-    this.#target = brokerTarget(options.amqpUrl);
+    this.#brokers = new BrokerAddresses(options.amqpUrl);
     this.#blockListener = blockListener;
   }
 
@@ -60,7 +60,7 @@ export class BrokerLink {
   /** The shared confirm channel; a failure to open it is thrown typed, naming RabbitMQ and host:port. */
   publisher(): Promise<ConfirmPublisher> {
     return this.#ensurePublisher().catch((err: unknown) => {
-      throw brokerFailure(err, this.#target);
+      throw brokerFailure(err, this.#brokers.target);
     });
   }
 
@@ -80,7 +80,7 @@ export class BrokerLink {
       let opened: amqp.ChannelModel | undefined;
       try {
         opened = await openConnection(
-          options.amqpUrl,
+          this.#brokers,
           `converge-relay ${options.relayId}`,
           options.logger,
           () => this.#connectionClosed(opened),
@@ -111,7 +111,9 @@ export class BrokerLink {
   async #openChannel(connection: amqp.ChannelModel): Promise<ConfirmPublisher> {
     const channel = await connection.createConfirmChannel();
     if (this.#options.declareExchange) await channel.assertExchange(this.#options.exchange, 'topic', { durable: true });
-    return new ConfirmPublisher(channel);
+    // Dropped at the first lost confirm, before another batch is sent on a channel that may be stalled.
+    const publisher: ConfirmPublisher = new ConfirmPublisher(channel, () => void this.discard(publisher));
+    return publisher;
   }
 
   #connectionClosed(connection: amqp.ChannelModel | undefined): void {

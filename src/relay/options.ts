@@ -11,7 +11,9 @@ import {
   functionOption,
   identifierOption,
   loggerOption,
+  amqpUrlOption,
   amqpUrlRequired,
+  brokerUrls,
   requireConnection,
   type OptionsInput,
   type OptionsOutput,
@@ -57,7 +59,7 @@ export const relayOptions = defineOptions(
   z
     .strictObject({
       ...connectionShape,
-      amqpUrl: z.string().min(1).optional().describe('RabbitMQ URL (required).'),
+      amqpUrl: amqpUrlOption.describe("RabbitMQ URL, or a cluster's node URLs to fail over between (required)."),
       amqpSocketOptions: z
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
         .meta({ typeName: 'AmqpSocketOptions' })
@@ -137,7 +139,7 @@ export const relayOptions = defineOptions(
     })
     .refine(requireConnection, connectionRequired())
     .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())
-    .transform((o) => o as typeof o & { amqpUrl: string }),
+    .transform((o) => ({ ...o, amqpUrl: brokerUrls(o.amqpUrl!) })),
 );
 
 export type RelayOptions = OptionsInput<typeof relayOptions>;

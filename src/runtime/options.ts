@@ -189,6 +189,17 @@ export const connectionRequired = () => ({
   when: () => true,
 });
 
+/**
+ * RabbitMQ: one URL, or the URLs of a cluster's nodes (tried in turn; a node that drops the
+ * connection is tried last on the next reconnect). Resolved to a list by `brokerUrls`.
+ */
+export const amqpUrlOption = z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(32)]).optional();
+
+/** The resolved form of amqpUrlOption: always a list. */
+export function brokerUrls(value: string | readonly string[]): readonly string[] {
+  return typeof value === 'string' ? [value] : value;
+}
+
 /** Like connectionRequired, for the RabbitMQ URL of a relay or consumer. */
 export const amqpUrlRequired = (message = 'amqpUrl is required (the library reads no environment)') => ({
   message,

@@ -22,8 +22,15 @@ export class ConfirmPublisher {
   #closed = false;
   #timeoutsHeld = false;
 
-  constructor(channel: ConfirmChannel) {
+  readonly #onConfirmTimeout: (() => void) | undefined;
+
+  /**
+   * `onConfirmTimeout` runs on the first confirm timeout: a channel that let one confirm go
+   * missing is suspect, and its owner should stop sending on it before the next publish.
+   */
+  constructor(channel: ConfirmChannel, onConfirmTimeout?: () => void) {
     this.#channel = channel;
+    this.#onConfirmTimeout = onConfirmTimeout;
     channel.on('return', (message: Message) => this.#noteReturn(message));
     channel.on('close', () => this.#failAll('channel-closed'));
     channel.on('error', () => undefined);
@@ -59,7 +66,10 @@ export class ConfirmPublisher {
         },
         arm: () => {
           pending.disarm();
-          timer = setTimeout(() => pending.settle(new PublishError('confirm-timeout', `${timeoutMs} ms`)), timeoutMs);
+          timer = setTimeout(() => {
+            pending.settle(new PublishError('confirm-timeout', `${timeoutMs} ms`));
+            this.#onConfirmTimeout?.();
+          }, timeoutMs);
         },
         disarm: () => clearTimeout(timer),
       };

@@ -1,14 +1,6 @@
 import type amqp from 'amqplib';
 import type { AmqpSocketOptions } from './connection.js';
 
-/**
- * How long opening an AMQP connection (TCP connect and handshake) may take unless the caller's
- * socket options set `timeout`. Without a bound, a broker behind a firewall that drops packets
- * (or one that accepts and never answers) keeps a connect pending forever, and with it the
- * relay or consumer that waits for it.
- */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-
 /** How long a graceful close waits for the broker's close-ok before the socket is destroyed. */
 export const CLOSE_GRACE_MS = 2_000;
 
@@ -21,14 +13,10 @@ export const CLOSE_GRACE_MS = 2_000;
 export class SocketSwitch {
   readonly #controller = new AbortController();
 
-  /** The caller's options, a connect timeout unless they chose one, and this switch. */
+  /** The caller's options with this switch (connectOptions adds the connect timeout). */
   socketOptions(base: AmqpSocketOptions = {}): AmqpSocketOptions {
     // amqplib passes unknown socket options on to net.connect/tls.connect; its types do not list `signal`.
-    const options: AmqpSocketOptions & { signal: AbortSignal } = {
-      timeout: DEFAULT_CONNECT_TIMEOUT_MS,
-      ...base,
-      signal: this.#controller.signal,
-    };
+    const options: AmqpSocketOptions & { signal: AbortSignal } = { ...base, signal: this.#controller.signal };
     return options;
   }
 

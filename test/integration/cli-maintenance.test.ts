@@ -1,25 +1,14 @@
 /** The CLI from the shell: cleanup and compact-inbox. (cli.test.ts split so each file stays well inside the per-file timeout.) */
 import assert from 'node:assert/strict';
-import { cli } from '../support/cli.js';
-import { after, before, test, connectPostgres, uniqueName } from '../support/rig.js';
-import type pg from 'pg';
+import { cli, cliSchema } from '../support/cli.js';
+import { test } from '../support/rig.js';
 
-let pool: pg.Pool;
-const schema = uniqueName('cvt_cli');
-
-before(async () => {
-  pool = await connectPostgres();
-});
-
-after(async () => {
-  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await pool.end();
-});
+const { schema, pool: testPool } = cliSchema();
 
 test('cleanup deletes old published outbox rows and refuses an inbox window below the retry horizon', async () => {
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
-  await pool.query(
+  await testPool().query(
     `INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, published_at)
      SELECT 'cl-' || i, 'order', 'cl-' || i, 1, 'X', '{}', 'published', now() - interval '2 hours' FROM generate_series(1, 30) i`,
   );
@@ -49,11 +38,11 @@ test('cleanup deletes old published outbox rows and refuses an inbox window belo
 test('compact-inbox folds old applied inbox rows into watermarks, prints the counts (or JSON), and refuses a window inside the horizons', async () => {
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
-  await pool.query(
+  await testPool().query(
     `INSERT INTO "${schema}".inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type, received_at)
      SELECT 'cmp', 'cmp-' || v, 'f', 'order', 'cmp-1', v, 'X', now() - interval '2 hours' FROM generate_series(1, 12) v`,
   );
-  await pool.query(
+  await testPool().query(
     `INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('cmp_view', 'order', 'cmp-1', 10)`,
   );
   const base = [
@@ -81,7 +70,7 @@ test('compact-inbox folds old applied inbox rows into watermarks, prints the cou
   const rest = await cli([...base, '--older-than', '3600000', '--json']);
   assert.equal(rest.code, 0, rest.stderr);
   assert.deepEqual(JSON.parse(rest.stdout), { compacted: 2, watermarks: 1, batches: 1 });
-  const { rows } = await pool.query(
+  const { rows } = await testPool().query(
     `SELECT version::int AS version FROM "${schema}".inbox_watermark WHERE consumer = 'cmp' AND aggregate_id = 'cmp-1'`,
   );
   assert.deepEqual(rows, [{ version: 10 }], 'the applied version, not the highest recorded (12)');

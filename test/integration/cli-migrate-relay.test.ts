@@ -1,32 +1,12 @@
 /** The CLI from the shell: migrate, and the relay with status and retry-failed. (cli.test.ts split so each file stays well inside the per-file timeout.) */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { cli, runCli } from '../support/cli.js';
+import { cli, cliSchema, runCli } from '../support/cli.js';
 import { appendToOutbox, withTransaction } from '../../src/index.js';
-import {
-  after,
-  before,
-  test,
-  connectPostgres,
-  connectRabbit,
-  uniqueName,
-  waitFor,
-  dropTestBroker,
-} from '../support/rig.js';
-import type pg from 'pg';
+import { test, connectRabbit, uniqueName, waitFor, dropTestBroker } from '../support/rig.js';
 import { LATEST_MIGRATION, migrations } from '../../src/schema/migrations.js';
 
-let pool: pg.Pool;
-const schema = uniqueName('cvt_cli');
-
-before(async () => {
-  pool = await connectPostgres();
-});
-
-after(async () => {
-  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await pool.end();
-});
+const { schema, pool: testPool } = cliSchema();
 
 test('migrate creates the schema once and reports a second run as a no-op', async () => {
   const first = await cli(['--schema', schema, 'migrate']);
@@ -41,7 +21,7 @@ test('migrate --print-sql prints the DDL without touching the database', async (
   const result = await cli(['--schema', 'printed_only', 'migrate', '--print-sql']);
   assert.equal(result.code, 0, result.stderr);
   assert.match(result.stdout, /CREATE TABLE IF NOT EXISTS "printed_only"\.outbox/);
-  const { rows } = await pool.query(`SELECT 1 FROM pg_namespace WHERE nspname = 'printed_only'`);
+  const { rows } = await testPool().query(`SELECT 1 FROM pg_namespace WHERE nspname = 'printed_only'`);
   assert.equal(rows.length, 0);
 });
 
@@ -61,7 +41,7 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
     await channel.assertQueue(queue, { durable: true });
     await channel.bindQueue(queue, exchange, '#');
     for (let version = 1; version <= 3; version++) {
-      await withTransaction(pool, (tx) =>
+      await withTransaction(testPool(), (tx) =>
         appendToOutbox(
           tx,
           {
@@ -75,7 +55,8 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
         ),
       );
     }
-    await pool.query(`INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts)
+    await testPool()
+      .query(`INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts)
                       VALUES ('failed-1', 'order', 'cli-2', 1, 'AmountAdded', '{}', 'failed', 10)`);
 
     const status = await cli(['--schema', schema, 'status', '--json', '--sample-ms', '50']);
@@ -102,7 +83,7 @@ test('relay publishes the backlog and stops gracefully on SIGTERM; status and re
     let stderr = '';
     relay.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     await waitFor(async () => {
-      const { rows } = await pool.query<{ n: number }>(
+      const { rows } = await testPool().query<{ n: number }>(
         `SELECT count(*)::int AS n FROM "${schema}".outbox WHERE status = 'published'`,
       );
       return rows[0]!.n === 4;

@@ -1,25 +1,14 @@
 /** The CLI from the shell: outbox list/retry and dlq. (cli.test.ts split so each file stays well inside the per-file timeout.) */
 import assert from 'node:assert/strict';
-import { cli } from '../support/cli.js';
-import { after, before, test, connectPostgres, uniqueName } from '../support/rig.js';
-import type pg from 'pg';
+import { cli, cliSchema } from '../support/cli.js';
+import { test } from '../support/rig.js';
 
-let pool: pg.Pool;
-const schema = uniqueName('cvt_cli');
-
-before(async () => {
-  pool = await connectPostgres();
-});
-
-after(async () => {
-  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await pool.end();
-});
+const { schema, pool: testPool } = cliSchema();
 
 test('outbox list shows failed (or pending) rows without payloads, and outbox retry puts them back with the same eventIds', async () => {
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
-  await pool.query(
+  await testPool().query(
     `INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts, last_error)
      VALUES ('f-1', 'order', 'o-1', 2, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 'CONVERGE_PUBLISH_RETURNED'),
             ('f-2', 'order', 'o-2', 1, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 'CONVERGE_PUBLISH_NACKED')`,
@@ -54,7 +43,7 @@ test('outbox list shows failed (or pending) rows without payloads, and outbox re
 test('dlq list / show / discard from the shell; the body is shown only on request, and a discard needs a reason', async () => {
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
-  const { rows } = await pool.query<{ id: string }>(
+  const { rows } = await testPool().query<{ id: string }>(
     `INSERT INTO "${schema}".quarantine (consumer, event_id, reason, detail, exchange, routing_key, properties, body)
      VALUES ('search', 'q-1', 'handler-failed', 'handler failed after 10 attempts: Error: boom', 'x', 'order.Paid', '{"messageId":"q-1","type":"Paid"}', convert_to('{"card":"4111-SECRET"}', 'UTF8'))
      RETURNING id`,
@@ -88,13 +77,13 @@ test('dlq list --all and dlq show report what a replay did, pointing at the row 
   assert.equal(migrated.code, 0, migrated.stderr);
   const insert = `INSERT INTO "${schema}".quarantine (consumer, event_id, reason, detail, exchange, routing_key, properties, body, fingerprint)
                   VALUES ('search', 'q-2', 'handler-permanent', 'not yet', 'x', 'order.Paid', '{"messageId":"q-2"}', convert_to('{}', 'UTF8'), 'f') RETURNING id`;
-  const original = (await pool.query<{ id: string }>(insert)).rows[0]!.id;
-  await pool.query(
+  const original = (await testPool().query<{ id: string }>(insert)).rows[0]!.id;
+  await testPool().query(
     `UPDATE "${schema}".quarantine SET resolved_at = now(), resolution = 'replayed', resolution_note = 'to q' WHERE id = $1`,
     [original],
   );
-  const again = (await pool.query<{ id: string }>(insert)).rows[0]!.id;
-  await pool.query(
+  const again = (await testPool().query<{ id: string }>(insert)).rows[0]!.id;
+  await testPool().query(
     `UPDATE "${schema}".quarantine SET replay_outcome = 'quarantined', replay_outcome_at = now(), replay_quarantine_id = $2 WHERE id = $1`,
     [original, again],
   );

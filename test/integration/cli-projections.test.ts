@@ -1,32 +1,21 @@
 /** The CLI from the shell: gaps, reconcile and rebuild. (cli.test.ts split so each file stays well inside the per-file timeout.) */
 import assert from 'node:assert/strict';
-import { cli } from '../support/cli.js';
-import { after, before, test, connectPostgres, uniqueName } from '../support/rig.js';
-import type pg from 'pg';
+import { cli, cliSchema } from '../support/cli.js';
+import { test } from '../support/rig.js';
 
-let pool: pg.Pool;
-const schema = uniqueName('cvt_cli');
-
-before(async () => {
-  pool = await connectPostgres();
-});
-
-after(async () => {
-  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await pool.end();
-});
+const { schema, pool: testPool } = cliSchema();
 
 test('gaps lists aggregates stuck on a missing version as a table or JSON, and exits 3 while any is open', async () => {
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
   const clean = await cli(['--schema', schema, 'gaps']);
   assert.deepEqual([clean.code, clean.stdout.trim()], [0, 'no gaps']);
-  await pool.query(
+  await testPool().query(
     `INSERT INTO "${schema}".parked (consumer, event_id, fingerprint, projection, aggregate_type, aggregate_id, aggregate_version, waiting_for, properties, body, parked_at)
      VALUES ('search', 'e5', 'f5', 'order_view', 'order', 'o-7', 5, 4, '{}', '\\x00', now() - interval '1 minute'),
             ('search', 'e6', 'f6', 'order_view', 'order', 'o-7', 6, 4, '{}', '\\x00', now())`,
   );
-  await pool.query(
+  await testPool().query(
     `INSERT INTO "${schema}".projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('order_view', 'order', 'o-7', 3)`,
   );
   const table = await cli(['--schema', schema, 'gaps']);
@@ -53,16 +42,18 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
   const q = `"${schema}"`;
-  await pool.query(`CREATE TABLE ${q}.src (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`);
-  await pool.query(`CREATE TABLE ${q}.view (id text PRIMARY KEY, amount integer NOT NULL)`);
-  await pool.query(`INSERT INTO ${q}.src VALUES ('a', 2, 20), ('b', 3, 30), ('c', 1, 10)`);
-  await pool.query(`INSERT INTO ${q}.view VALUES ('a', 20), ('b', 25), ('c', 11)`);
-  await pool.query(
+  await testPool().query(
+    `CREATE TABLE ${q}.src (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`,
+  );
+  await testPool().query(`CREATE TABLE ${q}.view (id text PRIMARY KEY, amount integer NOT NULL)`);
+  await testPool().query(`INSERT INTO ${q}.src VALUES ('a', 2, 20), ('b', 3, 30), ('c', 1, 10)`);
+  await testPool().query(`INSERT INTO ${q}.view VALUES ('a', 20), ('b', 25), ('c', 11)`);
+  await testPool().query(
     `INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'a', 2), ('v', 'order', 'b', 2), ('v', 'order', 'c', 1)`,
   );
-  await pool.query(`INSERT INTO ${q}.src VALUES ('d', 4, 40)`);
-  await pool.query(`INSERT INTO ${q}.view VALUES ('x', 1)`);
-  await pool.query(
+  await testPool().query(`INSERT INTO ${q}.src VALUES ('d', 4, 40)`);
+  await testPool().query(`INSERT INTO ${q}.view VALUES ('x', 1)`);
+  await testPool().query(
     `INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('v', 'order', 'x', 1)`,
   );
   const args = [
@@ -101,7 +92,7 @@ test('reconcile reports differences (exit 4), repairs them with --repair --apply
   const clean = await cli(args);
   assert.equal(clean.code, 0, clean.stderr);
   assert.match(clean.stdout, /missing\s+0\n/);
-  const { rows } = await pool.query(`SELECT id, amount FROM ${q}.view ORDER BY id`);
+  const { rows } = await testPool().query(`SELECT id, amount FROM ${q}.view ORDER BY id`);
   assert.deepEqual(rows, [
     { id: 'a', amount: 20 },
     { id: 'b', amount: 30 },
@@ -118,11 +109,13 @@ test('rebuild forgets and empties a projection, then writes every source row at 
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
   const q = `"${schema}"`;
-  await pool.query(`CREATE TABLE ${q}.rb_src (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`);
-  await pool.query(`CREATE TABLE ${q}.rb_view (id text PRIMARY KEY, amount integer NOT NULL)`);
-  await pool.query(`INSERT INTO ${q}.rb_src VALUES ('a', 5, 50), ('b', 2, 20)`);
-  await pool.query(`INSERT INTO ${q}.rb_view VALUES ('a', 1), ('zombie', 7)`);
-  await pool.query(
+  await testPool().query(
+    `CREATE TABLE ${q}.rb_src (id text PRIMARY KEY, version bigint NOT NULL, amount integer NOT NULL)`,
+  );
+  await testPool().query(`CREATE TABLE ${q}.rb_view (id text PRIMARY KEY, amount integer NOT NULL)`);
+  await testPool().query(`INSERT INTO ${q}.rb_src VALUES ('a', 5, 50), ('b', 2, 20)`);
+  await testPool().query(`INSERT INTO ${q}.rb_view VALUES ('a', 1), ('zombie', 7)`);
+  await testPool().query(
     `INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ('rb', 'order', 'a', 1), ('rb', 'order', 'zombie', 9), ('other', 'order', 'a', 4)`,
   );
   const result = await cli([
@@ -142,11 +135,11 @@ test('rebuild forgets and empties a projection, then writes every source row at 
   ]);
   assert.equal(result.code, 0, result.stderr);
   assert.match(result.stdout, /rebuilt rb: 2 aggregates written/);
-  assert.deepEqual((await pool.query(`SELECT id, amount FROM ${q}.rb_view ORDER BY id`)).rows, [
+  assert.deepEqual((await testPool().query(`SELECT id, amount FROM ${q}.rb_view ORDER BY id`)).rows, [
     { id: 'a', amount: 50 },
     { id: 'b', amount: 20 },
   ]);
-  const state = await pool.query(
+  const state = await testPool().query(
     `SELECT projection, aggregate_id, version FROM ${q}.projection_state WHERE projection IN ('rb', 'other') ORDER BY projection, aggregate_id`,
   );
   assert.deepEqual(

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { DATABASE_URL } from './rig.js';
+import type pg from 'pg';
+import { after, before, connectPostgres, DATABASE_URL, uniqueName } from './rig.js';
 
 const CLI = ['--import', 'tsx', 'src/cli/main.ts'];
 
@@ -21,4 +22,27 @@ export async function cli(args: string[]): Promise<{ code: number | null; stdout
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const [code] = (await once(child, 'exit')) as [number | null];
   return { code, stdout, stderr };
+}
+
+/**
+ * The fixture of the CLI test files: one schema name the CLI is pointed at, and a pool to look at
+ * what it did; the schema is dropped and the pool closed after the file. Call at module level.
+ */
+export function cliSchema(): { schema: string; pool: () => pg.Pool } {
+  const schema = uniqueName('cvt_cli');
+  let pool: pg.Pool | undefined;
+  before(async () => {
+    pool = await connectPostgres();
+  });
+  after(async () => {
+    await pool?.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool?.end();
+  });
+  return {
+    schema,
+    pool: () => {
+      if (!pool) throw new Error('cliSchema: the pool exists only inside tests');
+      return pool;
+    },
+  };
 }

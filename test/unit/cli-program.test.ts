@@ -220,7 +220,9 @@ describe('converge program', () => {
       );
       assert.ok(words.includes('(env: CONVERGE_METRICS_PORT)'), help);
       assert.ok(
-        words.includes('--amqp-url <url> RabbitMQ URL (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)'),
+        words.includes(
+          "--amqp-url <url> RabbitMQ URL, or a cluster's node URLs separated by commas (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)",
+        ),
         help,
       );
       const top = createProgram().helpInformation();
