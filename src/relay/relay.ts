@@ -131,9 +131,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   /**
    * Lets the batches in flight finish (so confirmed events get marked), then closes everything it
-   * opened. A connect in progress is abandoned at once; a broker that stopped answering costs at
-   * most the confirm timeout plus a short close grace; publishes held up by a blocked connection
-   * are given up at once (released for the next relay, not counted as attempts).
+   * opened; a silent broker costs at most the confirm timeout plus a short close grace.
    */
   stop(): Promise<void> {
     this.#stopped ??= this.#shutdown();
@@ -335,10 +333,12 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   #brokerUnblocked(): void {
-    this.options.logger.info(
-      { relayId: this.options.relayId },
-      'RabbitMQ unblocked the connection: publishing resumes',
-    );
+    // stop() closing a blocked connection ends the block too, but nothing resumes then.
+    if (!this.#stopping)
+      this.options.logger.info(
+        { relayId: this.options.relayId },
+        'RabbitMQ unblocked the connection: publishing resumes',
+      );
     this.emit('unblocked');
     this.#idle.wake();
   }
