@@ -1,17 +1,33 @@
 import net from 'node:net';
 
+/** One client connection and its upstream twin. */
+interface Pair {
+  client: net.Socket;
+  upstream: net.Socket;
+}
+
 /**
  * A TCP proxy in front of a shared service (the test broker), so one test can take "the broker"
- * away from its own clients without restarting the server others use. `cut()` drops every
- * proxied connection and refuses new ones until `restore()`: to amqplib that looks as a broker
- * that went down (connection lost, then ECONNREFUSED-like failures), whereas the real broker
- * keeps serving everyone else.
+ * away from its own clients without restarting the server others use. Its faults:
+ *
+ * - `cut()` drops every proxied connection and refuses new ones until `restore()`: to amqplib
+ *   that looks as a broker that went down (connection lost, then ECONNRESET-like failures).
+ * - `blackhole()` drops every proxied connection and then accepts new ones without ever
+ *   answering, until `restore()`: a connect that hangs, as behind a firewall that drops packets.
+ * - `holdReplies()` stops passing what the service sends (on open connections and new ones)
+ *   while the client's bytes still reach it, until `releaseReplies()` passes on everything held:
+ *   a connection that stalls mid-session, e.g. publisher confirms that do not come back in time.
+ *
+ * The real service keeps serving everyone else throughout.
  */
 export class TcpProxy {
   readonly #server: net.Server;
-  readonly #sockets = new Set<net.Socket>();
+  readonly #pairs = new Set<Pair>();
+  /** Black-holed clients: accepted, never answered, destroyed by restore() or close(). */
+  readonly #swallowed = new Set<net.Socket>();
   readonly #target: { host: string; port: number };
-  #cut = false;
+  #mode: 'open' | 'cut' | 'blackhole' = 'open';
+  #holding = false;
 
   private constructor(target: { host: string; port: number }) {
     this.#target = target;
@@ -32,6 +48,11 @@ export class TcpProxy {
     return (this.#server.address() as net.AddressInfo).port;
   }
 
+  /** Client connections currently proxied or swallowed (a closed client leaves the count). */
+  get connections(): number {
+    return this.#pairs.size + this.#swallowed.size;
+  }
+
   /** `url` with its host and port replaced by this proxy's. */
   url(url: string): string {
     const parsed = new URL(url);
@@ -42,38 +63,81 @@ export class TcpProxy {
 
   /** Drops all proxied connections; new ones are closed as soon as they arrive, until restore(). */
   cut(): void {
-    this.#cut = true;
-    for (const socket of this.#sockets) socket.destroy();
-    this.#sockets.clear();
+    this.#mode = 'cut';
+    this.#dropAll();
   }
 
+  /** Drops all proxied connections; new ones are accepted and never answered, until restore(). */
+  blackhole(): void {
+    this.#mode = 'blackhole';
+    this.#dropAll();
+  }
+
+  /** Ends cut() or blackhole(): new connections reach the service again. Swallowed ones are dropped. */
   restore(): void {
-    this.#cut = false;
+    this.#mode = 'open';
+    for (const socket of this.#swallowed) socket.destroy();
+    this.#swallowed.clear();
+  }
+
+  /** Holds back everything the service sends, on open and new connections, until releaseReplies(). */
+  holdReplies(): void {
+    this.#holding = true;
+    for (const { client, upstream } of this.#pairs) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
+  }
+
+  /** Passes on what was held back, and everything after it. */
+  releaseReplies(): void {
+    this.#holding = false;
+    for (const { client, upstream } of this.#pairs) upstream.pipe(client);
   }
 
   async close(): Promise<void> {
     this.cut();
+    this.restore();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
+  #dropAll(): void {
+    for (const { client, upstream } of this.#pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.#pairs.clear();
+    for (const socket of this.#swallowed) socket.destroy();
+    this.#swallowed.clear();
+  }
+
   #accept(client: net.Socket): void {
-    if (this.#cut) {
+    if (this.#mode === 'cut') {
       client.destroy();
       return;
     }
+    if (this.#mode === 'blackhole') {
+      this.#swallowed.add(client);
+      client.on('error', () => undefined);
+      client.on('close', () => this.#swallowed.delete(client));
+      // Read and drop what the client sends, so its hang-up is seen and the socket closes.
+      client.resume();
+      return;
+    }
     const upstream = net.connect(this.#target.port, this.#target.host);
+    const pair: Pair = { client, upstream };
+    this.#pairs.add(pair);
     for (const [socket, other] of [
       [client, upstream],
       [upstream, client],
     ] as const) {
-      this.#sockets.add(socket);
       socket.on('error', () => other.destroy());
       socket.on('close', () => {
-        this.#sockets.delete(socket);
+        this.#pairs.delete(pair);
         other.destroy();
       });
     }
     client.pipe(upstream);
-    upstream.pipe(client);
+    if (!this.#holding) upstream.pipe(client);
   }
 }

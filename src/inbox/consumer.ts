@@ -11,6 +11,7 @@ import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
 import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
+import { CLOSE_GRACE_MS, SocketSwitch, closeWithin, withinDeadline } from '../transport/socket-control.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
@@ -38,6 +39,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly #idle = new Idle();
   readonly #brokers: BrokerAddresses;
   #connection: amqp.ChannelModel | undefined;
+  /** Kills the socket of the session's connection: stop() must not wait on a broker that does not answer. */
+  #socket: SocketSwitch | undefined;
   #channel: amqp.Channel | undefined;
   #retryPublisher: ConfirmPublisher | undefined;
   #deadLetters: DeadLetterIntake | undefined;
@@ -125,6 +128,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.#stopping = true;
     this.#idle.close();
     this.#sessionEnded?.();
+    // Not subscribed yet (connecting, declaring): nothing to finish, and the broker may never answer.
+    if (this.#consumerTag === undefined) this.#socket?.kill();
     await this.#loop;
     this.#removeSignals?.();
     await this.#processor.close();
@@ -136,6 +141,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       try {
         await this.#session(() => (failures = 0));
       } catch (err) {
+        if (this.#stopping) break;
         failures++;
         const delay = backoffDelay(failures, this.options.reconnectBackoff);
         if (this.#sessionFailed(err, failures, delay)) await this.#idle.backoff(delay);
@@ -167,12 +173,13 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   /** One connection's lifetime: declare, subscribe, then wait for the connection to end or stop(). */
   async #session(onConnected: () => void): Promise<void> {
     const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
+    this.#socket = new SocketSwitch();
     const connection = await openConnection(
       this.#brokers,
       `converge-consumer ${this.options.queue}`,
       this.options.logger,
       () => this.#sessionEnded?.(),
-      this.options.amqpSocketOptions,
+      this.#socket.socketOptions(this.options.amqpSocketOptions),
     );
     this.#connection = connection;
     if (!this.#schemaChecked) {
@@ -321,7 +328,12 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   async #closeSession(): Promise<void> {
     this.#sessionEnded = undefined;
     // Stop new deliveries first, then let the ones already taken commit and ack.
-    if (this.#channel && this.#consumerTag) await this.#channel.cancel(this.#consumerTag).catch(() => undefined);
+    if (this.#channel && this.#consumerTag)
+      await withinDeadline(
+        this.#channel.cancel(this.#consumerTag),
+        CLOSE_GRACE_MS,
+        () => new Error('no cancel-ok'),
+      ).catch(() => undefined);
     this.#consumerTag = undefined;
     // Deliveries not yet started go back to the queue when the channel closes.
     this.#buffer.length = 0;
@@ -333,11 +345,19 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     await this.#deadLetters?.close();
     this.#deadLetters = undefined;
     const connection = this.#connection;
+    const retryPublisher = this.#retryPublisher;
+    const socket = this.#socket;
     this.#connection = undefined;
     this.#channel = undefined;
-    await this.#retryPublisher?.close();
     this.#retryPublisher = undefined;
-    await connection?.close().catch(() => undefined);
+    this.#socket = undefined;
+    if (connection)
+      await closeWithin(
+        connection,
+        () => retryPublisher?.close() ?? Promise.resolve(),
+        () => socket?.kill(),
+      );
+    else socket?.kill();
   }
 }
 

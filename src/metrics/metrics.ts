@@ -110,7 +110,7 @@ function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: 
 const CONFIRM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 
-/** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on. */
+/** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on, a blocked broker connection. */
 export function instrumentRelay(relay: Relay, registry: client.Registry): void {
   const published = new client.Counter({
     name: 'converge_relay_published_total',
@@ -137,6 +137,14 @@ export function instrumentRelay(relay: Relay, registry: client.Registry): void {
     help: 'Events that reached maxAttempts and are kept as failed.',
     registers: [registry],
   });
+  const blocked = new client.Gauge({
+    name: 'converge_relay_broker_blocked',
+    help: "1 while RabbitMQ blocks the relay's connection (a memory or disk alarm): publishing paused, no attempts counted.",
+    registers: [registry],
+  });
+  blocked.set(0);
+  relay.on('blocked', () => blocked.set(1));
+  relay.on('unblocked', () => blocked.set(0));
   relay.on('published', (eventIds) => published.inc(eventIds.length));
   relay.on('retry', (info) => failures.inc({ reason: info.reason }));
   relay.on('failed', (info) => {

@@ -2,28 +2,59 @@ import type amqp from 'amqplib';
 import { BrokerAddresses } from '../transport/broker-addresses.js';
 import { brokerFailure, openConnection } from '../transport/connection.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
+import { SocketSwitch, closeWithin, withinDeadline } from '../transport/socket-control.js';
+import { BlockState } from './blocked.js';
 import type { ResolvedRelayOptions } from './options.js';
+
+/** What the link tells the relay about the broker blocking and unblocking its connection. */
+export interface BlockListener {
+  blocked(reason: string | undefined): void;
+  unblocked(): void;
+}
 
 /**
  * The relay's one connection and confirm channel to RabbitMQ. Apart from the relay's claim →
  * publish → mark cycle so that the cycle only asks for a channel and drops it on failure; how
- * the channel is opened, shared and closed lives here.
+ * the channel is opened, shared and closed lives here, and so does the broker's verdict on
+ * whether the connection is blocked (a resource alarm).
  */
 export class BrokerLink {
   readonly #options: ResolvedRelayOptions;
   readonly #brokers: BrokerAddresses;
+  readonly #blocks = new BlockState();
+  readonly #blockListener: BlockListener;
   #connection: amqp.ChannelModel | undefined;
+  /** Kills the socket of #connection, or of the connection being opened. */
+  #socket: SocketSwitch | undefined;
   #publisher: ConfirmPublisher | undefined;
   #opening: Promise<ConfirmPublisher> | undefined;
+  /** interrupt() was called: no new connection is opened. */
+  #closed = false;
+  readonly #closing = new Set<Promise<void>>();
 
-  constructor(options: ResolvedRelayOptions) {
+  constructor(options: ResolvedRelayOptions, blockListener: BlockListener) {
     this.#options = options;
     this.#brokers = new BrokerAddresses(options.amqpUrl);
+    this.#blockListener = blockListener;
   }
 
   /** A confirm channel is open (it may still close before its next publish). */
   get open(): boolean {
     return this.#publisher !== undefined && !this.#publisher.closed;
+  }
+
+  /** The broker blocks the connection (a resource alarm): publishes wait until it unblocks. */
+  get blocked(): boolean {
+    return this.#blocks.blocked;
+  }
+
+  get blockedReason(): string | undefined {
+    return this.#blocks.reason;
+  }
+
+  /** A publish written at `sentAt` (performance.now()) waited, at least partly, on a blocked connection. */
+  blockedSince(sentAt: number): boolean {
+    return this.#blocks.overlaps(sentAt);
   }
 
   /** The shared confirm channel; a failure to open it is thrown typed, naming RabbitMQ and host:port. */
@@ -42,28 +73,116 @@ export class BrokerLink {
 
   async #openPublisher(): Promise<ConfirmPublisher> {
     const options = this.#options;
+    if (this.#closed) throw new Error('the relay is stopping');
     if (!this.#connection) {
-      this.#connection = await openConnection(
-        this.#brokers,
-        `converge-relay ${options.relayId}`,
-        options.logger,
-        () => {
-          this.#connection = undefined;
-        },
-        options.amqpSocketOptions,
-      );
+      const socket = new SocketSwitch();
+      this.#socket = socket;
+      let opened: amqp.ChannelModel | undefined;
+      try {
+        opened = await openConnection(
+          this.#brokers,
+          `converge-relay ${options.relayId}`,
+          options.logger,
+          () => this.#connectionClosed(opened),
+          socket.socketOptions(options.amqpSocketOptions),
+        );
+      } finally {
+        if (!opened && this.#socket === socket) this.#socket = undefined;
+      }
+      this.#connection = opened;
+      this.#watchBlocks(opened);
     }
-    const channel = await this.#connection.createConfirmChannel();
-    if (options.declareExchange) await channel.assertExchange(options.exchange, 'topic', { durable: true });
-    this.#publisher = new ConfirmPublisher(channel);
-    return this.#publisher;
+    const connection = this.#connection;
+    // A broker that stalls right after the handshake must not keep the relay waiting on a channel.
+    const publisher = await withinDeadline(this.#openChannel(connection), options.confirmTimeoutMs, () => {
+      void this.discard();
+      return new Error(`no confirm channel within ${options.confirmTimeoutMs} ms`);
+    });
+    if (this.#connection !== connection) {
+      // Dropped (or stopped) while the channel was being opened.
+      await publisher.close();
+      throw new Error('connection dropped while opening a channel');
+    }
+    if (this.#blocks.blocked) publisher.holdTimeouts();
+    this.#publisher = publisher;
+    return publisher;
   }
 
-  async close(): Promise<void> {
-    const connection = this.#connection;
-    await this.#publisher?.close();
-    this.#publisher = undefined;
+  async #openChannel(connection: amqp.ChannelModel): Promise<ConfirmPublisher> {
+    const channel = await connection.createConfirmChannel();
+    if (this.#options.declareExchange) await channel.assertExchange(this.#options.exchange, 'topic', { durable: true });
+    // Dropped at the first lost confirm, before another batch is sent on a channel that may be stalled.
+    const publisher: ConfirmPublisher = new ConfirmPublisher(channel, () => void this.discard(publisher));
+    return publisher;
+  }
+
+  #connectionClosed(connection: amqp.ChannelModel | undefined): void {
+    if (connection === undefined || this.#connection !== connection) return;
     this.#connection = undefined;
-    await connection?.close().catch(() => undefined);
+    this.#socket = undefined;
+    // A new connection is not blocked until the broker says so again.
+    this.#unblock();
+  }
+
+  #watchBlocks(connection: amqp.ChannelModel): void {
+    connection.on('blocked', (reason?: string) => {
+      if (this.#connection !== connection) return;
+      // No confirm can come while the broker reads nothing from us: waiting is not failing.
+      this.#publisher?.holdTimeouts();
+      if (this.#blocks.block(reason, performance.now())) this.#blockListener.blocked(reason);
+    });
+    connection.on('unblocked', () => {
+      if (this.#connection === connection) this.#unblock();
+    });
+  }
+
+  #unblock(): void {
+    this.#publisher?.resumeTimeouts();
+    if (this.#blocks.unblock(performance.now())) this.#blockListener.unblocked();
+  }
+
+  /**
+   * Drops the channel and its connection, if `publisher` is (still) the current one, or whatever
+   * is current without it. The next publisher() opens fresh ones. Other batches may already use
+   * a newer channel; an old failure must not close it.
+   */
+  discard(publisher?: ConfirmPublisher): Promise<void> {
+    if (publisher && publisher !== this.#publisher) return Promise.resolve();
+    const connection = this.#connection;
+    const current = this.#publisher;
+    const socket = this.#socket;
+    this.#publisher = undefined;
+    if (connection) {
+      this.#connection = undefined;
+      this.#socket = undefined;
+      this.#unblock();
+    }
+    const closing = connection
+      ? closeWithin(
+          connection,
+          () => current?.close() ?? Promise.resolve(),
+          () => socket?.kill(),
+        )
+      : (current?.close() ?? Promise.resolve());
+    this.#closing.add(closing);
+    return closing.finally(() => this.#closing.delete(closing));
+  }
+
+  /**
+   * For stop(): no new connection from now on, and one being opened fails at once. Publishes
+   * waiting on a blocked connection would wait for as long as the alarm lasts: they fail now.
+   */
+  interrupt(): void {
+    this.#closed = true;
+    if (this.#opening) this.#socket?.kill();
+    if (this.#blocks.blocked) void this.discard();
+  }
+
+  /** Closes everything it opened; the broker gets a grace period to answer, then the socket is destroyed. */
+  async close(): Promise<void> {
+    this.interrupt();
+    await this.#opening?.catch(() => undefined);
+    await this.discard();
+    await Promise.all(this.#closing);
   }
 }

@@ -113,7 +113,9 @@ export const relayOptions = defineOptions(
         .int()
         .min(1)
         .default(DEFAULT_CONFIRM_TIMEOUT_MS)
-        .describe('How long to wait for a broker confirm before treating the publish as failed, in ms.'),
+        .describe(
+          'How long to wait for a broker confirm before treating the publish as failed, in ms; the clock stands still while the broker blocks the connection (resource alarm).',
+        ),
       maxAttempts: z
         .number()
         .int()

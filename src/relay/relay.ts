@@ -14,6 +14,14 @@ import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
+import {
+  lostWithConnection,
+  markConfirmed,
+  release,
+  reschedule,
+  type OutcomeContext,
+  type RejectedRow,
+} from './outcomes.js';
 import { OutboxListener } from './wakeup.js';
 import { BrokerLink } from './broker-link.js';
 import { publishableEnvelope } from './row.js';
@@ -33,6 +41,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   readonly #pool: pg.Pool;
   readonly #releasePool: () => Promise<void>;
   readonly #sql: ReturnType<typeof relaySql>;
+  readonly #outcomes: OutcomeContext;
   readonly #idle = new Idle();
   readonly #listener: OutboxListener | undefined;
   readonly #broker: BrokerLink;
@@ -52,7 +61,10 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.options = resolveRelayOptions(options);
     assertBrokerUrl(this.options.amqpUrl);
     this.#readiness = new Readiness(`relay ${this.options.relayId}`);
-    this.#broker = new BrokerLink(this.options);
+    this.#broker = new BrokerLink(this.options, {
+      blocked: (reason) => this.#brokerBlocked(reason),
+      unblocked: () => this.#brokerUnblocked(),
+    });
     const lease = leasePool(this.options.pool, {
       connectionString: this.options.connectionString,
       max: this.options.concurrency + 1,
@@ -64,6 +76,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.#releasePool = () => lease.release();
     const schema = schemaRef(this.options.schema);
     this.#sql = relaySql(schema);
+    this.#outcomes = { pool: this.#pool, sql: this.#sql, options: this.options, events: this };
     if (this.options.listen)
       this.#listener = new OutboxListener(this.#pool, schema, () => this.#idle.wake(), this.options.logger);
   }
@@ -108,7 +121,18 @@ export class Relay extends EventEmitter<RelayEvents> {
     return !this.#stopping && this.#broker.open;
   }
 
-  /** Lets the batches in flight finish (so confirmed events get marked), then closes everything it opened. */
+  /**
+   * The broker blocks the relay's connection (a memory or disk alarm): the relay claims nothing
+   * until it unblocks, and publishes already sent wait without a confirm timeout.
+   */
+  get brokerBlocked(): boolean {
+    return !this.#stopping && this.#broker.blocked;
+  }
+
+  /**
+   * Lets the batches in flight finish (so confirmed events get marked), then closes everything it
+   * opened; a silent broker costs at most the confirm timeout plus a short close grace.
+   */
   stop(): Promise<void> {
     this.#stopped ??= this.#shutdown();
     return this.#stopped;
@@ -117,6 +141,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   async #shutdown(): Promise<void> {
     this.#stopping = true;
     this.#idle.close();
+    this.#broker.interrupt();
     await this.#loop;
     this.#removeSignals?.();
     await this.#broker.close();
@@ -155,14 +180,16 @@ export class Relay extends EventEmitter<RelayEvents> {
     };
     if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
     // Each publish is written to the channel synchronously here, in claim order.
-    const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row, performance.now())));
-    return { claimed: rows.length, done: this.#finishCycle(rows, outcomes, result) };
+    const sentAt = performance.now();
+    const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row, sentAt)));
+    return { claimed: rows.length, done: this.#finishCycle(rows, outcomes, result, { publisher, sentAt }) };
   }
 
   async #finishCycle(
     rows: ClaimedRow[],
     pending: Promise<(PublishError | number)[]>,
     result: RelayCycleResult,
+    sent: { publisher: ConfirmPublisher; sentAt: number },
   ): Promise<RelayCycleResult> {
     const outcomes = await pending;
     const confirmed = rows.filter((_, i) => typeof outcomes[i] === 'number');
@@ -170,33 +197,34 @@ export class Relay extends EventEmitter<RelayEvents> {
       const outcome = outcomes[i];
       return outcome instanceof PublishError ? [{ row, error: outcome }] : [];
     });
-    if (confirmed.length > 0) {
-      if (this.listenerCount('confirmed') > 0)
-        this.emit(
-          'confirmed',
-          outcomes.filter((o): o is number => typeof o === 'number'),
-        );
-      await this.options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
-      const marked = await runStatement<{ event_id: string; unblocks: boolean }>(this.#pool, this.#sql.markPublished, [
-        this.options.relayId,
-        confirmed.map((row) => row.position),
-      ]);
-      result.unblocked = marked.rows.some((row) => row.unblocks);
-      result.published = marked.rows.length;
-      result.fenced = confirmed.length - result.published;
-      if (result.fenced > 0)
-        this.options.logger.warn(
-          { relayId: this.options.relayId, fenced: result.fenced },
-          'lease lost before marking; another relay re-publishes these events',
-        );
-      if (marked.rows.length > 0)
-        this.emit(
-          'published',
-          marked.rows.map((row) => row.event_id),
-        );
-    }
-    if (rejected.length > 0) await this.#reschedule(rejected, result);
+    if (confirmed.length > 0)
+      await markConfirmed(
+        this.#outcomes,
+        confirmed,
+        outcomes.filter((o): o is number => typeof o === 'number'),
+        result,
+      );
+    if (rejected.length > 0) await this.#settleRejected(rejected, result, sent);
     return result;
+  }
+
+  /**
+   * A publish lost with its connection or channel while the broker blocked it costs no attempt
+   * (the broker judged nothing); every other rejection is an attempt, with backoff. A lost
+   * confirm or channel drops the channel and its connection (only if still the current one: a
+   * newer channel other batches use stays), so no late confirm of a given-up publish is waited on.
+   */
+  async #settleRejected(
+    rejected: RejectedRow[],
+    result: RelayCycleResult,
+    { publisher, sentAt }: { publisher: ConfirmPublisher; sentAt: number },
+  ): Promise<void> {
+    const waited = this.#broker.blockedSince(sentAt);
+    const released = rejected.filter(({ error }) => waited && lostWithConnection(error));
+    const attempted = rejected.filter((rejection) => !released.includes(rejection));
+    if (released.length > 0) await release(this.#outcomes, released);
+    if (attempted.length > 0) await reschedule(this.#outcomes, attempted, result);
+    if (rejected.some(({ error }) => lostWithConnection(error))) await this.#broker.discard(publisher);
   }
 
   /** The confirm latency in ms, or why the broker did not take the event. */
@@ -221,38 +249,6 @@ export class Relay extends EventEmitter<RelayEvents> {
     }
   }
 
-  async #reschedule(rejected: { row: ClaimedRow; error: PublishError }[], result: RelayCycleResult): Promise<void> {
-    const delays = rejected.map(({ row }) => backoffDelay(row.attempts + 1, this.options.backoff));
-    const { rows } = await runStatement<{ event_id: string; status: string; attempts: number }>(
-      this.#pool,
-      this.#sql.reschedule,
-      [
-        this.options.relayId,
-        rejected.map(({ row }) => row.position),
-        // An unencodable row fails for good: keep why (the field and rule, never a value) next to it.
-        rejected.map(({ error }) => (error.reason === 'unencodable' ? `${error.code}: ${error.message}` : error.code)),
-        delays,
-        this.options.maxAttempts,
-        rejected.map(({ error }) => error.reason === 'unencodable'),
-      ],
-    );
-    const reasons = new Map(rejected.map(({ row, error }) => [row.event_id, error.reason]));
-    for (const row of rows) {
-      const info = { eventId: row.event_id, attempts: row.attempts, reason: reasons.get(row.event_id) ?? 'unknown' };
-      if (row.status === 'failed') {
-        result.failed++;
-        this.options.logger.error(info, 'event failed permanently; it stays in the outbox as failed');
-        this.emit('failed', info);
-      } else {
-        result.retried++;
-        this.options.logger.warn(info, 'publish not confirmed; retry scheduled');
-        this.emit('retry', info);
-      }
-    }
-    if (rejected.some(({ error }) => error.reason === 'confirm-timeout' || error.reason === 'channel-closed'))
-      await this.#broker.close();
-  }
-
   /**
    * One claiming loop with up to `concurrency` batches waiting for confirms at once: as soon
    * as a batch is sent, the next claim runs. A finished batch wakes the loop only if its mark
@@ -265,6 +261,11 @@ export class Relay extends EventEmitter<RelayEvents> {
       try {
         if (inFlight.size >= this.options.concurrency) {
           await Promise.race(inFlight);
+          continue;
+        }
+        if (this.#broker.blocked) {
+          // The broker reads nothing from a blocked connection: a claim now would only sit in a lease.
+          await this.#idle.sleep(this.options.pollIntervalMs);
           continue;
         }
         if (!this.#schemaChecked) {
@@ -291,6 +292,8 @@ export class Relay extends EventEmitter<RelayEvents> {
           .finally(() => inFlight.delete(tracked));
         inFlight.add(tracked);
       } catch (err) {
+        // stop() abandoned a connect or channel in progress: that is no failure to report.
+        if (this.#stopping) break;
         failures++;
         const delay = backoffDelay(failures, this.options.reconnectBackoff);
         if (await this.#cycleFailed(err, delay, failures)) await this.#idle.backoff(delay);
@@ -317,8 +320,27 @@ export class Relay extends EventEmitter<RelayEvents> {
     }
     if (this.listenerCount('error') > 0) this.emit('error', (judged.fatal ?? err) as Error);
     // A database hiccup says nothing about the broker: keep the channel other cycles are using.
-    if (judged.failure?.service !== 'PostgreSQL') await this.#broker.close();
+    if (judged.failure?.service !== 'PostgreSQL') await this.#broker.discard();
     return !judged.fatal;
+  }
+
+  #brokerBlocked(reason: string | undefined): void {
+    this.options.logger.warn(
+      { relayId: this.options.relayId, reason: reason ?? 'unknown' },
+      'RabbitMQ blocked the connection (resource alarm): publishing paused, no attempts counted, until it clears',
+    );
+    this.emit('blocked', reason);
+  }
+
+  #brokerUnblocked(): void {
+    // stop() closing a blocked connection ends the block too, but nothing resumes then.
+    if (!this.#stopping)
+      this.options.logger.info(
+        { relayId: this.options.relayId },
+        'RabbitMQ unblocked the connection: publishing resumes',
+      );
+    this.emit('unblocked');
+    this.#idle.wake();
   }
 
   async #checkSchemaOnce(): Promise<void> {

@@ -62,6 +62,16 @@ export const relaySql = perSchema((schema: SchemaRef) => {
         FROM unnest($2::bigint[], $3::text[], $4::double precision[], $6::boolean[]) AS f(position, error, delay_ms, give_up)
        WHERE o.position = f.position AND o.claimed_by = $1 AND o.status = 'pending'
       RETURNING o.event_id, o.status, o.attempts`,
+
+    /**
+     * Gives claims back untouched (attempts, backoff and last_error stay): for publishes that
+     * waited on a blocked broker connection, which judged nothing about the events.
+     */
+    release: `
+      UPDATE ${outbox} o
+         SET claimed_by = NULL, claim_expires_at = NULL
+       WHERE o.position = ANY($2::bigint[]) AND o.claimed_by = $1 AND o.status = 'pending'
+      RETURNING o.event_id`,
   };
 });
 

@@ -17,6 +17,10 @@ export interface RelayEvents {
   confirmed: [latenciesMs: number[]];
   retry: [info: { eventId: string; attempts: number; reason: string }];
   failed: [info: { eventId: string; attempts: number; reason: string }];
+  /** RabbitMQ blocked the relay's connection (a memory or disk alarm; `reason` as the broker gave it): publishing pauses. */
+  blocked: [reason: string | undefined];
+  /** The block ended (the alarm cleared, or the blocked connection went away): publishing resumes. */
+  unblocked: [];
   /** A cycle found nothing to claim; the relay now sleeps until NOTIFY or the poll interval. */
   idle: [];
   error: [err: Error];

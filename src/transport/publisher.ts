@@ -3,6 +3,9 @@ import { PublishError } from '../runtime/errors.js';
 
 interface Pending {
   settle(err: PublishError | null): void;
+  /** Starts (or restarts) the full confirm timeout. */
+  arm(): void;
+  disarm(): void;
 }
 
 /**
@@ -17,9 +20,17 @@ export class ConfirmPublisher {
   readonly #returned = new Map<string, number>();
   readonly #pending = new Set<Pending>();
   #closed = false;
+  #timeoutsHeld = false;
 
-  constructor(channel: ConfirmChannel) {
+  readonly #onConfirmTimeout: (() => void) | undefined;
+
+  /**
+   * `onConfirmTimeout` runs on the first confirm timeout: a channel that let one confirm go
+   * missing is suspect, and its owner should stop sending on it before the next publish.
+   */
+  constructor(channel: ConfirmChannel, onConfirmTimeout?: () => void) {
     this.#channel = channel;
+    this.#onConfirmTimeout = onConfirmTimeout;
     channel.on('return', (message: Message) => this.#noteReturn(message));
     channel.on('close', () => this.#failAll('channel-closed'));
     channel.on('error', () => undefined);
@@ -44,17 +55,26 @@ export class ConfirmPublisher {
     if (this.#closed) throw new PublishError('channel-closed');
     const messageId = options.messageId;
     const result = new Promise<void>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
       const pending: Pending = {
+        // Once settled (a timeout included) it is gone from #pending: a late ack finds nothing to resolve.
         settle: (err) => {
           if (!this.#pending.delete(pending)) return;
-          clearTimeout(timer);
+          pending.disarm();
           if (err) reject(err);
           else resolve();
         },
+        arm: () => {
+          pending.disarm();
+          timer = setTimeout(() => {
+            pending.settle(new PublishError('confirm-timeout', `${timeoutMs} ms`));
+            this.#onConfirmTimeout?.();
+          }, timeoutMs);
+        },
+        disarm: () => clearTimeout(timer),
       };
       this.#pending.add(pending);
-      // Declared after `pending` but read only when it settles, which is always later than this line.
-      const timer = setTimeout(() => pending.settle(new PublishError('confirm-timeout', `${timeoutMs} ms`)), timeoutMs);
+      if (!this.#timeoutsHeld) pending.arm();
       // amqplib buffers when the socket is busy; callers bound the in-flight window by batch size.
       this.#channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err: unknown) => {
         const returns = this.#returned.get(messageId) ?? 0;
@@ -70,11 +90,31 @@ export class ConfirmPublisher {
     return result;
   }
 
+  /**
+   * Stops the confirm timeouts of publishes in flight and of new ones, e.g. while the broker
+   * blocks the connection (a resource alarm): the broker has not refused anything, it only reads
+   * nothing until the alarm clears, and then confirms as usual.
+   */
+  holdTimeouts(): void {
+    this.#timeoutsHeld = true;
+    for (const pending of this.#pending) pending.disarm();
+  }
+
+  /** Gives every publish in flight its full confirm timeout again, from now. */
+  resumeTimeouts(): void {
+    this.#timeoutsHeld = false;
+    for (const pending of this.#pending) pending.arm();
+  }
+
+  /**
+   * Fails every publish in flight with 'channel-closed', then closes the channel. The failures
+   * come first: a closing channel ignores the confirms still on their way, and a broker that
+   * does not answer the close must not leave the publishes waiting.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
-    this.#closed = true;
-    await this.#channel.close().catch(() => undefined);
     this.#failAll('channel-closed');
+    await this.#channel.close().catch(() => undefined);
   }
 
   #noteReturn(message: Message): void {

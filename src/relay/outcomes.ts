@@ -1,0 +1,114 @@
+import type { EventEmitter } from 'node:events';
+import type pg from 'pg';
+import { backoffDelay } from '../runtime/backoff.js';
+import type { PublishError } from '../runtime/errors.js';
+import { runStatement } from '../db/statement.js';
+import type { ResolvedRelayOptions } from './options.js';
+import type { ClaimedRow, relaySql } from './sql.js';
+import type { RelayCycleResult, RelayEvents } from './types.js';
+
+export interface RejectedRow {
+  row: ClaimedRow;
+  error: PublishError;
+}
+
+/** What settling a batch's outcomes needs of its relay. */
+export interface OutcomeContext {
+  pool: pg.Pool;
+  sql: ReturnType<typeof relaySql>;
+  options: ResolvedRelayOptions;
+  events: EventEmitter<RelayEvents>;
+}
+
+/**
+ * Marks what the broker confirmed (and did not return), fenced by the claim: a row another relay
+ * re-claimed after this one's lease ran out is left to it (a duplicate, never a loss).
+ */
+export async function markConfirmed(
+  ctx: OutcomeContext,
+  confirmed: ClaimedRow[],
+  latenciesMs: number[],
+  result: RelayCycleResult,
+): Promise<void> {
+  const { options, events } = ctx;
+  if (events.listenerCount('confirmed') > 0) events.emit('confirmed', latenciesMs);
+  await options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
+  const marked = await runStatement<{ event_id: string; unblocks: boolean }>(ctx.pool, ctx.sql.markPublished, [
+    options.relayId,
+    confirmed.map((row) => row.position),
+  ]);
+  result.unblocked = marked.rows.some((row) => row.unblocks);
+  result.published = marked.rows.length;
+  result.fenced = confirmed.length - result.published;
+  if (result.fenced > 0)
+    options.logger.warn(
+      { relayId: options.relayId, fenced: result.fenced },
+      'lease lost before marking; another relay re-publishes these events',
+    );
+  if (marked.rows.length > 0)
+    events.emit(
+      'published',
+      marked.rows.map((row) => row.event_id),
+    );
+}
+
+/** A publish that failed only because its connection or channel did (not the broker refusing the event). */
+export function lostWithConnection(error: PublishError): boolean {
+  return error.reason === 'confirm-timeout' || error.reason === 'channel-closed';
+}
+
+/**
+ * Rows the broker did not take get their attempt counted, a backoff and the error code (or fail
+ * for good after maxAttempts; an unencodable row at once, with the field and rule).
+ */
+export async function reschedule(
+  ctx: OutcomeContext,
+  rejected: RejectedRow[],
+  result: RelayCycleResult,
+): Promise<void> {
+  const { options } = ctx;
+  const delays = rejected.map(({ row }) => backoffDelay(row.attempts + 1, options.backoff));
+  const { rows } = await runStatement<{ event_id: string; status: string; attempts: number }>(
+    ctx.pool,
+    ctx.sql.reschedule,
+    [
+      options.relayId,
+      rejected.map(({ row }) => row.position),
+      // An unencodable row fails for good: keep why (the field and rule, never a value) next to it.
+      rejected.map(({ error }) => (error.reason === 'unencodable' ? `${error.code}: ${error.message}` : error.code)),
+      delays,
+      options.maxAttempts,
+      rejected.map(({ error }) => error.reason === 'unencodable'),
+    ],
+  );
+  const reasons = new Map(rejected.map(({ row, error }) => [row.event_id, error.reason]));
+  for (const row of rows) {
+    const info = { eventId: row.event_id, attempts: row.attempts, reason: reasons.get(row.event_id) ?? 'unknown' };
+    if (row.status === 'failed') {
+      result.failed++;
+      options.logger.error(info, 'event failed permanently; it stays in the outbox as failed');
+      ctx.events.emit('failed', info);
+    } else {
+      result.retried++;
+      options.logger.warn(info, 'publish not confirmed; retry scheduled');
+      ctx.events.emit('retry', info);
+    }
+  }
+}
+
+/**
+ * Rows whose publish waited on a blocked connection and was then given up (the relay stopped,
+ * the connection went away): the broker judged nothing about them, so they are released for the
+ * next claim as they were, without an attempt, a backoff or an error.
+ */
+export async function release(ctx: OutcomeContext, rejected: RejectedRow[]): Promise<void> {
+  const { rows } = await runStatement<{ event_id: string }>(ctx.pool, ctx.sql.release, [
+    ctx.options.relayId,
+    rejected.map(({ row }) => row.position),
+  ]);
+  if (rows.length > 0)
+    ctx.options.logger.info(
+      { relayId: ctx.options.relayId, released: rows.length },
+      'publishes held up by a blocked broker connection released without counting an attempt',
+    );
+}
