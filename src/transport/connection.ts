@@ -78,6 +78,8 @@ export async function openConnection(
       if (brokers.urls.length > 1)
         logger.debug(failureFields(failure.failure), 'RabbitMQ node refused; trying the next');
       failures.push(failure);
+      // Stopping killed the attempt: the other nodes are not wanted either.
+      if ((socketOptions as { signal?: AbortSignal }).signal?.aborted) break;
     }
   }
   throw failures.find((f) => f instanceof ConnectionConfigError) ?? failures[failures.length - 1]!;
@@ -93,8 +95,10 @@ async function connectTo(
   const target = brokerTarget(url);
   const connection = await amqp.connect(url, connectOptions(name, socketOptions));
   // The reply text can quote a user name; the classified fields say what matters.
-  connection.on('error', (err: Error) =>
-    logger.warn(failureFields(brokerFailure(err, target).failure), 'amqp connection error'),
-  );
+  connection.on('error', (err: Error) => {
+    // Our own stop() killed a stalled socket: not a broker failure worth a warning.
+    if ((err as { code?: unknown }).code === 'ABORT_ERR') return;
+    logger.warn(failureFields(brokerFailure(err, target).failure), 'amqp connection error');
+  });
   return connection;
 }

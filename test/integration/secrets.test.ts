@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import amqp from 'amqplib';
 import { Consumer, Relay, type Logger } from '../../src/index.js';
-import { connectOptions } from '../../src/transport/connection.js';
+import { connectOptions, DEFAULT_CONNECT_TIMEOUT_MS } from '../../src/transport/connection.js';
 import { afterEach, describe, mock, test, waitFor, AMQP_URL, DATABASE_URL } from '../support/rig.js';
 
 const PG_SECRET = 'S3cr3t-Pw-42';
@@ -131,6 +131,7 @@ describe('AMQP socket options (TLS)', () => {
     });
     assert.deepEqual(options, {
       noDelay: true,
+      timeout: DEFAULT_CONNECT_TIMEOUT_MS,
       ca: ['CA PEM'],
       servername: 'broker.internal',
       rejectUnauthorized: true,
