@@ -3,7 +3,8 @@
  * (kit/rabbit-cluster.ts) instead of the shared broker, every worker gets every node's URL, and
  * three more faults take nodes away while producers write: the queue leader's node, any one
  * node (gracefully or with SIGKILL), each restarted a few seconds later. Only one node is ever
- * down: the quorum queue needs two of three, and a fault returns only once its node is back.
+ * down: the quorum queue needs two of three, so a node fault first waits for the last one's node
+ * to be back. The restart itself (tens of seconds on a busy machine) runs while other faults go on.
  */
 import amqp from 'amqplib';
 import { RabbitCluster, type RabbitNode } from '../kit/rabbit-cluster.js';
@@ -32,6 +33,7 @@ export function rotated(urls: readonly string[], offset: number): string[] {
 
 export class ClusterFaults {
   readonly counts: Record<string, number> = {};
+  #restarting: Promise<void> | undefined;
 
   private constructor(
     readonly cluster: RabbitCluster,
@@ -82,11 +84,15 @@ export class ClusterFaults {
     this.counts[`${kind}:${how}`] = (this.counts[`${kind}:${how}`] ?? 0) + 1;
     await this.cluster.stopNode(victim, how);
     await new Promise((resolve) => setTimeout(resolve, downMs));
-    await this.cluster.startNode(victim);
+    this.#restarting = this.cluster
+      .startNode(victim)
+      .catch((err: unknown) => this.log(`${victim.name} did not start: ${(err as Error).message.split('\n')[0]}`))
+      .finally(() => (this.#restarting = undefined));
   }
 
-  /** Starts every node that is not running; called before each node fault and before the final check. */
+  /** Starts every node that is not running (after a restart under way); before each node fault and the final check. */
   async restoreNodes(): Promise<void> {
+    await this.#restarting;
     const up = new Set(this.cluster.running().map((node) => node.name));
     const down = this.cluster.nodes.filter((node) => !up.has(node.name));
     for (const node of down) {
@@ -95,8 +101,10 @@ export class ClusterFaults {
     }
   }
 
-  teardown(): Promise<void> {
-    return this.cluster.teardown();
+  async teardown(): Promise<void> {
+    // A node still booting has no pid file yet: teardown would miss it and leave it running.
+    await this.#restarting;
+    await this.cluster.teardown();
   }
 
   async #leader(): Promise<RabbitNode> {
