@@ -52,6 +52,11 @@ export class ClusterFaults {
     return this.cluster.urls;
   }
 
+  /** Node faults wait while a node is still booting: drawn then, they would only stall the schedule. */
+  deferred(): readonly FaultKind[] {
+    return this.#restarting ? CLUSTER_FAULT_KINDS : [];
+  }
+
   /** A connection to the first node that accepts one, for the injector's own declares and checks. */
   async connect(): Promise<amqp.ChannelModel> {
     let last: unknown;

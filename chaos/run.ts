@@ -567,8 +567,14 @@ async function main(): Promise<number> {
   const end = Date.now() + durationMs;
   while (Date.now() < end) {
     await sleep(between(random, 1_000, 3_000));
-    // A broker restart waits while the last one is recent (it is slow and hits every connection).
-    const kind = nextFault(new Set<FaultKind>(Date.now() - brokerRestartedAt < 30_000 ? ['restart-broker'] : []));
+    // A broker restart waits while the last one is recent (it is slow and hits every connection);
+    // a node fault waits while a node boots.
+    const kind = nextFault(
+      new Set<FaultKind>([
+        ...(Date.now() - brokerRestartedAt < 30_000 ? (['restart-broker'] as const) : []),
+        ...(clusterFaults?.deferred() ?? []),
+      ]),
+    );
     log(`fault ${injected + 1}: ${kind}`);
     try {
       await inject(kind);
