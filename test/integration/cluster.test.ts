@@ -27,14 +27,16 @@ import { after, before, createTestSchema, describe, test, waitFor, type TestData
 
 const BACKOFF = { initialDelayMs: 50, maxDelayMs: 500 };
 const AGGREGATES = ['o1', 'o2', 'o3', 'o4', 'o5', 'o6'];
-// Node stops and restarts take seconds each on a loaded machine; waits are bounded generously.
+// A node's restart takes 10-30 s, and up to two minutes on a machine loaded by other runs: waits and
+// timeouts are bounded generously (they are limits against a hang, not assertions about speed).
 const SLOW = 90_000;
+const TIMEOUT = { timeout: 360_000 };
 
 let cluster: RabbitCluster | undefined;
 
 before(async () => {
   cluster = await RabbitCluster.start();
-});
+}, TIMEOUT);
 
 // The rig runs file-level after hooks even when a test failed, before its leak check.
 after(async () => {
@@ -263,85 +265,93 @@ async function progresses(env: ClusterEnv, more: number, what: string): Promise<
 }
 
 describe('RabbitMQ cluster: failover between nodes', () => {
-  test('relay and consumer keep delivering exactly once while their node is stopped, then killed', async () => {
-    const c = nodes();
-    const env = await clusterEnv();
-    await declare((ch) => declareQuorumQueue(ch, env.exchange, env.queue));
-    const relayLog = new ConnectionLog();
-    const consumerLog = new ConnectionLog();
-    const relay = relayOn(env, c.urls, relayLog);
-    const consumer = consumerOn(env, c.urls, consumerLog);
-    const stopProducing = env.produce(10);
-    try {
-      await consumer.ready();
-      await progresses(env, 20, 'before any fault');
-      const first = consumerLog.node();
-      assert.equal(first, c.nodes[0], 'the first URL is tried first');
-      assert.equal(relayLog.node(), c.nodes[0]);
+  test(
+    'relay and consumer keep delivering exactly once while their node is stopped, then killed',
+    TIMEOUT,
+    async () => {
+      const c = nodes();
+      const env = await clusterEnv();
+      await declare((ch) => declareQuorumQueue(ch, env.exchange, env.queue));
+      const relayLog = new ConnectionLog();
+      const consumerLog = new ConnectionLog();
+      const relay = relayOn(env, c.urls, relayLog);
+      const consumer = consumerOn(env, c.urls, consumerLog);
+      const stopProducing = env.produce(10);
+      try {
+        await consumer.ready();
+        await progresses(env, 20, 'before any fault');
+        const first = consumerLog.node();
+        assert.equal(first, c.nodes[0], 'the first URL is tried first');
+        assert.equal(relayLog.node(), c.nodes[0]);
 
-      await c.stopNode(first!, 'graceful');
-      await waitFor(() => consumerLog.node() !== first && consumerLog.node(), 'the consumer on another node', SLOW);
-      await waitFor(() => relayLog.node() !== first && relayLog.node(), 'the relay on another node', SLOW);
-      await progresses(env, 20, 'after a graceful stop of their node');
-      await c.startNode(first!);
+        await c.stopNode(first!, 'graceful');
+        await waitFor(() => consumerLog.node() !== first && consumerLog.node(), 'the consumer on another node', SLOW);
+        await waitFor(() => relayLog.node() !== first && relayLog.node(), 'the relay on another node', SLOW);
+        await progresses(env, 20, 'after a graceful stop of their node');
+        await c.startNode(first!);
 
-      const second = consumerLog.node()!;
-      const connectionsBefore = consumerLog.connections;
-      await c.stopNode(second, 'kill');
-      await waitFor(
-        () => consumerLog.connections > connectionsBefore && consumerLog.node() !== second,
-        'the consumer reconnected to a surviving node',
-        SLOW,
-      );
-      await progresses(env, 20, 'after kill -9 of their node');
-      await stopProducing();
-      await assertExactlyOnce(env);
-    } finally {
-      await stopProducing();
-      await relay.stop();
-      await consumer.stop();
-      await restoreNodes();
-      await env.close();
-    }
-  });
+        const second = consumerLog.node()!;
+        const connectionsBefore = consumerLog.connections;
+        await c.stopNode(second, 'kill');
+        await waitFor(
+          () => consumerLog.connections > connectionsBefore && consumerLog.node() !== second,
+          'the consumer reconnected to a surviving node',
+          SLOW,
+        );
+        await progresses(env, 20, 'after kill -9 of their node');
+        await stopProducing();
+        await assertExactlyOnce(env);
+      } finally {
+        await stopProducing();
+        await relay.stop();
+        await consumer.stop();
+        await restoreNodes();
+        await env.close();
+      }
+    },
+  );
 
-  test("stopping the quorum queue's leader node: consumption continues after the leader election", async () => {
-    const c = nodes();
-    const env = await clusterEnv();
-    await declare((ch) => declareQuorumQueue(ch, env.exchange, env.queue));
-    const leader = await waitFor(() => c.queueLeader(env.queue), 'the queue to have a leader');
-    // Relay and consumer sit on followers: their connections survive, only the queue's leader moves.
-    const followers = c.urls.filter((url) => url !== leader.url);
-    const consumerLog = new ConnectionLog();
-    const relay = relayOn(env, followers);
-    const consumer = consumerOn(env, followers, consumerLog);
-    try {
-      await consumer.ready();
-      await env.append(30);
-      await waitFor(async () => (await appliedCount(env)) === 30, 'the events before the leader stops', SLOW);
+  test(
+    "stopping the quorum queue's leader node: consumption continues after the leader election",
+    TIMEOUT,
+    async () => {
+      const c = nodes();
+      const env = await clusterEnv();
+      await declare((ch) => declareQuorumQueue(ch, env.exchange, env.queue));
+      const leader = await waitFor(() => c.queueLeader(env.queue), 'the queue to have a leader');
+      // Relay and consumer sit on followers: their connections survive, only the queue's leader moves.
+      const followers = c.urls.filter((url) => url !== leader.url);
+      const consumerLog = new ConnectionLog();
+      const relay = relayOn(env, followers);
+      const consumer = consumerOn(env, followers, consumerLog);
+      try {
+        await consumer.ready();
+        await env.append(30);
+        await waitFor(async () => (await appliedCount(env)) === 30, 'the events before the leader stops', SLOW);
 
-      await c.stopNode(leader, 'graceful');
-      const successor = await waitFor(
-        async () => {
-          const now = await c.queueLeader(env.queue).catch(() => undefined);
-          return now && now !== leader ? now : undefined;
-        },
-        'a new leader elected',
-        SLOW,
-      );
-      assert.notEqual(successor, leader);
-      await env.append(30);
-      await assertExactlyOnce(env);
-      assert.equal(consumerLog.connections, 1, 'the consumer kept its connection: only the leader moved');
-    } finally {
-      await relay.stop();
-      await consumer.stop();
-      await restoreNodes();
-      await env.close();
-    }
-  });
+        await c.stopNode(leader, 'graceful');
+        const successor = await waitFor(
+          async () => {
+            const now = await c.queueLeader(env.queue).catch(() => undefined);
+            return now && now !== leader ? now : undefined;
+          },
+          'a new leader elected',
+          SLOW,
+        );
+        assert.notEqual(successor, leader);
+        await env.append(30);
+        await assertExactlyOnce(env);
+        assert.equal(consumerLog.connections, 1, 'the consumer kept its connection: only the leader moved');
+      } finally {
+        await relay.stop();
+        await consumer.stop();
+        await restoreNodes();
+        await env.close();
+      }
+    },
+  );
 
-  test('partitioned consumers keep single-active-consumer order across the loss of a node', async () => {
+  test('partitioned consumers keep single-active-consumer order across the loss of a node', TIMEOUT, async () => {
     const c = nodes();
     const env = await clusterEnv();
     const queuePrefix = clusterName('cvcl.parts');
@@ -417,7 +427,7 @@ describe('RabbitMQ cluster: failover between nodes', () => {
     }
   });
 
-  test('a restarted node rejoins the cluster and serves relays and consumers again', async () => {
+  test('a restarted node rejoins the cluster and serves relays and consumers again', TIMEOUT, async () => {
     const c = nodes();
     const env = await clusterEnv();
     const node = c.nodes[1]!;
