@@ -20,6 +20,7 @@ import {
   type OutboxEnvelopeRow,
 } from '../src/testing/index.js';
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
+import { ClusterFaults, QUORUM_RETRY_ARGUMENTS, faultKindsFor, isClusterFault, rotated } from './cluster-faults.js';
 import type { WorkerConfig } from './worker.js';
 import { AMQP_URL, DATABASE_URL, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
@@ -34,6 +35,8 @@ const { values: flags } = parseArgs({
     'no-broker-restart': { type: 'boolean', default: false },
     faults: { type: 'string' },
     quorum: { type: 'boolean', default: false },
+    // A 3-node RabbitMQ cluster of spare nodes instead of the shared broker, with node faults (implies --quorum).
+    cluster: { type: 'boolean', default: false },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
   },
@@ -51,14 +54,22 @@ const q = `"${schema}"`;
 const exchange = `chaos.${runId}`;
 const queue = `chaos.${runId}.projection`;
 const random = seededRandom(seed);
-const kinds = flags.faults
-  ? (flags.faults.split(',') as FaultKind[])
-  : FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker'));
+const quorum = flags.quorum || flags.cluster;
+const kinds = faultKindsFor(
+  flags.cluster,
+  flags.faults
+    ? (flags.faults.split(',') as FaultKind[])
+    : FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker')),
+);
 for (const kind of kinds)
   if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
 const nextFault = faultBag(random, kinds);
 const log = (message: string) => process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let clusterFaults: ClusterFaults | undefined;
+/** The injector's own broker connection: the shared broker, or any running node of the cluster. */
+const connectBroker = () => (clusterFaults ? clusterFaults.connect() : amqp.connect(amqpUrl));
 
 const pool = new pg.Pool({ connectionString: databaseUrl, max: 8, application_name: `chaos-${runId}-injector` });
 pool.on('error', () => undefined);
@@ -89,7 +100,7 @@ function worker(role: WorkerConfig['role'], name: string): Worker {
       appName: `chaos-${runId}-${name}`,
       armed: false,
       slowMs: 0,
-      predeclared: flags.quorum,
+      predeclared: quorum,
     },
     child: undefined,
   };
@@ -154,18 +165,22 @@ async function setup(): Promise<void> {
   await pool.query(`CREATE INDEX ON ${q}.chaos_effects (event_id)`);
   await pool.query(`INSERT INTO ${q}.chaos_source (id) SELECT 'o' || i FROM generate_series(1, $1::int) i`, [orders]);
   await pool.query(`INSERT INTO ${q}.chaos_projection (id) SELECT id FROM ${q}.chaos_source`);
-  const connection = await amqp.connect(amqpUrl);
+  const connection = await connectBroker();
   const channel = await connection.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: true });
   // A quorum queue replicates (and survives a node restart) on a cluster; the retry queue stays
   // classic for its per-message TTL. Both are declared here, as the consumer would declare them.
   await channel.assertQueue(queue, {
     durable: true,
-    ...(flags.quorum ? { arguments: { 'x-queue-type': 'quorum' } } : {}),
+    ...(quorum ? { arguments: { 'x-queue-type': 'quorum' } } : {}),
   });
   await channel.assertQueue(`${queue}.retry`, {
     durable: true,
-    arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
+    arguments: {
+      'x-dead-letter-exchange': '',
+      'x-dead-letter-routing-key': queue,
+      ...(flags.cluster ? QUORUM_RETRY_ARGUMENTS : {}),
+    },
   });
   await channel.bindQueue(queue, exchange, '#');
   await connection.close();
@@ -288,11 +303,14 @@ async function inject(kind: FaultKind): Promise<void> {
     }
     case 'bad-message':
       return publishBadMessage();
+    default:
+      if (isClusterFault(kind) && clusterFaults) return clusterFaults.inject(kind);
+      throw new Error(`${kind} needs --cluster`);
   }
 }
 
 function rabbitmqctl(...args: string[]): Promise<string> {
-  return brokerctl(args, 60_000);
+  return clusterFaults ? clusterFaults.ctl(args) : brokerctl(args, 60_000);
 }
 
 async function closeOurConnections(): Promise<void> {
@@ -327,7 +345,7 @@ async function duplicateStorm(count: number): Promise<void> {
        FROM ${q}.outbox WHERE status = 'published' ORDER BY random() LIMIT $1`,
     [count],
   );
-  const connection = await amqp.connect(amqpUrl);
+  const connection = await connectBroker();
   try {
     const channel = await connection.createConfirmChannel();
     const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
@@ -343,7 +361,7 @@ async function duplicateStorm(count: number): Promise<void> {
 
 async function publishBadMessage(): Promise<void> {
   const id = `bad-${injectedBad.length + 1}`;
-  const connection = await amqp.connect(amqpUrl);
+  const connection = await connectBroker();
   try {
     const channel = await connection.createConfirmChannel();
     channel.publish(exchange, 'order.AmountAdded', Buffer.from(`{"eventId":"${id}","payload":`), {
@@ -369,7 +387,7 @@ async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs:
 // ---- quiescence and the check ----
 
 async function queueDepth(): Promise<number> {
-  const connection = await amqp.connect(amqpUrl);
+  const connection = await connectBroker();
   try {
     const channel = await connection.createChannel();
     const main = await channel.checkQueue(queue);
@@ -521,7 +539,9 @@ function reproduction(): string {
 async function cleanup(): Promise<void> {
   producing = false;
   await Promise.all(workers.map(kill));
-  const connection = await connectRabbit().catch(() => undefined);
+  // The cluster goes whole, queues and all; the shared broker keeps running, so the run's names are dropped.
+  const connection = clusterFaults ? undefined : await connectRabbit().catch(() => undefined);
+  await clusterFaults?.teardown().catch((err: unknown) => log(`cluster teardown: ${(err as Error).message}`));
   if (connection) {
     await dropBrokerNames(connection, [queue, exchange]);
     await connection.close().catch(() => undefined);
@@ -533,8 +553,12 @@ async function cleanup(): Promise<void> {
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
   log(
-    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${flags.quorum ? 'quorum' : 'classic durable'}`,
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'}`,
   );
+  if (flags.cluster) {
+    clusterFaults = await ClusterFaults.start(queue, random, log);
+    workers.forEach((w, i) => (w.config.amqpUrl = rotated(clusterFaults!.urls, i)));
+  }
   await setup();
   await Promise.all(workers.map((w) => spawn(w)));
   const producing$ = produce();
@@ -543,8 +567,14 @@ async function main(): Promise<number> {
   const end = Date.now() + durationMs;
   while (Date.now() < end) {
     await sleep(between(random, 1_000, 3_000));
-    // A broker restart waits while the last one is recent (it is slow and hits every connection).
-    const kind = nextFault(new Set<FaultKind>(Date.now() - brokerRestartedAt < 30_000 ? ['restart-broker'] : []));
+    // A broker restart waits while the last one is recent (it is slow and hits every connection);
+    // a node fault waits while a node boots.
+    const kind = nextFault(
+      new Set<FaultKind>([
+        ...(Date.now() - brokerRestartedAt < 30_000 ? (['restart-broker'] as const) : []),
+        ...(clusterFaults?.deferred() ?? []),
+      ]),
+    );
     log(`fault ${injected + 1}: ${kind}`);
     try {
       await inject(kind);
@@ -558,6 +588,7 @@ async function main(): Promise<number> {
   producing = false;
   await producing$;
   log(`faults stop; ${appended} events appended; waiting for quiescence (at most ${quiesceMs / 1000} s)`);
+  await clusterFaults?.restoreNodes();
   await revive();
   const quiet = await waitUntil(settled, quiesceMs);
   if (!quiet) log('no quiescence within the bound: the check below counts what is left as stuck');
@@ -570,6 +601,12 @@ async function main(): Promise<number> {
       .map(([k, n]) => `${k}=${n}`)
       .join(' ')}; deaths at a failpoint: ${failpointDeaths}`,
   );
+  if (clusterFaults)
+    console.log(
+      `node faults by how: ${Object.entries(clusterFaults.counts)
+        .map(([k, n]) => `${k}=${n}`)
+        .join(' ')}`,
+    );
   console.log(
     `details: ${Object.entries(verdict.details)
       .map(([k, n]) => `${k}=${n}`)

@@ -11,9 +11,13 @@ export type FaultKind =
   | 'hold-hot-row-lock'
   | 'duplicate-storm'
   | 'slow-consumer'
-  | 'bad-message';
+  | 'bad-message'
+  // --cluster only (chaos/cluster-faults.ts): a node taken away and restarted.
+  | 'stop-leader-node'
+  | 'stop-minority-node'
+  | 'kill-node';
 
-/** Relative frequency of each fault. A broker restart is the slowest, so it is the rarest. */
+/** Relative frequency of each fault. A broker restart is the slowest, so it is the rarest; node faults only run with --cluster. */
 export const FAULT_WEIGHTS: Record<FaultKind, number> = {
   'kill-relay': 2,
   'kill-consumer': 2,
@@ -26,6 +30,9 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
   'duplicate-storm': 1,
   'slow-consumer': 1,
   'bad-message': 1,
+  'stop-leader-node': 2,
+  'stop-minority-node': 2,
+  'kill-node': 2,
 };
 
 export const FAULT_KINDS = Object.keys(FAULT_WEIGHTS) as FaultKind[];
@@ -47,7 +54,7 @@ export function faultBag(
         random,
       );
     const index = bag.findIndex((kind) => !deferred.has(kind));
-    if (index < 0) return pickFault(random, deferred);
+    if (index < 0) return pickFault(random, deferred, kinds);
     return bag.splice(index, 1)[0]!;
   };
 }
@@ -72,8 +79,16 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-export function pickFault(random: () => number, excluded: ReadonlySet<FaultKind> = new Set()): FaultKind {
-  const entries = (Object.entries(FAULT_WEIGHTS) as [FaultKind, number][]).filter(([kind]) => !excluded.has(kind));
+/** A weighted draw among `kinds` (a run's kinds: never a cluster fault without a cluster) minus `excluded`. */
+export function pickFault(
+  random: () => number,
+  excluded: ReadonlySet<FaultKind> = new Set(),
+  kinds: readonly FaultKind[] = FAULT_KINDS,
+): FaultKind {
+  const ofRun = (Object.entries(FAULT_WEIGHTS) as [FaultKind, number][]).filter(([kind]) => kinds.includes(kind));
+  const allowed = ofRun.filter(([kind]) => !excluded.has(kind));
+  // A run of deferred kinds only (e.g. --faults restart-broker) must still draw something.
+  const entries = allowed.length > 0 ? allowed : ofRun;
   const total = entries.reduce((sum, [, weight]) => sum + weight, 0);
   let roll = random() * total;
   for (const [kind, weight] of entries) {

@@ -23,7 +23,8 @@ export interface WorkerConfig {
   exchange: string;
   queue: string;
   databaseUrl: string;
-  amqpUrl: string;
+  /** One broker URL, or a cluster's node URLs to fail over between. */
+  amqpUrl: string | string[];
   /** application_name of the worker's connections, so the injector can terminate exactly them. */
   appName: string;
   /** Die at the next failpoint. */
