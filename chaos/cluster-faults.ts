@@ -121,14 +121,3 @@ export class ClusterFaults {
     return this.cluster.nodes[between(this.random, 0, this.cluster.nodes.length - 1)]!;
   }
 }
-
-/**
- * The retry queue on a cluster: quorum, so no node's loss holds its copies, and dead-lettering
- * at-least-once (which needs reject-publish), so an expired copy is not dropped while the main
- * queue's leader is moving.
- */
-export const QUORUM_RETRY_ARGUMENTS = {
-  'x-queue-type': 'quorum',
-  'x-dead-letter-strategy': 'at-least-once',
-  'x-overflow': 'reject-publish',
-};

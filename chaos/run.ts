@@ -19,8 +19,9 @@ import {
   DEFAULT_ROUTING_KEY,
   type OutboxEnvelopeRow,
 } from '../src/testing/index.js';
+import { DEFAULT_DELIVERY_LIMIT, deadQueueName, queueSetArguments } from '../src/transport/queue-arguments.js';
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
-import { ClusterFaults, QUORUM_RETRY_ARGUMENTS, faultKindsFor, isClusterFault, rotated } from './cluster-faults.js';
+import { ClusterFaults, faultKindsFor, isClusterFault, rotated } from './cluster-faults.js';
 import type { WorkerConfig } from './worker.js';
 import { AMQP_URL, DATABASE_URL, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
@@ -55,6 +56,7 @@ const exchange = `chaos.${runId}`;
 const queue = `chaos.${runId}.projection`;
 const random = seededRandom(seed);
 const quorum = flags.quorum || flags.cluster;
+const queueType = quorum ? 'quorum' : 'classic';
 const kinds = faultKindsFor(
   flags.cluster,
   flags.faults
@@ -100,7 +102,7 @@ function worker(role: WorkerConfig['role'], name: string): Worker {
       appName: `chaos-${runId}-${name}`,
       armed: false,
       slowMs: 0,
-      predeclared: quorum,
+      queueType,
     },
     child: undefined,
   };
@@ -168,20 +170,13 @@ async function setup(): Promise<void> {
   const connection = await connectBroker();
   const channel = await connection.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: true });
-  // A quorum queue replicates (and survives a node restart) on a cluster; the retry queue stays
-  // classic for its per-message TTL. Both are declared here, as the consumer would declare them.
-  await channel.assertQueue(queue, {
-    durable: true,
-    ...(quorum ? { arguments: { 'x-queue-type': 'quorum' } } : {}),
-  });
-  await channel.assertQueue(`${queue}.retry`, {
-    durable: true,
-    arguments: {
-      'x-dead-letter-exchange': '',
-      'x-dead-letter-routing-key': queue,
-      ...(flags.cluster ? QUORUM_RETRY_ARGUMENTS : {}),
-    },
-  });
+  // Declared as the consumers declare them (they do it again at start): a quorum queue replicates
+  // and survives a node's loss, and with it come the explicit delivery limit, the quorum retry
+  // queue and the dead queue whose messages the consumers quarantine.
+  const args = queueSetArguments(queue, { queueType, deliveryLimit: DEFAULT_DELIVERY_LIMIT });
+  if (args.dead) await channel.assertQueue(deadQueueName(queue), { durable: true, arguments: args.dead });
+  await channel.assertQueue(queue, { durable: true, arguments: args.main });
+  await channel.assertQueue(`${queue}.retry`, { durable: true, arguments: args.retry });
   await channel.bindQueue(queue, exchange, '#');
   await connection.close();
 }
@@ -391,8 +386,10 @@ async function queueDepth(): Promise<number> {
   try {
     const channel = await connection.createChannel();
     const main = await channel.checkQueue(queue);
-    const retry = await channel.checkQueue(`${queue}.retry`).catch(() => ({ messageCount: 0 }));
-    return main.messageCount + retry.messageCount;
+    const retry = await channel.checkQueue(`${queue}.retry`);
+    // A message waiting in the dead queue is neither applied nor yet quarantined: stuck.
+    const dead = queueType === 'quorum' ? await channel.checkQueue(deadQueueName(queue)) : { messageCount: 0 };
+    return main.messageCount + retry.messageCount + dead.messageCount;
   } finally {
     await connection.close().catch(() => undefined);
   }

@@ -31,8 +31,8 @@ export interface WorkerConfig {
   armed: boolean;
   /** Handler delay per event, to build a backlog. */
   slowMs: number;
-  /** The queues were declared by the run (e.g. as a quorum queue); the consumer must not redeclare them. */
-  predeclared: boolean;
+  /** As the run declared the queues; the consumer declares them again (the same arguments) and, for quorum, consumes `<queue>.dead`. */
+  queueType: 'classic' | 'quorum';
 }
 
 const config = JSON.parse(process.env.CHAOS_WORKER ?? '{}') as WorkerConfig;
@@ -90,7 +90,7 @@ function runConsumer(): () => Promise<void> {
     exchange: config.exchange,
     pool,
     schema: config.schema,
-    declare: !config.predeclared,
+    queueType: config.queueType,
     prefetch: 200,
     batchSize: 50,
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },

@@ -1,7 +1,7 @@
 /**
  * `npm run cluster -- start|stop|status [--dir DIR] [--size N]`: a RabbitMQ cluster of spare nodes
  * on this machine (kit/rabbit-cluster.ts), beside the shared broker, for trying failover by hand.
- * `start` prints the AMQP URLs (comma-separated, as CONVERGE_AMQP_URL takes them) and leaves the
+ * `start` prints the AMQP URLs (comma-separated, as AMQP_URL and --amqp-url take them) and leaves the
  * nodes running; `stop` stops them and removes DIR. DIR defaults to .cluster/ in the repository.
  */
 import { existsSync } from 'node:fs';

@@ -2,7 +2,7 @@
  * Several broker addresses on one machine: nodes that refuse or never answer are passed over
  * within the connect timeout, and a client that lost its node reconnects to another. The
  * "nodes" here are TCP proxies in front of the shared broker (the real 3-node cluster runs in
- * cluster.test.ts); what is tested is the address handling, not RabbitMQ's clustering.
+ * test/cluster/failover.test.ts); what is tested is the address handling, not RabbitMQ's clustering.
  */
 import assert from 'node:assert/strict';
 import net from 'node:net';

@@ -2,7 +2,7 @@
  * Failover on a real 3-node RabbitMQ cluster (test/support/cluster-env.ts): a relay and a consumer
  * given every node's URL keep delivering every event exactly once while the node they use is stopped
  * and then killed, and while the quorum queue's leader node stops. Partitioned consumers and a
- * restarted node: cluster-partitions.test.ts (two files, so each stays within the runner's per-file
+ * restarted node: partitions.test.ts (two files, so each stays within the runner's per-file
  * timeout).
  */
 import assert from 'node:assert/strict';
