@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { appendToOutbox, migrate, reconcile, type ReconcileRow } from '../src/index.js';
+import { appendToOutbox, migrate, reconcile, withTransaction, type ReconcileRow } from '../src/index.js';
 import {
   encodeMessage,
   outboxRowToEnvelope,
@@ -23,6 +23,7 @@ import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './
 import type { WorkerConfig } from './worker.js';
 import { AMQP_URL, DATABASE_URL, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
+import { isPgFault, pgMode, PgFaults } from './pg-faults.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -34,6 +35,8 @@ const { values: flags } = parseArgs({
     'no-broker-restart': { type: 'boolean', default: false },
     faults: { type: 'string' },
     quorum: { type: 'boolean', default: false },
+    // shared: the usual server (never restarted); embedded: one of the run's own, with PG restart faults.
+    pg: { type: 'string' },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
   },
@@ -43,7 +46,9 @@ const seed = flags.seed === undefined ? randomBytes(4).readUInt32BE() : Number(f
 const orders = Number(flags.orders);
 const ratePerSecond = Number(flags.rate);
 const quiesceMs = Number(flags['quiesce-timeout']) * 1000;
-const databaseUrl = DATABASE_URL;
+const chosenKinds = flags.faults ? (flags.faults.split(',') as FaultKind[]) : undefined;
+const pgFaults = await PgFaults.start(pgMode(flags.pg, chosenKinds));
+const databaseUrl = pgFaults.server?.url ?? DATABASE_URL;
 const amqpUrl = AMQP_URL;
 const schema = uniqueName('chaos');
 const runId = schema.slice('chaos_'.length);
@@ -51,9 +56,11 @@ const q = `"${schema}"`;
 const exchange = `chaos.${runId}`;
 const queue = `chaos.${runId}.projection`;
 const random = seededRandom(seed);
-const kinds = flags.faults
-  ? (flags.faults.split(',') as FaultKind[])
-  : FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker'));
+const kinds =
+  chosenKinds ??
+  FAULT_KINDS.filter(
+    (k) => !(flags['no-broker-restart'] && k === 'restart-broker') && (pgFaults.server !== undefined || !isPgFault(k)),
+  );
 for (const kind of kinds)
   if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
 const nextFault = faultBag(random, kinds);
@@ -174,11 +181,13 @@ async function setup(): Promise<void> {
 let producing = true;
 let appended = 0;
 
-/** One business change and its event in one transaction; every tenth change of an order is a snapshot. */
+/**
+ * One business change and its event in one transaction; every tenth change of an order is a
+ * snapshot. A failed COMMIT may still have committed: the source row and its event commit
+ * together or not at all, so the check (which reads both from the database) stays exact.
+ */
 async function change(id: string, delta: number): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  await withTransaction(pool, async (client) => {
     const { rows, rowCount } = await client.query<{ version: string; total: string }>(
       `UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`,
       [id, delta],
@@ -198,14 +207,8 @@ async function change(id: string, delta: number): Promise<void> {
       },
       { schema },
     );
-    await client.query('COMMIT');
-    appended++;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
+  appended++;
 }
 
 async function produce(): Promise<void> {
@@ -288,6 +291,9 @@ async function inject(kind: FaultKind): Promise<void> {
     }
     case 'bad-message':
       return publishBadMessage();
+    case 'pg-restart-fast':
+    case 'pg-restart-immediate':
+      return pgFaults.inject(kind, random, log);
   }
 }
 
@@ -305,6 +311,8 @@ async function closeOurConnections(): Promise<void> {
 /** Locks a hot aggregate's projection row: the consumers' batches that touch it wait behind the lock. */
 async function holdHotLock(ms: number): Promise<void> {
   const client = await pool.connect();
+  // A checked-out client has no pool error listener: a PG restart while it waits must not crash the run.
+  client.on('error', () => undefined);
   try {
     await client.query('BEGIN');
     await client.query(
@@ -528,12 +536,13 @@ async function cleanup(): Promise<void> {
   }
   await pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`).catch(() => undefined);
   await pool.end();
+  await pgFaults.stop();
 }
 
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
   log(
-    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${flags.quorum ? 'quorum' : 'classic durable'}`,
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${flags.quorum ? 'quorum' : 'classic durable'} postgres=${pgFaults.server ? `embedded:${pgFaults.server.port}` : 'shared'}`,
   );
   await setup();
   await Promise.all(workers.map((w) => spawn(w)));
@@ -544,7 +553,12 @@ async function main(): Promise<number> {
   while (Date.now() < end) {
     await sleep(between(random, 1_000, 3_000));
     // A broker restart waits while the last one is recent (it is slow and hits every connection).
-    const kind = nextFault(new Set<FaultKind>(Date.now() - brokerRestartedAt < 30_000 ? ['restart-broker'] : []));
+    const kind = nextFault(
+      new Set<FaultKind>([
+        ...(Date.now() - brokerRestartedAt < 30_000 ? ['restart-broker' as const] : []),
+        ...pgFaults.deferred(),
+      ]),
+    );
     log(`fault ${injected + 1}: ${kind}`);
     try {
       await inject(kind);

@@ -11,7 +11,9 @@ export type FaultKind =
   | 'hold-hot-row-lock'
   | 'duplicate-storm'
   | 'slow-consumer'
-  | 'bad-message';
+  | 'bad-message'
+  | 'pg-restart-fast'
+  | 'pg-restart-immediate';
 
 /** Relative frequency of each fault. A broker restart is the slowest, so it is the rarest. */
 export const FAULT_WEIGHTS: Record<FaultKind, number> = {
@@ -26,6 +28,9 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
   'duplicate-storm': 1,
   'slow-consumer': 1,
   'bad-message': 1,
+  // Only with --pg embedded (chaos/pg-faults.ts): the shared server is never restarted.
+  'pg-restart-fast': 1,
+  'pg-restart-immediate': 1,
 };
 
 export const FAULT_KINDS = Object.keys(FAULT_WEIGHTS) as FaultKind[];
@@ -47,7 +52,7 @@ export function faultBag(
         random,
       );
     const index = bag.findIndex((kind) => !deferred.has(kind));
-    if (index < 0) return pickFault(random, deferred);
+    if (index < 0) return pickFault(random, deferred, kinds);
     return bag.splice(index, 1)[0]!;
   };
 }
@@ -72,8 +77,14 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-export function pickFault(random: () => number, excluded: ReadonlySet<FaultKind> = new Set()): FaultKind {
-  const entries = (Object.entries(FAULT_WEIGHTS) as [FaultKind, number][]).filter(([kind]) => !excluded.has(kind));
+/** A fault of `kinds` (never one the run did not choose), weighted, other than `excluded` unless nothing else is left. */
+export function pickFault(
+  random: () => number,
+  excluded: ReadonlySet<FaultKind> = new Set(),
+  kinds: readonly FaultKind[] = FAULT_KINDS,
+): FaultKind {
+  const allowed = kinds.filter((kind) => !excluded.has(kind));
+  const entries = (allowed.length > 0 ? allowed : kinds).map((kind) => [kind, FAULT_WEIGHTS[kind]] as const);
   const total = entries.reduce((sum, [, weight]) => sum + weight, 0);
   let roll = random() * total;
   for (const [kind, weight] of entries) {
