@@ -37,6 +37,8 @@ const { values: flags } = parseArgs({
     quorum: { type: 'boolean', default: false },
     // shared: the usual server (never restarted); embedded: one of the run's own, with PG restart faults.
     pg: { type: 'string' },
+    // Goes on past --duration until each chosen fault kind ran once (a short CI pass on a slow machine).
+    'every-kind': { type: 'boolean', default: false },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
   },
@@ -550,7 +552,7 @@ async function main(): Promise<number> {
   const faults: Record<string, number> = {};
   let injected = 0;
   const end = Date.now() + durationMs;
-  while (Date.now() < end) {
+  while (Date.now() < end || (flags['every-kind'] && kinds.some((kind) => !faults[kind]))) {
     await sleep(between(random, 1_000, 3_000));
     // A broker restart waits while the last one is recent (it is slow and hits every connection).
     const kind = nextFault(
