@@ -79,6 +79,8 @@ function freePort(): Promise<number> {
 export class EmbeddedPostgres {
   readonly url: string;
   readonly port: number;
+  /** The temporary directory (data directory and server log); gone after stop(). */
+  readonly directory: string;
   readonly #dir: string;
   readonly #data: string;
   readonly #bin: Binaries;
@@ -93,6 +95,7 @@ export class EmbeddedPostgres {
 
   private constructor(dir: string, port: number, bin: Binaries, owner: Account) {
     this.#dir = dir;
+    this.directory = dir;
     this.#data = path.join(dir, 'data');
     this.port = port;
     this.#bin = bin;
