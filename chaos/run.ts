@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { appendToOutbox, migrate, reconcile, type ReconcileRow } from '../src/index.js';
+import { appendToOutbox, migrate, reconcile, withTransaction, type ReconcileRow } from '../src/index.js';
 import {
   encodeMessage,
   outboxRowToEnvelope,
@@ -25,6 +25,7 @@ import { ClusterFaults, faultKindsFor, isClusterFault, rotated } from './cluster
 import type { WorkerConfig } from './worker.js';
 import { AMQP_URL, DATABASE_URL, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
+import { isPgFault, pgMode, PgFaults } from './pg-faults.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -38,6 +39,10 @@ const { values: flags } = parseArgs({
     quorum: { type: 'boolean', default: false },
     // A 3-node RabbitMQ cluster of spare nodes instead of the shared broker, with node faults (implies --quorum).
     cluster: { type: 'boolean', default: false },
+    // shared: the usual server (never restarted); embedded: one of the run's own, with PG restart faults.
+    pg: { type: 'string' },
+    // Goes on past --duration until each chosen fault kind ran once (a short CI pass on a slow machine).
+    'every-kind': { type: 'boolean', default: false },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
   },
@@ -47,7 +52,9 @@ const seed = flags.seed === undefined ? randomBytes(4).readUInt32BE() : Number(f
 const orders = Number(flags.orders);
 const ratePerSecond = Number(flags.rate);
 const quiesceMs = Number(flags['quiesce-timeout']) * 1000;
-const databaseUrl = DATABASE_URL;
+const chosenKinds = flags.faults ? (flags.faults.split(',') as FaultKind[]) : undefined;
+const pgFaults = await PgFaults.start(pgMode(flags.pg, chosenKinds));
+const databaseUrl = pgFaults.server?.url ?? DATABASE_URL;
 const amqpUrl = AMQP_URL;
 const schema = uniqueName('chaos');
 const runId = schema.slice('chaos_'.length);
@@ -59,9 +66,11 @@ const quorum = flags.quorum || flags.cluster;
 const queueType = quorum ? 'quorum' : 'classic';
 const kinds = faultKindsFor(
   flags.cluster,
-  flags.faults
-    ? (flags.faults.split(',') as FaultKind[])
-    : FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker')),
+  chosenKinds ??
+    FAULT_KINDS.filter(
+      (k) =>
+        !(flags['no-broker-restart'] && k === 'restart-broker') && (pgFaults.server !== undefined || !isPgFault(k)),
+    ),
 );
 for (const kind of kinds)
   if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
@@ -184,11 +193,13 @@ async function setup(): Promise<void> {
 let producing = true;
 let appended = 0;
 
-/** One business change and its event in one transaction; every tenth change of an order is a snapshot. */
+/**
+ * One business change and its event in one transaction; every tenth change of an order is a
+ * snapshot. A failed COMMIT may still have committed: the source row and its event commit
+ * together or not at all, so the check (which reads both from the database) stays exact.
+ */
 async function change(id: string, delta: number): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  await withTransaction(pool, async (client) => {
     const { rows, rowCount } = await client.query<{ version: string; total: string }>(
       `UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`,
       [id, delta],
@@ -208,14 +219,8 @@ async function change(id: string, delta: number): Promise<void> {
       },
       { schema },
     );
-    await client.query('COMMIT');
-    appended++;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
+  appended++;
 }
 
 async function produce(): Promise<void> {
@@ -298,6 +303,9 @@ async function inject(kind: FaultKind): Promise<void> {
     }
     case 'bad-message':
       return publishBadMessage();
+    case 'pg-restart-fast':
+    case 'pg-restart-immediate':
+      return pgFaults.inject(kind, random, log);
     default:
       if (isClusterFault(kind) && clusterFaults) return clusterFaults.inject(kind);
       throw new Error(`${kind} needs --cluster`);
@@ -318,6 +326,8 @@ async function closeOurConnections(): Promise<void> {
 /** Locks a hot aggregate's projection row: the consumers' batches that touch it wait behind the lock. */
 async function holdHotLock(ms: number): Promise<void> {
   const client = await pool.connect();
+  // A checked-out client has no pool error listener: a PG restart while it waits must not crash the run.
+  client.on('error', () => undefined);
   try {
     await client.query('BEGIN');
     await client.query(
@@ -545,12 +555,13 @@ async function cleanup(): Promise<void> {
   }
   await pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`).catch(() => undefined);
   await pool.end();
+  await pgFaults.stop();
 }
 
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
   log(
-    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'}`,
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${pgFaults.server ? `embedded:${pgFaults.server.port}` : 'shared'}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
   );
   if (flags.cluster) {
     clusterFaults = await ClusterFaults.start(queue, random, log);
@@ -562,14 +573,15 @@ async function main(): Promise<number> {
   const faults: Record<string, number> = {};
   let injected = 0;
   const end = Date.now() + durationMs;
-  while (Date.now() < end) {
+  while (Date.now() < end || (flags['every-kind'] && kinds.some((kind) => !faults[kind]))) {
     await sleep(between(random, 1_000, 3_000));
     // A broker restart waits while the last one is recent (it is slow and hits every connection);
-    // a node fault waits while a node boots.
+    // a node fault waits while a node boots, a PG restart while the last one is recent.
     const kind = nextFault(
       new Set<FaultKind>([
         ...(Date.now() - brokerRestartedAt < 30_000 ? (['restart-broker'] as const) : []),
         ...(clusterFaults?.deferred() ?? []),
+        ...pgFaults.deferred(),
       ]),
     );
     log(`fault ${injected + 1}: ${kind}`);

@@ -15,7 +15,10 @@ export type FaultKind =
   // --cluster only (chaos/cluster-faults.ts): a node taken away and restarted.
   | 'stop-leader-node'
   | 'stop-minority-node'
-  | 'kill-node';
+  | 'kill-node'
+  // --pg embedded only (chaos/pg-faults.ts): the run's own PostgreSQL restarted.
+  | 'pg-restart-fast'
+  | 'pg-restart-immediate';
 
 /** Relative frequency of each fault. A broker restart is the slowest, so it is the rarest; node faults only run with --cluster. */
 export const FAULT_WEIGHTS: Record<FaultKind, number> = {
@@ -33,6 +36,9 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
   'stop-leader-node': 2,
   'stop-minority-node': 2,
   'kill-node': 2,
+  // Only with --pg embedded (chaos/pg-faults.ts): the shared server is never restarted.
+  'pg-restart-fast': 1,
+  'pg-restart-immediate': 1,
 };
 
 export const FAULT_KINDS = Object.keys(FAULT_WEIGHTS) as FaultKind[];
@@ -79,16 +85,14 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-/** A weighted draw among `kinds` (a run's kinds: never a cluster fault without a cluster) minus `excluded`. */
+/** A weighted draw among `kinds` (a run's kinds: never a cluster or PG fault the run cannot inject) minus `excluded`. */
 export function pickFault(
   random: () => number,
   excluded: ReadonlySet<FaultKind> = new Set(),
   kinds: readonly FaultKind[] = FAULT_KINDS,
 ): FaultKind {
-  const ofRun = (Object.entries(FAULT_WEIGHTS) as [FaultKind, number][]).filter(([kind]) => kinds.includes(kind));
-  const allowed = ofRun.filter(([kind]) => !excluded.has(kind));
-  // A run of deferred kinds only (e.g. --faults restart-broker) must still draw something.
-  const entries = allowed.length > 0 ? allowed : ofRun;
+  const allowed = kinds.filter((kind) => !excluded.has(kind));
+  const entries = (allowed.length > 0 ? allowed : kinds).map((kind) => [kind, FAULT_WEIGHTS[kind]] as const);
   const total = entries.reduce((sum, [, weight]) => sum + weight, 0);
   let roll = random() * total;
   for (const [kind, weight] of entries) {

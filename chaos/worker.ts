@@ -42,6 +42,8 @@ const pool = new pg.Pool({ connectionString: config.databaseUrl, application_nam
 pool.on('error', () => undefined);
 
 const stop = config.role === 'relay' ? runRelay() : runConsumer();
+// The run died without cleaning up (a crash, kill -9): an orphaned worker would keep consuming forever.
+process.once('disconnect', () => process.exit(1));
 process.once('SIGTERM', () => {
   void stop()
     .then(() => pool.end())

@@ -122,8 +122,10 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
       settlements[index] = settlement;
     for (const candidate of later)
       settlements[candidate.index] = (await this.#processCandidates([candidate])).get(candidate.index)!;
-    const applied = [...candidates, ...later].filter((c) => isApplied(settlements[c.index]));
-    await this.#buffer?.drainAfter(applied.map((c) => c.envelope));
+    // A duplicate's version was reached before, maybe by a delivery whose drain failed after its
+    // commit (the database went away, the batch came back): nothing else would drain what it left parked.
+    const reached = [...candidates, ...later].filter((c) => reachedVersion(settlements[c.index]));
+    await this.#buffer?.drainAfter(reached.map((c) => c.envelope));
     return settlements;
   }
 
@@ -345,6 +347,6 @@ interface Failed {
   parked?: boolean;
 }
 
-function isApplied(settlement: Settlement | undefined): boolean {
-  return settlement?.action === 'ack' && settlement.outcome === 'applied';
+function reachedVersion(settlement: Settlement | undefined): boolean {
+  return settlement?.action === 'ack' && (settlement.outcome === 'applied' || settlement.outcome === 'duplicate');
 }

