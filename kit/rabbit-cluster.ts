@@ -12,10 +12,10 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from './ports.js';
 
 const run = promisify(execFile);
 const SBIN = '/usr/lib/rabbitmq/bin';
@@ -48,17 +48,6 @@ export interface StartOptions {
 function command(name: 'rabbitmq-server' | 'rabbitmqctl' | 'rabbitmq-queues'): string {
   const direct = path.join(SBIN, name);
   return existsSync(direct) ? direct : name;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export class RabbitCluster {

@@ -5,10 +5,10 @@
  * test/cluster/failover.test.ts); what is tested is the address handling, not RabbitMQ's clustering.
  */
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { appendToOutbox, silentLogger, startRelay, withTransaction, type Logger } from '../../src/index.js';
 import { openConnection } from '../../src/transport/connection.js';
 import { ServiceUnavailableError } from '../../src/runtime/errors.js';
+import { freePort } from '../../kit/ports.js';
 import { TcpProxy } from '../../kit/tcp-proxy.js';
 import {
   after,
@@ -28,10 +28,7 @@ const target = { host: broker.hostname, port: Number(broker.port || 5672) };
 let closedPortUrl: string;
 
 before(async () => {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
+  const port = await freePort();
   const url = new URL(AMQP_URL);
   url.hostname = '127.0.0.1';
   url.port = String(port);
