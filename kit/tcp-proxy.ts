@@ -44,6 +44,12 @@ export class TcpProxy {
     return proxy;
   }
 
+  /** A proxy in front of the service a URL names (`amqp://…`, `postgres://…`); `defaultPort` when it names none. */
+  static inFrontOf(url: string, defaultPort: number): Promise<TcpProxy> {
+    const parsed = new URL(url);
+    return TcpProxy.start({ host: parsed.hostname, port: Number(parsed.port || defaultPort) });
+  }
+
   get port(): number {
     return (this.#server.address() as net.AddressInfo).port;
   }

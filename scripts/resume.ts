@@ -77,8 +77,7 @@ interface RunResult {
 }
 
 async function run(): Promise<RunResult> {
-  const broker = new URL(AMQP_URL);
-  const proxy = await TcpProxy.start({ host: broker.hostname, port: Number(broker.port || 5672) });
+  const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
   const pool = await connectPostgres(8);
   const admin = await connectRabbit();
   const schema = uniqueName('cvr_resume');

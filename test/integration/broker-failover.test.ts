@@ -23,8 +23,6 @@ import {
   type TestDatabase,
 } from '../support/rig.js';
 
-const broker = new URL(AMQP_URL);
-const target = { host: broker.hostname, port: Number(broker.port || 5672) };
 let closedPortUrl: string;
 
 before(async () => {
@@ -45,7 +43,7 @@ function recordingLogger(): Logger & { lines: { level: string; msg: string; fiel
 }
 
 test('a refused node and a silent node are passed over; the connection lands on the node that answers', async () => {
-  const silent = await TcpProxy.start(target);
+  const silent = await TcpProxy.inFrontOf(AMQP_URL, 5672);
   silent.blackhole();
   const logger = recordingLogger();
   try {
@@ -58,7 +56,8 @@ test('a refused node and a silent node are passed over; the connection lands on 
     );
     await connection.close();
     const connected = logger.lines.find((line) => line.msg === 'connected to RabbitMQ');
-    assert.deepEqual(connected?.fields, { broker: `${target.host}:${target.port}` });
+    const broker = new URL(AMQP_URL);
+    assert.deepEqual(connected?.fields, { broker: `${broker.hostname}:${broker.port || 5672}` });
     assert.equal(logger.lines.filter((line) => line.msg.startsWith('RabbitMQ node refused')).length, 2);
   } finally {
     await silent.close();
@@ -88,8 +87,8 @@ after(async () => {
 });
 
 test('a relay whose node goes away publishes through the next node', async () => {
-  const nodeA = await TcpProxy.start(target);
-  const nodeB = await TcpProxy.start(target);
+  const nodeA = await TcpProxy.inFrontOf(AMQP_URL, 5672);
+  const nodeB = await TcpProxy.inFrontOf(AMQP_URL, 5672);
   const exchange = uniqueName('cvt_fo_x');
   const queue = uniqueName('cvt_fo_q');
   const admin = await connectRabbit();

@@ -246,8 +246,7 @@ describe('consumer with queueType quorum', () => {
 
   test('a dead message waits, unacknowledged, while the database is down, and is quarantined once it is back', async () => {
     await withEnv(async (env) => {
-      const target = new URL(DATABASE_URL);
-      const proxy = await TcpProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+      const proxy = await TcpProxy.inFrontOf(DATABASE_URL, 5432);
       const logger = capturingLogger();
       const consumer = env.start({
         queueType: 'quorum',

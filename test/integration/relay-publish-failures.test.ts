@@ -268,8 +268,7 @@ describe('relay publish failures', () => {
   });
 
   test('a confirm timeout marks nothing; once replies flow again every event is published in order', async () => {
-    const broker = new URL(AMQP_URL);
-    const proxy = await TcpProxy.start({ host: broker.hostname, port: Number(broker.port || 5672) });
+    const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
     try {
       await withEnv(async (env) => {
         const queue = await queueIn(env);
@@ -337,8 +336,7 @@ describe('relay publish failures', () => {
   });
 
   test('a confirm that arrives after its timeout does not resolve the publish it timed out', async () => {
-    const broker = new URL(AMQP_URL);
-    const proxy = await TcpProxy.start({ host: broker.hostname, port: Number(broker.port || 5672) });
+    const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
     const connection = await amqp.connect(proxy.url(AMQP_URL));
     connection.on('error', () => undefined);
     try {

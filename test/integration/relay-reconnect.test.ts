@@ -31,8 +31,7 @@ async function withProxiedRelay(
     append: (n: number) => Promise<void>;
   }) => Promise<void>,
 ): Promise<void> {
-  const broker = new URL(AMQP_URL);
-  const proxy = await TcpProxy.start({ host: broker.hostname, port: Number(broker.port || 5672) });
+  const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
   const db = await createTestSchema('cvt_rr');
   const exchange = uniqueName('cvt_rr_x');
   const queue = uniqueName('cvt_rr_q');

@@ -34,8 +34,7 @@ import { TcpProxy } from '../../kit/tcp-proxy.js';
 const STOP_TEST = { timeout: 60_000 };
 
 async function withProxy(work: (proxy: TcpProxy) => Promise<void>): Promise<void> {
-  const broker = new URL(AMQP_URL);
-  const proxy = await TcpProxy.start({ host: broker.hostname, port: Number(broker.port || 5672) });
+  const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
   try {
     await work(proxy);
   } finally {
