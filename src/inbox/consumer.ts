@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
-import type pg from 'pg';
 import type { ConsumeMessage } from 'amqplib';
+import type pg from 'pg';
 import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
@@ -9,14 +9,13 @@ import { Readiness } from '../runtime/readiness.js';
 import { BrokerAddresses } from '../transport/broker-addresses.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
-import { assertBrokerUrl, brokerFailure, openConnection } from '../transport/connection.js';
-import { ConfirmPublisher } from '../transport/publisher.js';
-import { CLOSE_GRACE_MS, SocketSwitch, closeWithin, withinDeadline } from '../transport/socket-control.js';
+import { brokerFailure, openConnection } from '../transport/connection.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
 import { declareQueues, parkForRetry } from './retry-copy.js';
 import { DeadLetterIntake } from './dead-letter.js';
+import { SessionBroker } from './session-broker.js';
 import { SettlementReport } from './settlement-report.js';
 import { DeliveryProcessor, ProcessorSetup } from './processor.js';
 import type { AggregateRef, ConsumerEvents, ConsumerStats, DrainedEvent, Settlement } from './types.js';
@@ -38,12 +37,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly #processor: DeliveryProcessor;
   readonly #idle = new Idle();
   readonly #brokers: BrokerAddresses;
-  #connection: amqp.ChannelModel | undefined;
-  /** Kills the socket of the session's connection: stop() must not wait on a broker that does not answer. */
-  #socket: SocketSwitch | undefined;
-  #channel: amqp.Channel | undefined;
-  #retryPublisher: ConfirmPublisher | undefined;
-  #deadLetters: DeadLetterIntake | undefined;
+  #broker: SessionBroker | undefined;
   #consumerTag: string | undefined;
   #buffer: ConsumeMessage[] = [];
   #pumping = false;
@@ -64,7 +58,6 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     super();
     // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
-    assertBrokerUrl(this.options.amqpUrl);
     this.#brokers = new BrokerAddresses(this.options.amqpUrl);
     this.#processor = new DeliveryProcessor(
       new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
@@ -129,7 +122,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.#idle.close();
     this.#sessionEnded?.();
     // Not subscribed yet (connecting, declaring): nothing to finish, and the broker may never answer.
-    if (this.#consumerTag === undefined) this.#socket?.kill();
+    if (this.#consumerTag === undefined) this.#broker?.socket.kill();
     await this.#loop;
     this.#removeSignals?.();
     await this.#processor.close();
@@ -173,20 +166,20 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   /** One connection's lifetime: declare, subscribe, then wait for the connection to end or stop(). */
   async #session(onConnected: () => void): Promise<void> {
     const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
-    this.#socket = new SocketSwitch();
-    const connection = await openConnection(
+    const broker = new SessionBroker();
+    this.#broker = broker;
+    broker.connection = await openConnection(
       this.#brokers,
       `converge-consumer ${this.options.queue}`,
       this.options.logger,
       () => this.#sessionEnded?.(),
-      this.#socket.socketOptions(this.options.amqpSocketOptions),
+      broker.socket.socketOptions(this.options.amqpSocketOptions),
     );
-    this.#connection = connection;
     if (!this.#schemaChecked) {
       await checkSchema(this.pool, this.options.schema);
       this.#schemaChecked = true;
     }
-    await this.#subscribe(connection).catch((err: unknown) => {
+    await this.#subscribe(broker, broker.connection).catch((err: unknown) => {
       throw brokerFailure(err, this.#brokers.target);
     });
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
@@ -197,14 +190,13 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     await ended;
   }
 
-  async #subscribe(connection: amqp.ChannelModel): Promise<void> {
-    const channel = await connection.createChannel();
-    channel.on('error', (err: Error) => this.options.logger.warn(describeError(err), 'consumer channel error'));
-    channel.on('close', () => this.#sessionEnded?.());
-    this.#channel = channel;
-    this.#retryPublisher = new ConfirmPublisher(await connection.createConfirmChannel());
+  async #subscribe(broker: SessionBroker, connection: amqp.ChannelModel): Promise<void> {
+    const channel = await broker.openChannels(connection, {
+      error: (err) => this.options.logger.warn(describeError(err), 'consumer channel error'),
+      close: () => this.#sessionEnded?.(),
+    });
     if (this.options.declare) await declareQueues(channel, this.options);
-    await this.#openDeadLetters(connection);
+    broker.deadLetters = await this.#openDeadLetters(connection);
     await channel.prefetch(this.options.prefetch);
     this.#buffer = [];
     // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
@@ -231,9 +223,9 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   }
 
   /** queueType 'quorum': what the broker dead-lettered past the delivery limit is quarantined (dead-letter.ts). */
-  async #openDeadLetters(connection: amqp.ChannelModel): Promise<void> {
-    if (!this.options.deadQueue) return;
-    this.#deadLetters = await DeadLetterIntake.open(connection, this.options.deadQueue, this.options, this.pool, {
+  async #openDeadLetters(connection: amqp.ChannelModel): Promise<DeadLetterIntake | undefined> {
+    if (!this.options.deadQueue) return undefined;
+    return DeadLetterIntake.open(connection, this.options.deadQueue, this.options, this.pool, {
       onQuarantined: (settlement) => this.#report.settled(settlement),
       onLost: () => this.#sessionEnded?.(),
     });
@@ -291,7 +283,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       messages.map(async (message, i) => {
         const settlement = settlements[i]!;
         return settlement.action === 'retry'
-          ? parkForRetry(this.#retryPublisher, this.options, message, settlement)
+          ? parkForRetry(this.#broker?.retryPublisher, this.options, message, settlement)
           : true;
       }),
     );
@@ -319,7 +311,10 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
         continue;
       }
       this.#report.retried();
-      if (settlement.eventId !== null && (await parkForRetry(this.#retryPublisher, this.options, delivery, settlement)))
+      if (
+        settlement.eventId !== null &&
+        (await parkForRetry(this.#broker?.retryPublisher, this.options, delivery, settlement))
+      )
         handedBack.push(settlement.eventId);
     }
     return handedBack;
@@ -328,12 +323,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   async #closeSession(): Promise<void> {
     this.#sessionEnded = undefined;
     // Stop new deliveries first, then let the ones already taken commit and ack.
-    if (this.#channel && this.#consumerTag)
-      await withinDeadline(
-        this.#channel.cancel(this.#consumerTag),
-        CLOSE_GRACE_MS,
-        () => new Error('no cancel-ok'),
-      ).catch(() => undefined);
+    if (this.#consumerTag) await this.#broker?.cancel(this.#consumerTag);
     this.#consumerTag = undefined;
     // Deliveries not yet started go back to the queue when the channel closes.
     this.#buffer.length = 0;
@@ -342,22 +332,9 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       settledUpTo = this.#inFlight;
       await settledUpTo;
     } while (settledUpTo !== this.#inFlight);
-    await this.#deadLetters?.close();
-    this.#deadLetters = undefined;
-    const connection = this.#connection;
-    const retryPublisher = this.#retryPublisher;
-    const socket = this.#socket;
-    this.#connection = undefined;
-    this.#channel = undefined;
-    this.#retryPublisher = undefined;
-    this.#socket = undefined;
-    if (connection)
-      await closeWithin(
-        connection,
-        () => retryPublisher?.close() ?? Promise.resolve(),
-        () => socket?.kill(),
-      );
-    else socket?.kill();
+    const broker = this.#broker;
+    this.#broker = undefined;
+    await broker?.close();
   }
 }
 

@@ -158,11 +158,7 @@ export class BrokerLink {
       this.#unblock();
     }
     const closing = connection
-      ? closeWithin(
-          connection,
-          () => current?.close() ?? Promise.resolve(),
-          () => socket?.kill(),
-        )
+      ? closeWithin(connection, current, () => socket?.kill())
       : (current?.close() ?? Promise.resolve());
     this.#closing.add(closing);
     return closing.finally(() => this.#closing.delete(closing));

@@ -8,7 +8,6 @@ import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
 import type { ConnectionTarget } from '../runtime/connection-target.js';
-import { assertBrokerUrl } from '../transport/connection.js';
 import { checkSchema } from '../schema/migrate.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
@@ -59,7 +58,6 @@ export class Relay extends EventEmitter<RelayEvents> {
   constructor(options: RelayOptions = {}) {
     super();
     this.options = resolveRelayOptions(options);
-    assertBrokerUrl(this.options.amqpUrl);
     this.#readiness = new Readiness(`relay ${this.options.relayId}`);
     this.#broker = new BrokerLink(this.options, {
       blocked: (reason) => this.#brokerBlocked(reason),

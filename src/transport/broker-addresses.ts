@@ -1,4 +1,6 @@
+import { checkBrokerUrl } from '../runtime/connection-failure.js';
 import { brokerTarget, type ConnectionTarget } from '../runtime/connection-target.js';
+import { ConnectionConfigError } from '../runtime/errors.js';
 
 /**
  * The RabbitMQ nodes a relay or consumer may connect to, in the order to try them. One URL is a
@@ -10,9 +12,14 @@ export class BrokerAddresses {
   readonly urls: readonly string[];
   #first = 0;
 
+  /** Throws ConnectionConfigError (CONVERGE_BROKER_URL_INVALID) for a URL amqplib cannot use, e.g. an http:// one. */
   constructor(urls: string | readonly string[]) {
     this.urls = typeof urls === 'string' ? [urls] : [...urls];
     if (this.urls.length === 0) throw new RangeError('at least one broker URL is required');
+    for (const url of this.urls) {
+      const failure = checkBrokerUrl(url);
+      if (failure) throw new ConnectionConfigError(failure);
+    }
   }
 
   /** Every URL once, starting with the preferred one. */

@@ -1,6 +1,6 @@
 import amqp from 'amqplib';
 import { ConnectionConfigError, ServiceUnavailableError, connectionError } from '../runtime/errors.js';
-import { checkBrokerUrl, classifyBrokerError, failureFields, unknownFailure } from '../runtime/connection-failure.js';
+import { classifyBrokerError, failureFields, unknownFailure } from '../runtime/connection-failure.js';
 import { brokerTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import type { Logger } from '../runtime/logger.js';
 import { BrokerAddresses } from './broker-addresses.js';
@@ -27,14 +27,6 @@ export function connectOptions(name: string, socketOptions: AmqpSocketOptions = 
     ...socketOptions,
     clientProperties: { ...socketOptions.clientProperties, connection_name: name },
   };
-}
-
-/** Throws ConnectionConfigError (CONVERGE_BROKER_URL_INVALID) for a URL amqplib cannot use, e.g. an http:// one. */
-export function assertBrokerUrl(urls: string | readonly string[]): void {
-  for (const url of typeof urls === 'string' ? [urls] : urls) {
-    const failure = checkBrokerUrl(url);
-    if (failure) throw new ConnectionConfigError(failure);
-  }
 }
 
 /**
@@ -91,7 +83,6 @@ async function connectTo(
   logger: Logger,
   socketOptions: AmqpSocketOptions,
 ): Promise<amqp.ChannelModel> {
-  assertBrokerUrl(url);
   const target = brokerTarget(url);
   const connection = await amqp.connect(url, connectOptions(name, socketOptions));
   // The reply text can quote a user name; the classified fields say what matters.

@@ -26,20 +26,20 @@ export class SocketSwitch {
 }
 
 /**
- * Closes `channels` and then `connection` the polite way, but destroys the socket (`kill`) if the
- * broker has not answered after `graceMs`: a close-ok that never comes (a stalled connection, a
- * broker that stopped reading) must not hold up a reconnect or a stop().
+ * Closes `channel` (if any) and then `connection` the polite way, but destroys the socket (`kill`)
+ * if the broker has not answered after `graceMs`: a close-ok that never comes (a stalled
+ * connection, a broker that stopped reading) must not hold up a reconnect or a stop().
  */
 export async function closeWithin(
   connection: amqp.ChannelModel,
-  channels: () => Promise<void>,
+  channel: { close(): Promise<void> } | undefined,
   kill: () => void,
   graceMs = CLOSE_GRACE_MS,
 ): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const ended = new Promise<void>((resolve) => connection.once('close', () => resolve()));
   const polite = (async () => {
-    await channels().catch(() => undefined);
+    await channel?.close().catch(() => undefined);
     await connection.close().catch(() => undefined);
   })();
   const impatient = new Promise<void>((resolve) => {
