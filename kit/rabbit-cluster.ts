@@ -126,6 +126,9 @@ export class RabbitCluster {
         code === 0 ? resolve() : reject(new Error(`rabbitmq-server -detached for ${node.name} exited with ${code}`)),
       );
     });
+    // `rabbitmqctl wait` fails at once (garbage_in_pid_file) if it reads the file while the
+    // detached server is still writing it: wait for a whole pid first.
+    await this.#waitForPid(node, 90_000);
     await this.ctl(node, ['wait', this.#pidFile(node), '--timeout', '90'], { timeoutMs: 100_000 });
     await this.ctl(node, ['await_startup'], { timeoutMs: 100_000 });
     this.#log(`${node.name} up in ${Date.now() - started} ms`);
@@ -231,6 +234,14 @@ export class RabbitCluster {
 
   #configFile(node: RabbitNode): string {
     return path.join(this.dir, `${this.#short(node)}.conf`);
+  }
+
+  async #waitForPid(node: RabbitNode, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#pid(node) === undefined) {
+      if (Date.now() > deadline) throw new Error(`${node.name} wrote no pid to ${this.#pidFile(node)} in ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 
   #pidFile(node: RabbitNode): string {
