@@ -28,7 +28,7 @@ export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 
 // Publishing: the relay
 export { Relay, startRelay } from './relay/index.js';
-export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents } from './relay/index.js';
+export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents, RelayRetryInfo } from './relay/index.js';
 
 // Consuming: the consumer and its topology
 export { Consumer, startConsumer, startPartitionedConsumers, readGaps } from './inbox/index.js';

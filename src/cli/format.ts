@@ -31,13 +31,14 @@ export function rate(value: number): string {
 export function outboxTable(rows: OutboxRow[]): string {
   if (rows.length === 0) return 'no rows';
   return table(
-    ['event_id', 'aggregate', 'version', 'type', 'attempts', 'last_error', 'age'],
+    ['event_id', 'aggregate', 'version', 'type', 'attempts', 'broker_retries', 'last_error', 'age'],
     rows.map((r) => [
       r.eventId,
       `${r.aggregateType}/${r.aggregateId}`,
       String(r.aggregateVersion),
       r.eventType,
       String(r.attempts),
+      String(r.brokerRetries),
       r.lastError ?? '',
       `${r.ageSeconds.toFixed(0)} s`,
     ]),

@@ -182,7 +182,8 @@ function outboxFindings(facts: PipelineFacts): Finding[] {
       severity: 'stalled',
       stage: 'relay',
       evidence: `${outbox.failed} event(s) reached the relay's attempt limit; later versions of their aggregates wait behind them`,
-      lookAt: 'converge outbox list --failed (last_error: unroutable, nacked, unencodable)',
+      lookAt:
+        'converge outbox list --failed (last_error: CONVERGE_PUBLISH_RETURNED = unroutable, CONVERGE_PUBLISH_UNENCODABLE)',
       recovered: 'converge outbox retry publishes them; the failed count is 0',
     });
   }

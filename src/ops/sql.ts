@@ -81,7 +81,7 @@ export const opsSql = perSchema((schema: SchemaRef) => {
       SELECT (SELECT count(*) FROM deleted)::int AS compacted, (SELECT count(*) FROM marked)::int AS watermarks`,
     /** Outbox rows in status $1, oldest first, $2 at most: what a person needs to decide, without payloads. */
     listOutbox: `
-      SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, status, attempts, last_error,
+      SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, status, attempts, broker_retries, last_error,
              occurred_at, EXTRACT(EPOCH FROM now() - occurred_at) AS age_seconds
         FROM ${schema.quoted}.outbox WHERE status = $1 ORDER BY position LIMIT $2`,
     /**
@@ -137,7 +137,7 @@ export const opsSql = perSchema((schema: SchemaRef) => {
     /** Puts failed events back in line; `$1` limits it to one event id when given. */
     retryFailed: `
       UPDATE ${schema.quoted}.outbox
-         SET status = 'pending', attempts = 0, next_attempt_at = now(), claimed_by = NULL, claim_expires_at = NULL
+         SET status = 'pending', attempts = 0, broker_retries = 0, next_attempt_at = now(), claimed_by = NULL, claim_expires_at = NULL
        WHERE status = 'failed' AND ($1::text IS NULL OR event_id = $1)
       RETURNING event_id`,
   };

@@ -67,7 +67,10 @@ export interface OutboxRow {
   aggregateVersion: number;
   eventType: string;
   status: 'pending' | 'published' | 'failed';
+  /** Failed publishes charged to the event (returns): maxAttempts of them mark it failed. */
   attempts: number;
+  /** Publishes the broker refused or did not confirm (nacks, lost confirms): retried without limit. */
+  brokerRetries: number;
   /** The relay's last failure code (e.g. CONVERGE_PUBLISH_RETURNED); never a payload. */
   lastError: string | null;
   occurredAt: Date;
@@ -89,6 +92,7 @@ export async function listOutbox(
     event_type: string;
     status: OutboxRow['status'];
     attempts: number;
+    broker_retries: number;
     last_error: string | null;
     occurred_at: Date;
     age_seconds: string;
@@ -101,6 +105,7 @@ export async function listOutbox(
     eventType: row.event_type,
     status: row.status,
     attempts: row.attempts,
+    brokerRetries: row.broker_retries,
     lastError: row.last_error,
     occurredAt: row.occurred_at,
     ageSeconds: Number(row.age_seconds),

@@ -1,6 +1,6 @@
 export { Relay, startRelay } from './relay.js';
 export { outboxRowToEnvelope } from './row.js';
 export type { OutboxEnvelopeRow } from './sql.js';
-export type { RelayCycleResult, RelayEvents } from './relay.js';
+export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './relay.js';
 export type { RelayOptions, RelayHooks, ResolvedRelayOptions } from './options.js';
 export { relayOptions } from './options.js';

@@ -121,7 +121,9 @@ export const relayOptions = defineOptions(
         .int()
         .min(1)
         .default(DEFAULT_MAX_ATTEMPTS)
-        .describe('Attempts after which an event is marked failed (kept, never deleted).'),
+        .describe(
+          'Returns (unroutable publishes) after which an event is marked failed (kept, never deleted); nacks and lost confirms never fail it.',
+        ),
       backoff: backoffOption(DEFAULT_BACKOFF).describe('Retry schedule for events the broker did not take.'),
       reconnectBackoff: backoffOption(DEFAULT_RECONNECT_BACKOFF).describe(
         'Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them.',

@@ -4,6 +4,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import type { PublishError } from '../runtime/errors.js';
 import { runStatement } from '../db/statement.js';
 import type { ResolvedRelayOptions } from './options.js';
+import { chargedToEvent, retryNumber } from './failures.js';
 import type { ClaimedRow, relaySql } from './sql.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
@@ -52,14 +53,10 @@ export async function markConfirmed(
     );
 }
 
-/** A publish that failed only because its connection or channel did (not the broker refusing the event). */
-export function lostWithConnection(error: PublishError): boolean {
-  return error.reason === 'confirm-timeout' || error.reason === 'channel-closed';
-}
-
 /**
- * Rows the broker did not take get their attempt counted, a backoff and the error code (or fail
- * for good after maxAttempts; an unencodable row at once, with the field and rule).
+ * Rows the broker did not take get a backoff and the error code. A return counts as an attempt
+ * and fails the row after maxAttempts; an unencodable row fails at once, with the field and rule;
+ * a broker refusal counts as a broker retry, which never fails the row (failures.ts).
  */
 export async function reschedule(
   ctx: OutcomeContext,
@@ -67,8 +64,8 @@ export async function reschedule(
   result: RelayCycleResult,
 ): Promise<void> {
   const { options } = ctx;
-  const delays = rejected.map(({ row }) => backoffDelay(row.attempts + 1, options.backoff));
-  const { rows } = await runStatement<{ event_id: string; status: string; attempts: number }>(
+  const delays = rejected.map(({ row }) => backoffDelay(retryNumber(row), options.backoff));
+  const { rows } = await runStatement<{ event_id: string; status: string; attempts: number; broker_retries: number }>(
     ctx.pool,
     ctx.sql.reschedule,
     [
@@ -79,11 +76,17 @@ export async function reschedule(
       delays,
       options.maxAttempts,
       rejected.map(({ error }) => error.reason === 'unencodable'),
+      rejected.map(({ error }) => chargedToEvent(error.reason)),
     ],
   );
   const reasons = new Map(rejected.map(({ row, error }) => [row.event_id, error.reason]));
   for (const row of rows) {
-    const info = { eventId: row.event_id, attempts: row.attempts, reason: reasons.get(row.event_id) ?? 'unknown' };
+    const info = {
+      eventId: row.event_id,
+      attempts: row.attempts,
+      brokerRetries: row.broker_retries,
+      reason: reasons.get(row.event_id) ?? 'unknown',
+    };
     if (row.status === 'failed') {
       result.failed++;
       options.logger.error(info, 'event failed permanently; it stays in the outbox as failed');

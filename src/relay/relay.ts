@@ -13,20 +13,14 @@ import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
-import {
-  lostWithConnection,
-  markConfirmed,
-  release,
-  reschedule,
-  type OutcomeContext,
-  type RejectedRow,
-} from './outcomes.js';
+import { markConfirmed, release, reschedule, type OutcomeContext, type RejectedRow } from './outcomes.js';
+import { lostWithConnection } from './failures.js';
 import { OutboxListener } from './wakeup.js';
 import { BrokerLink } from './broker-link.js';
 import { publishableEnvelope } from './row.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
-export type { RelayCycleResult, RelayEvents } from './types.js';
+export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './types.js';
 import { runStatement } from '../db/statement.js';
 
 /**
@@ -207,8 +201,8 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   /**
-   * A publish lost with its connection or channel while the broker blocked it costs no attempt
-   * (the broker judged nothing); every other rejection is an attempt, with backoff. A lost
+   * A publish lost with its connection or channel while the broker blocked it is released as it
+   * was (the broker judged nothing); every other rejection is rescheduled with backoff. A lost
    * confirm or channel drops the channel and its connection (only if still the current one: a
    * newer channel other batches use stays), so no late confirm of a given-up publish is waited on.
    */

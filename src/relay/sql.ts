@@ -36,7 +36,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
          SET claimed_by = $1, claim_expires_at = now() + make_interval(secs => $3::double precision / 1000)
        WHERE o.position = ANY (ARRAY(SELECT position FROM candidates))
       RETURNING o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
-                o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts`,
+                o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries`,
 
     /**
      * `unblocks` says a later version of the same aggregate waits in the outbox: it became
@@ -51,17 +51,22 @@ export const relaySql = perSchema((schema: SchemaRef) => {
                          WHERE n.aggregate_type = o.aggregate_type AND n.aggregate_id = o.aggregate_id
                            AND n.aggregate_version > o.aggregate_version AND n.status <> 'published') AS unblocks`,
 
-    /** $2 positions, $3 errors, $4 delays in ms, $5 max attempts after which a row is failed, $6 give up now. */
+    /**
+     * $2 positions, $3 errors, $4 delays in ms, $5 max attempts after which a row is failed, $6 give
+     * up now, $7 charged to the event (an attempt) or else to the broker (a broker retry, never failing).
+     */
     reschedule: `
       UPDATE ${outbox} o
-         SET attempts = o.attempts + 1,
+         SET attempts = o.attempts + CASE WHEN f.charged THEN 1 ELSE 0 END,
+             broker_retries = o.broker_retries + CASE WHEN f.charged THEN 0 ELSE 1 END,
              last_error = f.error,
              next_attempt_at = now() + make_interval(secs => f.delay_ms / 1000.0),
-             status = CASE WHEN f.give_up OR o.attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+             status = CASE WHEN f.give_up OR (f.charged AND o.attempts + 1 >= $5) THEN 'failed' ELSE 'pending' END,
              claimed_by = NULL, claim_expires_at = NULL
-        FROM unnest($2::bigint[], $3::text[], $4::double precision[], $6::boolean[]) AS f(position, error, delay_ms, give_up)
+        FROM unnest($2::bigint[], $3::text[], $4::double precision[], $6::boolean[], $7::boolean[])
+             AS f(position, error, delay_ms, give_up, charged)
        WHERE o.position = f.position AND o.claimed_by = $1 AND o.status = 'pending'
-      RETURNING o.event_id, o.status, o.attempts`,
+      RETURNING o.event_id, o.status, o.attempts, o.broker_retries`,
 
     /**
      * Gives claims back untouched (attempts, backoff and last_error stay): for publishes that
@@ -76,7 +81,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
 });
 
 /** The outbox columns an envelope is made of, as node-postgres returns them. */
-export type OutboxEnvelopeRow = Omit<ClaimedRow, 'position' | 'attempts'>;
+export type OutboxEnvelopeRow = Omit<ClaimedRow, 'position' | 'attempts' | 'broker_retries'>;
 
 export interface ClaimedRow {
   position: string;
@@ -92,4 +97,5 @@ export interface ClaimedRow {
   traceparent: string | null;
   tenant_id: string | null;
   attempts: number;
+  broker_retries: number;
 }

@@ -15,8 +15,8 @@ export interface RelayEvents {
   published: [eventIds: string[]];
   /** Time from writing each publish to the broker's confirm, in ms, for the events of a batch the broker took. */
   confirmed: [latenciesMs: number[]];
-  retry: [info: { eventId: string; attempts: number; reason: string }];
-  failed: [info: { eventId: string; attempts: number; reason: string }];
+  retry: [info: RelayRetryInfo];
+  failed: [info: RelayRetryInfo];
   /** RabbitMQ blocked the relay's connection (a memory or disk alarm; `reason` as the broker gave it): publishing pauses. */
   blocked: [reason: string | undefined];
   /** The block ended (the alarm cleared, or the blocked connection went away): publishing resumes. */
@@ -24,4 +24,15 @@ export interface RelayEvents {
   /** A cycle found nothing to claim; the relay now sleeps until NOTIFY or the poll interval. */
   idle: [];
   error: [err: Error];
+}
+
+/**
+ * A rescheduled or failed row: `attempts` are the failures charged to the event (returns),
+ * `brokerRetries` the broker's refusals (nacks, lost confirms or channels), which never fail it.
+ */
+export interface RelayRetryInfo {
+  eventId: string;
+  attempts: number;
+  brokerRetries: number;
+  reason: string;
 }

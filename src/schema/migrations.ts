@@ -240,6 +240,15 @@ export const migrations: readonly Migration[] = [
         .join(', ')}`,
     ],
   },
+  {
+    version: 13,
+    name: 'outbox: broker retries apart from attempts',
+    statements: (s) => [
+      // Nacks and lost confirms are the broker's state, not the event's: counted here, they grow
+      // the row's backoff but never spend its maxAttempts (src/relay/failures.ts).
+      `ALTER TABLE ${s.quoted}.outbox ADD COLUMN IF NOT EXISTS broker_retries integer NOT NULL DEFAULT 0`,
+    ],
+  },
 ];
 
 export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;

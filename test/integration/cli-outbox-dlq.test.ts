@@ -9,13 +9,13 @@ test('outbox list shows failed (or pending) rows without payloads, and outbox re
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
   await testPool().query(
-    `INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts, last_error)
-     VALUES ('f-1', 'order', 'o-1', 2, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 'CONVERGE_PUBLISH_RETURNED'),
-            ('f-2', 'order', 'o-2', 1, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 'CONVERGE_PUBLISH_NACKED')`,
+    `INSERT INTO "${schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, attempts, broker_retries, last_error)
+     VALUES ('f-1', 'order', 'o-1', 2, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 3, 'CONVERGE_PUBLISH_RETURNED'),
+            ('f-2', 'order', 'o-2', 1, 'Paid', '{"card":"4111-SECRET"}', 'failed', 10, 7, 'CONVERGE_PUBLISH_RETURNED')`,
   );
   const listed = await cli(['--schema', schema, 'outbox', 'list', '--failed']);
   assert.equal(listed.code, 0, listed.stderr);
-  assert.match(listed.stdout, /f-1\s+order\/o-1\s+2\s+Paid\s+10\s+CONVERGE_PUBLISH_RETURNED/);
+  assert.match(listed.stdout, /f-1\s+order\/o-1\s+2\s+Paid\s+10\s+3\s+CONVERGE_PUBLISH_RETURNED/);
   assert.doesNotMatch(listed.stdout, /SECRET/);
   const json = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--json'])).stdout) as {
     eventId: string;
@@ -33,10 +33,11 @@ test('outbox list shows failed (or pending) rows without payloads, and outbox re
   const pending = JSON.parse((await cli(['--schema', schema, 'outbox', 'list', '--pending', '--json'])).stdout) as {
     eventId: string;
     attempts: number;
+    brokerRetries: number;
   }[];
   assert.deepEqual(
-    pending.filter((r) => r.eventId.startsWith('f-')).map((r) => [r.eventId, r.attempts]),
-    [['f-2', 0]],
+    pending.filter((r) => r.eventId.startsWith('f-')).map((r) => [r.eventId, r.attempts, r.brokerRetries]),
+    [['f-2', 0, 0]],
   );
 });
 

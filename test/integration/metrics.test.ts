@@ -114,8 +114,8 @@ describe('relay and consumer counters, readiness', () => {
     instrumentRelay(relay, registry);
     instrumentConsumer(consumer, registry);
     relay.emit('published', ['a', 'b', 'c']);
-    relay.emit('retry', { eventId: 'd', attempts: 1, reason: 'returned' });
-    relay.emit('failed', { eventId: 'e', attempts: 10, reason: 'nacked' });
+    relay.emit('retry', { eventId: 'd', attempts: 0, brokerRetries: 1, reason: 'nacked' });
+    relay.emit('failed', { eventId: 'e', attempts: 10, brokerRetries: 0, reason: 'returned' });
     relay.emit('confirmed', [2, 30]);
     consumer.emit('settled', {
       action: 'ack',

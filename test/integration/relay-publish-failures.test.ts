@@ -14,6 +14,7 @@ import {
   Relay,
   type NewEvent,
   type RelayOptions,
+  type RelayRetryInfo,
 } from '../../src/index.js';
 import { parseEnvelope } from '../../src/testing/index.js';
 import { createLogger } from '../../src/runtime/logger.js';
@@ -40,6 +41,7 @@ interface OutboxRow {
   aggregate_version: string;
   status: 'pending' | 'published' | 'failed';
   attempts: number;
+  broker_retries: number;
   published_at: Date | null;
   claimed_by: string | null;
   last_error: string | null;
@@ -113,7 +115,7 @@ async function appendInterleaved(env: Env, aggregates: string[], versions: numbe
 
 async function rows(env: Env): Promise<OutboxRow[]> {
   const { rows } = await env.db.pool.query<OutboxRow>(
-    `SELECT event_id, aggregate_id, aggregate_version, status, attempts, published_at, claimed_by, last_error,
+    `SELECT event_id, aggregate_id, aggregate_version, status, attempts, broker_retries, published_at, claimed_by, last_error,
             extract(epoch FROM next_attempt_at - now())::float8 AS delay_s
        FROM "${env.db.schema}".outbox ORDER BY position`,
   );
@@ -154,7 +156,7 @@ function assertInOrderNoLoss(seen: number[] | undefined, versions: number, what:
 }
 
 describe('relay publish failures', () => {
-  test('a nack (full queue, reject-publish) marks nothing, retries with backoff, then publishes in order', async () => {
+  test('a nack (full queue, reject-publish) marks nothing, retries with backoff without spending maxAttempts, then publishes in order', async () => {
     await withEnv(async (env) => {
       const queue = await queueIn(env, { 'x-max-length': 1, 'x-overflow': 'reject-publish' });
       // One message fills the queue: every publish the relay makes is nacked until there is room.
@@ -162,17 +164,18 @@ describe('relay publish failures', () => {
       await waitFor(async () => (await env.channel.checkQueue(queue)).messageCount === 1, 'the filler queued');
       await appendInterleaved(env, ['a', 'b'], 3);
 
-      const relay = relayIn(env, { backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 } });
-      const retries: { eventId: string; attempts: number; reason: string }[] = [];
+      // maxAttempts 1: a single charged attempt would fail the row; a nack is not charged to it.
+      const relay = relayIn(env, { backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 }, maxAttempts: 1 });
+      const retries: RelayRetryInfo[] = [];
       relay.on('retry', (info) => retries.push(info));
       const first = await relay.runOnce();
       // Only the first version of each aggregate is claimable; both are nacked.
       assert.deepEqual(first, { claimed: 2, published: 0, retried: 2, failed: 0, fenced: 0, unblocked: false });
       assert.deepEqual(
-        retries.map((r) => [r.attempts, r.reason]),
+        retries.map((r) => [r.attempts, r.brokerRetries, r.reason]),
         [
-          [1, 'nacked'],
-          [1, 'nacked'],
+          [0, 1, 'nacked'],
+          [0, 1, 'nacked'],
         ],
       );
       const afterNack = await rows(env);
@@ -183,17 +186,19 @@ describe('relay publish failures', () => {
       }
       const firsts = afterNack.filter((row) => row.aggregate_version === '1');
       for (const row of firsts) {
-        assert.equal(row.attempts, 1);
+        assert.deepEqual([row.attempts, row.broker_retries], [0, 1]);
         assert.equal(row.last_error, 'CONVERGE_PUBLISH_NACKED');
         assert.ok(row.delay_s > 25 && row.delay_s <= 60, `next attempt ~30-60 s ahead, got ${row.delay_s}`);
       }
       assert.ok(
-        afterNack.filter((row) => row.aggregate_version !== '1').every((row) => row.attempts === 0),
+        afterNack
+          .filter((row) => row.aggregate_version !== '1')
+          .every((row) => row.attempts === 0 && row.broker_retries === 0),
         'later versions were never tried',
       );
       assert.equal((await relay.runOnce()).claimed, 0, 'nothing due before the backoff ends');
 
-      // Due again, still full: one more attempt each, still nothing marked.
+      // Due again, still full: one more broker retry each, still nothing marked or failed.
       await env.db.pool.query(`UPDATE "${env.db.schema}".outbox SET next_attempt_at = now()`);
       assert.deepEqual(await relay.runOnce(), {
         claimed: 2,
@@ -204,8 +209,13 @@ describe('relay publish failures', () => {
         unblocked: false,
       });
       assert.deepEqual(
-        (await rows(env)).filter((row) => row.aggregate_version === '1').map((row) => row.attempts),
-        [2, 2],
+        (await rows(env))
+          .filter((row) => row.aggregate_version === '1')
+          .map((row) => [row.attempts, row.broker_retries]),
+        [
+          [0, 2],
+          [0, 2],
+        ],
       );
 
       // Room again: the queue is redeclared without its limit; everything goes, in order.
@@ -218,8 +228,11 @@ describe('relay publish failures', () => {
       await waitFor(async () => (await rows(env)).every((row) => row.status === 'published'), 'all rows published');
       const final = await rows(env);
       assert.deepEqual(
-        final.filter((row) => row.aggregate_version === '1').map((row) => row.attempts),
-        [2, 2],
+        final.filter((row) => row.aggregate_version === '1').map((row) => [row.attempts, row.broker_retries]),
+        [
+          [0, 2],
+          [0, 2],
+        ],
       );
       assert.ok(final.every((row) => row.last_error === null && row.published_at instanceof Date));
       assert.deepEqual([...published].sort(), final.map((row) => row.event_id).sort(), 'each marked once');
@@ -235,20 +248,23 @@ describe('relay publish failures', () => {
       const queue = await queueIn(env, { 'x-max-length': 1, 'x-overflow': 'reject-publish' });
       env.channel.sendToQueue(queue, Buffer.from('filler'));
       await waitFor(async () => (await env.channel.checkQueue(queue)).messageCount === 1, 'the filler queued');
-      const relay = relayIn(env, { backoff: { initialDelayMs: 20, maxDelayMs: 50 }, maxAttempts: 10_000 });
+      const relay = relayIn(env, { backoff: { initialDelayMs: 20, maxDelayMs: 50 }, maxAttempts: 1 });
       const reasons = new Set<string>();
+      const failed: RelayRetryInfo[] = [];
+      relay.on('failed', (info) => failed.push(info));
       relay.on('retry', (info) => reasons.add(info.reason));
       relay.start();
       await relay.ready();
       await appendInterleaved(env, ['a', 'b', 'c'], 4);
       await waitFor(
-        async () => (await rows(env)).filter((row) => row.aggregate_version === '1').every((row) => row.attempts >= 3),
+        async () =>
+          (await rows(env)).filter((row) => row.aggregate_version === '1').every((row) => row.broker_retries >= 3),
         'three nacked attempts of every first version',
       );
       const during = await rows(env);
       assert.ok(
-        during.every((row) => row.status === 'pending' && row.published_at === null),
-        'nothing marked while the queue is full',
+        during.every((row) => row.status === 'pending' && row.published_at === null && row.attempts === 0),
+        'nothing marked, failed or charged an attempt while the queue is full (maxAttempts is 1)',
       );
       assert.deepEqual([...reasons], ['nacked']);
 
@@ -264,6 +280,7 @@ describe('relay publish failures', () => {
       const byAggregate = arrivals(events as unknown as amqp.GetMessage[]);
       for (const aggregate of ['a', 'b', 'c']) assertInOrderNoLoss(byAggregate.get(aggregate), 4, aggregate);
       assert.equal(events.length, 12, 'a nacked publish is not enqueued: one copy each');
+      assert.deepEqual(failed, [], 'no row failed for the nacks');
     });
   });
 
@@ -277,12 +294,15 @@ describe('relay publish failures', () => {
           confirmTimeoutMs: 300,
           backoff: { initialDelayMs: 20, maxDelayMs: 100 },
           reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 100 },
-          maxAttempts: 10_000,
+          // Lost confirms and channels are the broker's, never charged: one charged attempt would fail a row.
+          maxAttempts: 1,
           // The reconnects after a timeout meet the held handshake too: each gives up after this.
           amqpSocketOptions: { timeout: 300 },
         });
-        const retries: { eventId: string; attempts: number; reason: string }[] = [];
+        const retries: RelayRetryInfo[] = [];
         relay.on('retry', (info) => retries.push(info));
+        const failed: RelayRetryInfo[] = [];
+        relay.on('failed', (info) => failed.push(info));
         const marked: string[] = [];
         relay.on('published', (ids) => marked.push(...ids));
         const errors: Error[] = [];
@@ -295,7 +315,7 @@ describe('relay publish failures', () => {
         await waitFor(async () => {
           const firsts = (await rows(env)).filter((row) => row.aggregate_version === '1');
           // Publishes in flight on the channel dropped for the first timeout fail as channel-closed.
-          return firsts.every((row) => row.attempts >= 1);
+          return firsts.every((row) => row.broker_retries >= 1);
         }, 'a failed attempt for the first version of every aggregate');
         assert.ok(retries.some((retry) => retry.reason === 'confirm-timeout'));
         assert.ok(
@@ -311,7 +331,11 @@ describe('relay publish failures', () => {
           'nothing marked while the replies are held',
         );
         assert.ok(
-          during.filter((row) => row.aggregate_version !== '1').every((row) => row.attempts === 0),
+          during.every((row) => row.attempts === 0),
+          'no attempt charged to an event for a lost confirm or channel',
+        );
+        assert.ok(
+          during.filter((row) => row.aggregate_version !== '1').every((row) => row.broker_retries === 0),
           'later versions wait for their predecessor',
         );
 
@@ -329,6 +353,7 @@ describe('relay publish failures', () => {
         }, 'messages in the queue');
         const byAggregate = arrivals(messages);
         for (const aggregate of ['a', 'b', 'c']) assertInOrderNoLoss(byAggregate.get(aggregate), 3, aggregate);
+        assert.deepEqual(failed, [], 'no row failed for the lost confirms');
       });
     } finally {
       await proxy.close();

@@ -316,7 +316,7 @@ describe('relay', () => {
       // The exchange exists (the relay declares it) but no queue is bound: acked and returned.
       const first = await relay.runOnce();
       assert.deepEqual(first, { claimed: 1, published: 0, retried: 1, failed: 0, fenced: 0, unblocked: false });
-      assert.deepEqual(retries, [{ eventId: id!, attempts: 1, reason: 'returned' }]);
+      assert.deepEqual(retries, [{ eventId: id!, attempts: 1, brokerRetries: 0, reason: 'returned' }]);
       const { rows } = await rig.db.pool.query<OutboxRow & { delay_s: number }>(
         `SELECT *, extract(epoch FROM next_attempt_at - now())::float8 AS delay_s FROM ${rig.outbox} WHERE event_id = $1`,
         [id],
@@ -362,8 +362,8 @@ describe('relay', () => {
 
       await waitFor(() => failures.length > 0, "the relay's 'failed' event");
       await relay.stop();
-      assert.deepEqual(failures, [{ eventId: id!, attempts: 2, reason: 'returned' }]);
-      assert.deepEqual(retries, [{ eventId: id!, attempts: 1, reason: 'returned' }]);
+      assert.deepEqual(failures, [{ eventId: id!, attempts: 2, brokerRetries: 0, reason: 'returned' }]);
+      assert.deepEqual(retries, [{ eventId: id!, attempts: 1, brokerRetries: 0, reason: 'returned' }]);
 
       const rows = await rig.rows();
       assert.equal(rows.length, 2, 'nothing is deleted');
@@ -497,6 +497,7 @@ describe('relay', () => {
         [1000],
         10,
         [false],
+        [true],
       ]);
       assert.equal(reschedule.rowCount, 0);
       const untouched = await rig.row(id!);
