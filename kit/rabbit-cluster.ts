@@ -239,7 +239,8 @@ export class RabbitCluster {
   async #waitForPid(node: RabbitNode, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.#pid(node) === undefined) {
-      if (Date.now() > deadline) throw new Error(`${node.name} wrote no pid to ${this.#pidFile(node)} in ${timeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new Error(`${node.name} wrote no pid to ${this.#pidFile(node)} in ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   }
