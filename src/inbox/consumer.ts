@@ -14,6 +14,8 @@ import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOpti
 import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
 import { declareQueues, parkForRetry } from './retry-copy.js';
+import { acknowledgeBatch, requeueBatch } from './acknowledge.js';
+import { BatchPump } from './batch-pump.js';
 import { DeadLetterIntake } from './dead-letter.js';
 import { SessionBroker } from './session-broker.js';
 import { SettlementReport } from './settlement-report.js';
@@ -39,9 +41,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly #brokers: BrokerAddresses;
   #broker: SessionBroker | undefined;
   #consumerTag: string | undefined;
-  #buffer: ConsumeMessage[] = [];
-  #pumping = false;
-  #inFlight: Promise<void> = Promise.resolve();
+  readonly #pump: BatchPump;
   #stopping = false;
   #stopped: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
@@ -65,6 +65,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.#readiness = new Readiness(`consumer ${this.options.queue}`);
     if (this.options.rampUp)
       this.#ramp = new RampAdmission(new RampGate(this.options.rampUp), (limit) => this.#reportRamp(limit));
+    this.#pump = new BatchPump(this.options.batchSize, this.#ramp);
   }
 
   start(): this {
@@ -198,7 +199,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     if (this.options.declare) await declareQueues(channel, this.options);
     broker.deadLetters = await this.#openDeadLetters(connection);
     await channel.prefetch(this.options.prefetch);
-    this.#buffer = [];
+    this.#pump.discard();
     // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
     // Begun before subscribing, so no delivery of the backlog slips in ahead of the ramp.
     if (++this.#sessions > 1) this.#ramp?.begin();
@@ -214,8 +215,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
           this.#sessionEnded?.();
           return;
         }
-        this.#buffer.push(message);
-        this.#pump(channel);
+        this.#pump.push(message, (batch) => this.#handleBatch(channel, batch));
       },
       { noAck: false },
     );
@@ -229,27 +229,6 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       onQuarantined: (settlement) => this.#report.settled(settlement),
       onLost: () => this.#sessionEnded?.(),
     });
-  }
-
-  /**
-   * Batches form on their own: while one transaction runs, deliveries pile up in the buffer
-   * (at most `prefetch` of them) and the next transaction takes up to `batchSize`. At low load
-   * a delivery is processed the moment it arrives; nothing ever waits for a batch to fill.
-   */
-  #pump(channel: amqp.Channel): void {
-    if (this.#pumping) return;
-    this.#pumping = true;
-    this.#inFlight = (async () => {
-      try {
-        while (this.#buffer.length > 0) {
-          const wanted = Math.min(this.#buffer.length, this.options.batchSize);
-          const granted = this.#ramp ? await this.#ramp.admit(wanted) : wanted;
-          await this.#handleBatch(channel, this.#buffer.splice(0, granted));
-        }
-      } finally {
-        this.#pumping = false;
-      }
-    })();
   }
 
   #reportRamp(limit: number | null): void {
@@ -268,7 +247,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       // Processing itself broke (not a handler error): leave the deliveries for redelivery. No retry relies
       // on it; with quorum queues a delivery that keeps breaking it ends in <queue>.dead, so in quarantine.
       this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
-      for (const message of messages) safeSettle(() => channel.nack(message, false, true));
+      requeueBatch(channel, messages);
       return;
     }
     try {
@@ -279,21 +258,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       this.#sessionEnded?.();
       return;
     }
-    const ackable = await Promise.all(
-      messages.map(async (message, i) => {
-        const settlement = settlements[i]!;
-        return settlement.action === 'retry'
-          ? parkForRetry(this.#broker?.retryPublisher, this.options, message, settlement)
-          : true;
-      }),
-    );
-    // Every earlier delivery on this channel is already settled, so one ack-multiple covers the batch.
-    // One that could not be parked goes back after its backoff (counted towards a quorum deliveryLimit).
-    if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
-    else
-      messages.forEach((message, i) =>
-        safeSettle(() => (ackable[i] ? channel.ack(message) : channel.nack(message, false, true))),
-      );
+    // A retry's delivery is acked only once its copy in the retry queue is confirmed (acknowledge.ts).
+    await acknowledgeBatch(channel, messages, settlements, this.#broker?.retryPublisher, this.options);
     // The database is failing: when it is back, the backlog must not hit it all at once.
     if (settlements.some((s) => s.action === 'retry' && s.reason === 'database-unavailable')) this.#ramp?.begin();
     for (const settlement of settlements) this.#report.settled(settlement);
@@ -326,23 +292,11 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     if (this.#consumerTag) await this.#broker?.cancel(this.#consumerTag);
     this.#consumerTag = undefined;
     // Deliveries not yet started go back to the queue when the channel closes.
-    this.#buffer.length = 0;
-    let settledUpTo: Promise<void>;
-    do {
-      settledUpTo = this.#inFlight;
-      await settledUpTo;
-    } while (settledUpTo !== this.#inFlight);
+    this.#pump.discard();
+    await this.#pump.settled();
     const broker = this.#broker;
     this.#broker = undefined;
     await broker?.close();
-  }
-}
-
-function safeSettle(settle: () => void): void {
-  try {
-    settle();
-  } catch {
-    // The channel closed after commit: the broker redelivers and the inbox recognises the duplicate.
   }
 }
 

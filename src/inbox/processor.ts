@@ -11,9 +11,9 @@ import { describeError } from '../runtime/logger.js';
 import { applyInTransaction, inVersionOrder, isHandled, type DispatchScope } from './dispatch.js';
 import { decideFailure } from './failure-policy.js';
 import { readAttempt, traceFields } from './headers.js';
-import type { ParkResult } from './parking.js';
 import { resolveProcessorOptions, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
-import { ReorderBuffer, type ParkRequest } from './reorder-buffer.js';
+import { parkEarlyEvent } from './park-early.js';
+import { ReorderBuffer } from './reorder-buffer.js';
 import { Settler } from './settle.js';
 import type { AggregateRef, Candidate, DrainSink, RawDelivery, Settlement } from './types.js';
 import { upcast } from './upcast.js';
@@ -229,8 +229,13 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
         return { action: 'ack', outcome: 'parked', eventId: eventId! };
       case 'park':
         // The policy parks only when told there is a buffer, and only an event it has (with its fingerprint).
-        return this.#park(
-          this.#buffer!,
+        return parkEarlyEvent(
+          {
+            buffer: this.#buffer!,
+            settler: this.#settler,
+            consumer: this.options.consumer,
+            logger: this.options.logger,
+          },
           {
             delivery,
             envelope: envelope!,
@@ -280,61 +285,6 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
         return retry;
       }
     }
-  }
-
-  /** Parks an early incremental event (committed before the delivery is acked). */
-  async #park(buffer: ReorderBuffer, request: ParkRequest, attempt: number): Promise<Settlement> {
-    const { delivery, envelope, print } = request;
-    const eventId = envelope.eventId;
-    const log = this.options.logger;
-    let result: ParkResult;
-    try {
-      result = await buffer.park(request);
-    } catch (err) {
-      const retry = this.#settler.retryLater(attempt, 'database-unavailable', eventId);
-      log.warn(
-        { eventId, ...traceFields(delivery, envelope), attempt, delayMs: retry.delayMs, ...describeError(err) },
-        'could not park early event; it will be retried',
-      );
-      return retry;
-    }
-    if (result.status === 'conflict') {
-      const conflict = new ContentConflictError(this.options.consumer, eventId, result.parkedFingerprint, print);
-      return this.#settler.quarantine({
-        delivery,
-        eventId,
-        print,
-        reason: 'content-conflict',
-        detail: conflict.message,
-        conflict,
-      });
-    }
-    if (result.status === 'full') {
-      const retry = this.#settler.retryLater(attempt, 'reorder-buffer-full', eventId);
-      log.warn(
-        {
-          eventId,
-          ...traceFields(delivery, envelope),
-          aggregateType: envelope.aggregateType,
-          aggregateId: envelope.aggregateId,
-          limit: result.limit,
-          delayMs: retry.delayMs,
-        },
-        'reorder buffer full; early event waits in the retry queue',
-      );
-      return retry;
-    }
-    log.debug(
-      {
-        eventId,
-        aggregateId: envelope.aggregateId,
-        version: envelope.aggregateVersion,
-        waitingFor: request.waitingFor,
-      },
-      'early event parked until its predecessor applies',
-    );
-    await buffer.drainIfCaughtUp(request.projection, envelope);
-    return { action: 'ack', outcome: 'parked', eventId };
   }
 }
 

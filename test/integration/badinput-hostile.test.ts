@@ -7,22 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
-import { applyIncrement, startConsumer, type Consumer, type EventEnvelope, type Settlement } from '../../src/index.js';
+import { applyIncrement, type Consumer, type EventEnvelope, type Settlement } from '../../src/index.js';
 import { listQuarantine, replayQuarantined, showQuarantined } from '../../src/ops/index.js';
-import {
-  describe,
-  test,
-  connectRabbit,
-  createTestSchema,
-  uniqueName,
-  waitFor,
-  dropTestBroker,
-  orderEvent,
-  AMQP_URL,
-} from '../support/rig.js';
+import { describe, test, waitFor, orderEvent } from '../support/rig.js';
+import { ROUTING_KEY, withBadInputRig } from '../support/badinput-rig.js';
 
-const KEY = 'order.AmountAdded';
-const BACKOFF = { initialDelayMs: 20, maxDelayMs: 100 };
 /** Every C0 control character, U+0000 first, and DEL. */
 const CONTROLS = `\u0000${Array.from({ length: 31 }, (_, i) => String.fromCharCode(i + 1)).join('')}\u007f`;
 
@@ -149,38 +138,13 @@ function corpus(): Case[] {
 
 describe('hostile bytes through a plain AMQP publish', () => {
   test('every hostile message settles at once, quarantined ones with their exact bytes and properties, identical invalid ones in one open row, and a replay re-publishes them exactly', async () => {
-    const db = await createTestSchema('cvhostile');
-    const connection = await connectRabbit();
-    connection.on('error', () => undefined);
-    const channel = await connection.createConfirmChannel();
-    channel.on('error', () => undefined);
-    const exchange = uniqueName('cvhostile.events');
-    const queue = uniqueName('cvhostile.q');
-    const replayQueue = uniqueName('cvhostile.replay');
-    const settled: Settlement[] = [];
-    const consumer: Consumer = startConsumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      pool: db.pool,
-      schema: db.schema,
-      backoff: BACKOFF,
-      reconnectBackoff: BACKOFF,
-      handlers: { AmountAdded: async () => undefined },
-      schemas: { AmountAdded: { current: 1 } },
-    });
-    consumer.on('settled', (s) => settled.push(s));
-    try {
+    await withBadInputRig('cvhostile', async ({ db, channel, start, publish, brokerName }) => {
+      const replayQueue = brokerName('replay');
+      const settled: Settlement[] = [];
+      const consumer: Consumer = start({ handlers: { AmountAdded: async () => undefined } });
+      consumer.on('settled', (s) => settled.push(s));
       await consumer.ready();
       await channel.assertQueue(replayQueue, { durable: false });
-      const publish = async (label: string, body: Buffer, properties: amqp.Options.Publish) => {
-        channel.publish(exchange, KEY, body, {
-          persistent: true,
-          ...properties,
-          headers: { 'x-test-case': label, ...(properties.headers as Record<string, unknown> | undefined) },
-        });
-        await channel.waitForConfirms();
-      };
       await publish('first', json(event('H-applied')), {});
       await waitFor(() => settled.length === 1, 'the first event applied');
 
@@ -251,45 +215,25 @@ describe('hostile bytes through a plain AMQP publish', () => {
       const got2 = await waitFor(async () => (await channel.get(replayQueue, { noAck: true })) || false, 'the replay');
       assert.equal(got2.properties.correlationId, `correlationId${CONTROLS}`);
       assert.ok(got2.content.equals(property.body));
-    } finally {
-      await consumer.stop();
-      await dropTestBroker(connection, [queue, exchange, replayQueue]);
-      await connection.close().catch(() => undefined);
-      await db.close();
-    }
+    });
   });
 
   test('an early event whose headers hold U+0000 parks with its exact headers and drains instead of retrying', async () => {
-    const db = await createTestSchema('cvhostile');
-    const connection = await connectRabbit();
-    connection.on('error', () => undefined);
-    const channel = await connection.createConfirmChannel();
-    channel.on('error', () => undefined);
-    const exchange = uniqueName('cvhostile.events');
-    const queue = uniqueName('cvhostile.q');
-    const seen: unknown[] = [];
-    const settled: Settlement[] = [];
-    const consumer: Consumer = startConsumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      pool: db.pool,
-      schema: db.schema,
-      backoff: BACKOFF,
-      reconnectBackoff: BACKOFF,
-      handlers: {
-        AmountAdded: async (e, { tx }) => {
-          await applyIncrement(tx, { projection: 'p', event: e, schema: db.schema }, () => tx.query('SELECT 1'));
-          seen.push(e.eventId);
+    await withBadInputRig('cvhostile', async ({ db, channel, exchange, start }) => {
+      const seen: unknown[] = [];
+      const settled: Settlement[] = [];
+      const consumer: Consumer = start({
+        handlers: {
+          AmountAdded: async (e, { tx }) => {
+            await applyIncrement(tx, { projection: 'p', event: e, schema: db.schema }, () => tx.query('SELECT 1'));
+            seen.push(e.eventId);
+          },
         },
-      },
-      schemas: { AmountAdded: { current: 1 } },
-    });
-    consumer.on('settled', (s) => settled.push(s));
-    try {
+      });
+      consumer.on('settled', (s) => settled.push(s));
       await consumer.ready();
       const headers = { 'x-evil': `a${CONTROLS}`, [`k${CONTROLS}`]: 1 };
-      channel.publish(exchange, KEY, json(orderEvent('P-2', 'o-park', 2)), { headers, messageId: 'm\u0000' });
+      channel.publish(exchange, ROUTING_KEY, json(orderEvent('P-2', 'o-park', 2)), { headers, messageId: 'm\u0000' });
       await channel.waitForConfirms();
       await waitFor(() => settled.some((s) => s.action === 'ack' && s.outcome === 'parked'), 'the early event parked');
       const { rows } = await db.pool.query<{ properties_exact: string }>(
@@ -299,18 +243,13 @@ describe('hostile bytes through a plain AMQP publish', () => {
       const stored = JSON.parse(rows[0]!.properties_exact) as { properties: { headers: unknown; messageId: unknown } };
       assert.deepEqual(stored.properties.headers, headers);
       assert.equal(stored.properties.messageId, 'm\u0000');
-      channel.publish(exchange, KEY, json(orderEvent('P-1', 'o-park', 1)), {});
+      channel.publish(exchange, ROUTING_KEY, json(orderEvent('P-1', 'o-park', 1)), {});
       await channel.waitForConfirms();
       await waitFor(() => seen.length === 2, 'both events applied');
       assert.deepEqual(seen, ['P-1', 'P-2']);
       assert.equal(consumer.stats.retried, 0, 'parking never failed');
       const { rows: left } = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".parked`);
       assert.equal(left[0]?.n, '0');
-    } finally {
-      await consumer.stop();
-      await dropTestBroker(connection, [queue, exchange]);
-      await connection.close().catch(() => undefined);
-      await db.close();
-    }
+    });
   });
 });

@@ -5,11 +5,9 @@
  * be acked without its durable row, and no log line may carry a payload.
  */
 import assert from 'node:assert/strict';
-import type amqp from 'amqplib';
 import { pino } from 'pino';
 import {
   applyIncrement,
-  startConsumer,
   type Consumer,
   type EventEnvelope,
   type EventHandler,
@@ -17,84 +15,12 @@ import {
   type Settlement,
 } from '../../src/index.js';
 import { fingerprint, parseEnvelope } from '../../src/testing/index.js';
-import {
-  describe,
-  test,
-  connectRabbit,
-  createTestSchema,
-  uniqueName,
-  waitFor,
-  type TestDatabase,
-  dropTestBroker,
-  orderEvent,
-  AMQP_URL,
-} from '../support/rig.js';
+import { describe, test, waitFor, orderEvent } from '../support/rig.js';
+import { withBadInputRig } from '../support/badinput-rig.js';
 
 const SECRET = 'SECRET-BADINPUT-7f3a';
 const PROJECTION = 'order_total';
-const BACKOFF = { initialDelayMs: 20, maxDelayMs: 100 };
-const KEY = 'order.AmountAdded';
 const TEN_MIB = 10 * 1024 * 1024;
-
-interface Rig {
-  db: TestDatabase;
-  q: string;
-  channel: amqp.ConfirmChannel;
-  exchange: string;
-  queue: string;
-  /** Publishes raw bytes as any other client would, and waits for the broker's confirm. */
-  publish(label: string, content: Buffer): Promise<void>;
-  messageCount(queue: string): Promise<number>;
-}
-
-async function withRig(fn: (rig: Rig) => Promise<void>): Promise<void> {
-  const db = await createTestSchema('cvbad');
-  const connection = await connectRabbit();
-  connection.on('error', () => undefined);
-  const channel = await connection.createConfirmChannel();
-  channel.on('error', () => undefined);
-  const exchange = uniqueName('cvbad.events');
-  const queue = uniqueName('cvbad.q');
-  const q = `"${db.schema}"`;
-  await db.pool.query(
-    `CREATE TABLE ${q}.order_total (aggregate_id text PRIMARY KEY, total numeric NOT NULL, events integer NOT NULL)`,
-  );
-  const withChannel = async <T>(work: (ch: amqp.Channel) => Promise<T>): Promise<T> => {
-    const ch = await connection.createChannel();
-    ch.on('error', () => undefined);
-    try {
-      return await work(ch);
-    } finally {
-      await ch.close().catch(() => undefined);
-    }
-  };
-  const rig: Rig = {
-    db,
-    q,
-    channel,
-    exchange,
-    queue,
-    async publish(label, content) {
-      channel.publish(exchange, KEY, content, {
-        persistent: true,
-        contentType: 'application/json',
-        messageId: `M-${label}`,
-        headers: { 'x-test-case': label },
-      });
-      await channel.waitForConfirms();
-    },
-    async messageCount(name) {
-      return (await withChannel((ch) => ch.checkQueue(name))).messageCount;
-    },
-  };
-  try {
-    await fn(rig);
-  } finally {
-    await dropTestBroker(connection, [queue, exchange]);
-    await connection.close().catch(() => undefined);
-    await db.close();
-  }
-}
 
 /** A real pino logger at debug whose lines are kept, so the scan sees exactly what would reach stdout. */
 function capturingPino(): Logger & { lines: string[] } {
@@ -286,22 +212,15 @@ function corpus(): Bad[] {
 
 describe('bad input corpus through a plain AMQP publish', () => {
   test('each bad message is quarantined with its own reason while the good ones around it apply, and no log line carries a payload', async () => {
-    await withRig(async (rig) => {
+    await withBadInputRig('cvbad', async (rig) => {
+      await rig.db.pool.query(
+        `CREATE TABLE ${rig.q}.order_total (aggregate_id text PRIMARY KEY, total numeric NOT NULL, events integer NOT NULL)`,
+      );
       const logger = capturingPino();
       const errors: unknown[] = [];
       const settled: Settlement[] = [];
-      const consumer: Consumer = startConsumer({
-        amqpUrl: AMQP_URL,
-        queue: rig.queue,
-        exchange: rig.exchange,
-        pool: rig.db.pool,
-        schema: rig.db.schema,
-        logger,
-        backoff: BACKOFF,
-        reconnectBackoff: BACKOFF,
-        handlers: { AmountAdded: applyTotal(rig.db.schema) },
-        schemas: { AmountAdded: { current: 1 } },
-      });
+      // AmountAdded is known at schema version 1 (the rig's default): the newer-schema case depends on it.
+      const consumer: Consumer = rig.start({ logger, handlers: { AmountAdded: applyTotal(rig.db.schema) } });
       consumer.on('error', (err) => errors.push(err));
       consumer.on('settled', (s) => settled.push(s));
       try {
@@ -328,11 +247,14 @@ describe('bad input corpus through a plain AMQP publish', () => {
         );
         good.push(bigNumber, json(envelope(SQL_EVENT, SQL_AGGREGATE, 1, { delta: 3 })));
 
+        // As any other client would publish: JSON content type, a message id of its own.
+        const publish = (label: string, body: Buffer) =>
+          rig.publish(label, body, { contentType: 'application/json', messageId: `M-${label}` });
         // good, bad, good, bad, ... good: every bad message has good neighbours on both sides.
         for (const [i, body] of good.entries()) {
-          await rig.publish(`good-${i}`, body);
+          await publish(`good-${i}`, body);
           const next = bad[i];
-          if (next) await rig.publish(next.label, next.body);
+          if (next) await publish(next.label, next.body);
         }
 
         const expectedO1 = good
