@@ -121,7 +121,16 @@ export class RabbitCluster {
     const started = Date.now();
     await new Promise<void>((resolve, reject) => {
       const child = spawn(command('rabbitmq-server'), ['-detached'], { env: this.#env(node), stdio: 'ignore' });
-      child.once('error', reject);
+      child.once('error', (err: NodeJS.ErrnoException) =>
+        reject(
+          err.code === 'ENOENT'
+            ? new Error(
+                'rabbitmq-server not found: a cluster runs spare nodes of a locally installed RabbitMQ server ' +
+                  `(${SBIN}, or on PATH); install it (e.g. apt install rabbitmq-server), or run npm run test:int alone`,
+              )
+            : err,
+        ),
+      );
       child.once('exit', (code) =>
         code === 0 ? resolve() : reject(new Error(`rabbitmq-server -detached for ${node.name} exited with ${code}`)),
       );
