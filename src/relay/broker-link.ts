@@ -165,6 +165,22 @@ export class BrokerLink {
   }
 
   /**
+   * Closes the channel, if `publisher` is still the current one, and keeps the connection: the next
+   * publisher() opens a fresh channel on it. For a channel whose every publish the broker nacked.
+   */
+  renewChannel(publisher: ConfirmPublisher): void {
+    if (publisher !== this.#publisher) return;
+    this.#publisher = undefined;
+    this.#options.logger.info(
+      { relayId: this.#options.relayId },
+      'the broker nacked a whole batch: publishing on a new channel',
+    );
+    const closing = publisher.close();
+    this.#closing.add(closing);
+    void closing.finally(() => this.#closing.delete(closing));
+  }
+
+  /**
    * For stop(): no new connection from now on, and one being opened fails at once. Publishes
    * waiting on a blocked connection would wait for as long as the alarm lasts: they fail now.
    */

@@ -24,3 +24,13 @@ export function lostWithConnection(error: PublishError): boolean {
 export function retryNumber(row: { attempts: number; broker_retries: number }): number {
   return row.attempts + row.broker_retries + 1;
 }
+
+/**
+ * A batch the broker took none of and nacked: its channel is replaced before the next batch. Seen
+ * on a 3-node cluster with RabbitMQ 3.10: after the quorum queue's leader node stopped, the relay's
+ * channel got nothing but nacks for over 90 s although the queue had a new leader; with a fresh
+ * channel after such a batch the nacks ended within a second (cluster failover test, CONVERGE_CLUSTER_LOG).
+ */
+export function onlyNacked(confirmed: number, rejected: PublishError[]): boolean {
+  return confirmed === 0 && rejected.some((error) => error.reason === 'nacked');
+}

@@ -4,7 +4,9 @@ import { backoffDelay } from '../runtime/backoff.js';
 import type { PublishError } from '../runtime/errors.js';
 import { runStatement } from '../db/statement.js';
 import type { ResolvedRelayOptions } from './options.js';
-import { chargedToEvent, retryNumber } from './failures.js';
+import type { ConfirmPublisher } from '../transport/publisher.js';
+import type { BrokerLink } from './broker-link.js';
+import { chargedToEvent, lostWithConnection, onlyNacked, retryNumber } from './failures.js';
 import type { ClaimedRow, relaySql } from './sql.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
@@ -114,4 +116,39 @@ export async function release(ctx: OutcomeContext, rejected: RejectedRow[]): Pro
       { relayId: ctx.options.relayId, released: rows.length },
       'publishes held up by a blocked broker connection released without counting an attempt',
     );
+}
+
+/** A batch's rejections, with what settling them needs to know about the batch. */
+export interface RejectedBatch {
+  rejected: RejectedRow[];
+  /** How many rows of the same batch the broker confirmed. */
+  confirmed: number;
+  result: RelayCycleResult;
+  publisher: ConfirmPublisher;
+  /** When the batch was written (performance.now()). */
+  sentAt: number;
+}
+
+/**
+ * A publish lost with its connection or channel while the broker blocked it is released as it
+ * was (the broker judged nothing); every other rejection is rescheduled with backoff. A lost
+ * confirm or channel drops the channel and its connection (only if still the current one: a
+ * newer channel other batches use stays), so no late confirm of a given-up publish is waited on.
+ * A batch the broker only nacked costs its channel (failures.ts).
+ */
+export async function settleRejected(ctx: OutcomeContext, broker: BrokerLink, batch: RejectedBatch): Promise<void> {
+  const { rejected, publisher } = batch;
+  const waited = broker.blockedSince(batch.sentAt);
+  const released = rejected.filter(({ error }) => waited && lostWithConnection(error));
+  const attempted = rejected.filter((rejection) => !released.includes(rejection));
+  if (released.length > 0) await release(ctx, released);
+  if (attempted.length > 0) await reschedule(ctx, attempted, batch.result);
+  if (rejected.some(({ error }) => lostWithConnection(error))) await broker.discard(publisher);
+  else if (
+    onlyNacked(
+      batch.confirmed,
+      rejected.map(({ error }) => error),
+    )
+  )
+    broker.renewChannel(publisher);
 }

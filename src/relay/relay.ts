@@ -13,8 +13,7 @@ import { ConfirmPublisher } from '../transport/publisher.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
-import { markConfirmed, release, reschedule, type OutcomeContext, type RejectedRow } from './outcomes.js';
-import { lostWithConnection } from './failures.js';
+import { markConfirmed, settleRejected, type OutcomeContext } from './outcomes.js';
 import { OutboxListener } from './wakeup.js';
 import { BrokerLink } from './broker-link.js';
 import { publishableEnvelope } from './row.js';
@@ -196,27 +195,9 @@ export class Relay extends EventEmitter<RelayEvents> {
         outcomes.filter((o): o is number => typeof o === 'number'),
         result,
       );
-    if (rejected.length > 0) await this.#settleRejected(rejected, result, sent);
+    if (rejected.length > 0)
+      await settleRejected(this.#outcomes, this.#broker, { rejected, confirmed: confirmed.length, result, ...sent });
     return result;
-  }
-
-  /**
-   * A publish lost with its connection or channel while the broker blocked it is released as it
-   * was (the broker judged nothing); every other rejection is rescheduled with backoff. A lost
-   * confirm or channel drops the channel and its connection (only if still the current one: a
-   * newer channel other batches use stays), so no late confirm of a given-up publish is waited on.
-   */
-  async #settleRejected(
-    rejected: RejectedRow[],
-    result: RelayCycleResult,
-    { publisher, sentAt }: { publisher: ConfirmPublisher; sentAt: number },
-  ): Promise<void> {
-    const waited = this.#broker.blockedSince(sentAt);
-    const released = rejected.filter(({ error }) => waited && lostWithConnection(error));
-    const attempted = rejected.filter((rejection) => !released.includes(rejection));
-    if (released.length > 0) await release(this.#outcomes, released);
-    if (attempted.length > 0) await reschedule(this.#outcomes, attempted, result);
-    if (rejected.some(({ error }) => lostWithConnection(error))) await this.#broker.discard(publisher);
   }
 
   /** The confirm latency in ms, or why the broker did not take the event. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PublishError, type PublishFailure } from '../../src/runtime/errors.js';
-import { chargedToEvent, lostWithConnection, retryNumber } from '../../src/relay/failures.js';
+import { chargedToEvent, lostWithConnection, onlyNacked, retryNumber } from '../../src/relay/failures.js';
 
 const ALL: PublishFailure[] = ['nacked', 'returned', 'confirm-timeout', 'channel-closed', 'unencodable'];
 
@@ -28,4 +28,11 @@ test('the backoff grows with every failed publish of the row, charged or not', (
   assert.equal(retryNumber({ attempts: 0, broker_retries: 0 }), 1);
   assert.equal(retryNumber({ attempts: 0, broker_retries: 6 }), 7, 'a broker refusing for long backs off too');
   assert.equal(retryNumber({ attempts: 2, broker_retries: 3 }), 6);
+});
+
+test('a batch with nacks and no confirm costs its channel; one confirm keeps it', () => {
+  const nack = new PublishError('nacked');
+  assert.equal(onlyNacked(0, [nack, nack]), true);
+  assert.equal(onlyNacked(1, [nack]), false, 'the channel still delivers');
+  assert.equal(onlyNacked(0, [new PublishError('returned')]), false, 'a return says nothing about the channel');
 });
