@@ -9,6 +9,7 @@
 const LAYERS = [
   ['runtime'],
   ['db', 'envelope'],
+  ['telemetry'],
   ['transport'],
   ['schema'],
   ['outbox', 'projection'],
@@ -65,6 +66,13 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/runtime/' },
       to: { path: '^src/', pathNot: '^src/runtime/' },
+    },
+    {
+      name: 'telemetry-stays-light',
+      comment: 'src/telemetry wraps spans around steps of the layers above; it imports runtime/ and envelope/ only.',
+      severity: 'error',
+      from: { path: '^src/telemetry/' },
+      to: { path: '^src/', pathNot: '^src/(telemetry|runtime|envelope)/' },
     },
     {
       name: 'no-circular',

@@ -17,6 +17,7 @@ import { ReorderBuffer } from './reorder-buffer.js';
 import { Settler } from './settle.js';
 import type { AggregateRef, Candidate, DrainSink, RawDelivery, Settlement } from './types.js';
 import { upcast } from './upcast.js';
+import { traceDeliveries } from '../telemetry/index.js';
 
 export type { Settlement, DrainedEvent, DrainSink } from './types.js';
 
@@ -96,8 +97,12 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
     return settlement!;
   }
 
-  /** Settlements in the order of `deliveries`. */
-  async processBatch(deliveries: readonly RawDelivery[]): Promise<Settlement[]> {
+  /** Settlements in the order of `deliveries`; each delivery in a CONSUMER span continuing its message's trace. */
+  processBatch(deliveries: readonly RawDelivery[]): Promise<Settlement[]> {
+    return traceDeliveries(deliveries, this.options.consumer, () => this.#processBatch(deliveries));
+  }
+
+  async #processBatch(deliveries: readonly RawDelivery[]): Promise<Settlement[]> {
     const settlements = new Array<Settlement>(deliveries.length);
     const candidates: Candidate[] = [];
     const later: Candidate[] = [];

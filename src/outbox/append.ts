@@ -16,6 +16,7 @@ import { validateEnvelope } from '../envelope/validate.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { outboxSql } from './sql.js';
 import { runStatement } from '../db/statement.js';
+import { traceAppend } from '../telemetry/index.js';
 
 export const outboxOptions = defineOptions(
   'appendToOutbox',
@@ -82,7 +83,21 @@ export async function appendManyToOutbox<I extends object = UntypedEvents>(
 ): Promise<AppendedEvent[]> {
   const sql = outboxSql(schemaOf(options));
   if (events.length === 0) return [];
-  const envelopes = (events as readonly NewEvent[]).map(toEnvelope);
+  return traceAppend((traceparent) => insertEvents(executor, sql, events as readonly NewEvent[], options, traceparent));
+}
+
+/**
+ * The insert itself. An event without a traceparent gets the append span's, so its trace goes
+ * on through the relay and the consumer (none without an OpenTelemetry SDK: the column stays null).
+ */
+async function insertEvents(
+  executor: Executor,
+  sql: ReturnType<typeof outboxSql>,
+  events: readonly NewEvent[],
+  options: OutboxOptions<object> | undefined,
+  traceparent: string | undefined,
+): Promise<AppendedEvent[]> {
+  const envelopes = events.map(toEnvelope);
   // The payload written is the one given: the schema checks it, its output is for the consumer.
   for (const envelope of envelopes) await validatePayload(options?.events, envelope.eventType, envelope.payload);
   const { rows } = await runStatement<{ position: string; event_id: string }>(executor, sql.insert, [
@@ -95,7 +110,7 @@ export async function appendManyToOutbox<I extends object = UntypedEvents>(
     envelopes.map((e) => e.kind),
     envelopes.map((e) => JSON.stringify(e.payload)),
     events.map((event, i) => (event.occurredAt === undefined ? null : envelopes[i]!.occurredAt)),
-    envelopes.map((e) => e.traceparent ?? null),
+    envelopes.map((e) => e.traceparent ?? traceparent ?? null),
     envelopes.map((e) => e.tenantId ?? null),
   ]);
   return rows.map((row) => ({ eventId: row.event_id, position: String(row.position) }));

@@ -21,6 +21,7 @@ import type { RelayCycleResult, RelayEvents } from './types.js';
 
 export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './types.js';
 import { runStatement } from '../db/statement.js';
+import { tracePublish } from '../telemetry/index.js';
 
 /**
  * Moves committed outbox rows to RabbitMQ: claim (short transaction, SKIP LOCKED, lease),
@@ -172,7 +173,9 @@ export class Relay extends EventEmitter<RelayEvents> {
     if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
     // Each publish is written to the channel synchronously here, in claim order.
     const sentAt = performance.now();
-    const outcomes = Promise.all(rows.map((row) => this.#publishRow(publisher, row, sentAt)));
+    const outcomes = Promise.all(
+      rows.map((row) => tracePublish(row, this.options.exchange, () => this.#publishRow(publisher, row, sentAt))),
+    );
     return { claimed: rows.length, done: this.#finishCycle(rows, outcomes, result, { publisher, sentAt }) };
   }
 
