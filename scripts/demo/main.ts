@@ -130,6 +130,6 @@ try {
   await dropBrokerNames(broker, [queues.search, queues.statistics, exchange]);
   await broker.close();
   await pool.end();
-  console.log(`cleanup: schema ${schema}, exchange and queues removed`);
+  console.log(`cleanup: removed schema ${schema}, exchange ${exchange}, queues ${queues.search} ${queues.statistics}`);
 }
 process.exitCode = ok ? 0 : 1;
