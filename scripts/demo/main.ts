@@ -46,7 +46,12 @@ function transportFor(): void {
 }
 
 let interrupts = 0;
+let lastSignal = 0;
 const onSignal = () => {
+  // One Ctrl-C can arrive more than once (the terminal signals the process group, and the launcher
+  // passes it on): signals within a second count as one.
+  if (Date.now() - lastSignal < 1000) return;
+  lastSignal = Date.now();
   interrupts++;
   process.stdout.write(
     interrupts === 1 ? '\nstopping the load (Ctrl-C again to skip the check)\n' : '\nskipping the check\n',
