@@ -6,7 +6,7 @@
  * CI runs the integration suite this way beside the installed PostgreSQL (.ci/run).
  */
 import { EmbeddedPostgres } from '../kit/embedded-postgres.js';
-import { exitLike, runChild } from './env/child.js';
+import { deferSignals, exitLike, runChild, type ChildExit } from './env/child.js';
 import { serverVersion } from './env/postgres.js';
 
 const [verb, separator, ...command] = process.argv.slice(2);
@@ -15,16 +15,19 @@ if (verb !== 'run' || separator !== '--' || command.length === 0) {
   process.exit(2);
 }
 
+// A signal only records itself: the server is removed below, also when interrupted mid-start.
+const interrupted = deferSignals();
 const started = Date.now();
 const server = await EmbeddedPostgres.start({ signals: false });
-let exit;
+let exit: ChildExit = { code: 1, signal: null };
 try {
   const version = await serverVersion(server.url);
   process.stderr.write(
     `embedded-pg: PostgreSQL ${version} on 127.0.0.1:${server.port} (temporary, removed at exit; ` +
       `started in ${((Date.now() - started) / 1000).toFixed(1)} s)\n`,
   );
-  exit = await runChild(command, { DATABASE_URL: server.url });
+  const signal = interrupted();
+  exit = signal ? { code: null, signal } : await runChild(command, { DATABASE_URL: server.url });
 } finally {
   await server.stop();
 }

@@ -16,7 +16,7 @@
  * the test that points the probe at a closed port; the library never reads them).
  */
 import { EmbeddedPostgres } from '../kit/embedded-postgres.js';
-import { exitLike, runChild, type ChildExit } from './env/child.js';
+import { deferSignals, exitLike, runChild, type ChildExit } from './env/child.js';
 import {
   IN_PROCESS_TRANSPORT_AVAILABLE,
   chooseBroker,
@@ -78,11 +78,8 @@ const broker = chooseBroker(amqpProbe, { accepted: inProcess, available: IN_PROC
 if (postgres.use === 'none') fail(postgres.reason);
 if (broker.use === 'none') fail(broker.reason);
 
-// Until the command runs, a signal only records itself: the embedded server is removed below, not mid-start.
-let interrupted: NodeJS.Signals | undefined;
-const record = (signal: NodeJS.Signals) => (interrupted ??= signal);
-process.on('SIGINT', record);
-process.on('SIGTERM', record);
+// A signal only records itself: the embedded server is removed below, not mid-start.
+const interrupted = deferSignals();
 
 let embedded: EmbeddedPostgres | undefined;
 let exit: ChildExit = { code: 1, signal: null };
@@ -104,7 +101,8 @@ try {
   process.stderr.write(
     `${describeChoice(pgLine, broker.use === 'rabbitmq' ? amqpProbe.where : 'in-process (no broker)')}\n`,
   );
-  if (interrupted) exit = { code: null, signal: interrupted };
+  const signal = interrupted();
+  if (signal) exit = { code: null, signal };
   else exit = await runChild(command, env);
 } finally {
   await embedded?.stop();

@@ -37,6 +37,19 @@ export async function runChild(
   }
 }
 
+/**
+ * From now on SIGINT/SIGTERM only record themselves: a launcher interrupted while it starts its
+ * server must still remove it (a signal's default action would skip every cleanup). Returns the
+ * first signal received, if any; exitLike() ends the process with it.
+ */
+export function deferSignals(): () => NodeJS.Signals | undefined {
+  let received: NodeJS.Signals | undefined;
+  const record = (signal: NodeJS.Signals) => (received ??= signal);
+  process.on('SIGINT', record);
+  process.on('SIGTERM', record);
+  return () => received;
+}
+
 /** Ends the launcher as the child ended: its exit code, or its signal re-raised on ourselves. */
 export function exitLike(exit: ChildExit): never {
   if (exit.signal) {
