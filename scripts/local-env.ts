@@ -88,7 +88,11 @@ try {
   let pgLine: string;
   if (postgres.use === 'embedded') {
     const started = Date.now();
-    embedded = await EmbeddedPostgres.start({ signals: false });
+    embedded = await EmbeddedPostgres.start({ signals: false }).catch((err: unknown) =>
+      fail(
+        `no PostgreSQL reachable at ${pgProbe.where}, and the embedded one did not start: ${(err as Error).message}`,
+      ),
+    );
     env.DATABASE_URL = embedded.url;
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     pgLine = `embedded ${await serverVersion(embedded.url)} (temporary, removed at exit; started in ${seconds} s)`;
