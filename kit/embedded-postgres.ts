@@ -91,14 +91,19 @@ export class EmbeddedPostgres {
     this.url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   }
 
-  /** initdb in a new temporary directory, then start on a free port; everything is removed again on failure or exit. */
-  static async start(): Promise<EmbeddedPostgres> {
+  /**
+   * initdb in a new temporary directory, then start on a free port; everything is removed again on failure or exit.
+   * `signals: false` leaves SIGINT/SIGTERM to the caller (a launcher that must let its child clean up on the server
+   * first, then calls stop()); the exit hook stays, so the directory never outlives the process.
+   */
+  static async start(options: { signals?: boolean } = {}): Promise<EmbeddedPostgres> {
     const bin = binaries();
     const owner = await account();
     const dir = mkdtempSync(path.join(os.tmpdir(), 'converge-pg-'));
     const instance = new EmbeddedPostgres(dir, await freePort(), bin, owner);
     process.once('exit', instance.#onExit);
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, instance.#onSignal);
+    if (options.signals !== false)
+      for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, instance.#onSignal);
     try {
       await instance.#init();
       await instance.#pgCtl(['start', '-w', '-t', '60', '-l', path.join(dir, 'server.log')]);

@@ -1,0 +1,140 @@
+/**
+ * `npm run demo`: an orders service (HTTP API on 127.0.0.1), the relay, and two consumers keeping a
+ * search projection (snapshots) and a statistics projection (incremental events), driven by a load
+ * generator for `--duration` seconds (default 20), with a live view of the pipeline every second.
+ * Then it waits for the projections to equal the source, prints one `check:` line, and removes what
+ * it created (schema, exchange, queues). Ctrl-C ends the load early; a second one skips the check.
+ *
+ * Run through scripts/local-env.ts (package.json), which picks the services: DATABASE_URL and AMQP_URL here.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import {
+  AMQP_URL,
+  DATABASE_URL,
+  connectPostgres,
+  connectRabbit,
+  dropBrokerNames,
+  uniqueName,
+} from '../../kit/services.js';
+import { migrate, startRelay, type Consumer, type Relay } from '../../src/index.js';
+import { runLoad } from './load.js';
+import { startSearch, startStatistics, type ConsumerBase } from './projections.js';
+import { OrdersService, serve } from './service.js';
+import { createTables } from './store.js';
+import { converged, formatPipeline, readDifferences, readPipeline } from './watch.js';
+
+const { values } = parseArgs({
+  options: { duration: { type: 'string', default: '20' }, settle: { type: 'string', default: '60' } },
+});
+const seconds = Number(values.duration);
+const settleSeconds = Number(values.settle);
+if (!(seconds > 0) || !(settleSeconds > 0)) {
+  console.error('usage: demo [--duration <seconds>] [--settle <seconds>]');
+  process.exit(2);
+}
+
+/**
+ * ─── PLUG-IN POINT for the in-process transport (scripts/env/choice.ts) ──────────────────────
+ * scripts/local-env.ts sets CONVERGE_TRANSPORT=in-process when no RabbitMQ is reachable. When
+ * createInProcessTransport() lands: build one here and pass `{ transport }` to startRelay and to
+ * both consumers (ConsumerBase) instead of amqpUrl, and skip the broker cleanup below.
+ */
+function transportFor(): void {
+  if (process.env.CONVERGE_TRANSPORT === 'in-process')
+    throw new Error('the in-process transport lands with the transport seam; start RabbitMQ or set AMQP_URL');
+}
+
+let interrupts = 0;
+let lastSignal = 0;
+const onSignal = () => {
+  // One Ctrl-C can arrive more than once (the terminal signals the process group, and the launcher
+  // passes it on): signals within a second count as one.
+  if (Date.now() - lastSignal < 1000) return;
+  lastSignal = Date.now();
+  interrupts++;
+  process.stdout.write(
+    interrupts === 1 ? '\nstopping the load (Ctrl-C again to skip the check)\n' : '\nskipping the check\n',
+  );
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+
+transportFor();
+const pool = await connectPostgres(10);
+const broker = await connectRabbit();
+const schema = uniqueName('demo');
+const exchange = uniqueName('demo.events');
+const queues = { search: uniqueName('demo.search'), statistics: uniqueName('demo.statistics') };
+const base: ConsumerBase = { connectionString: DATABASE_URL, amqpUrl: AMQP_URL, schema, exchange };
+const consumers: Pick<Consumer, 'stop'>[] = [];
+let relay: Relay | undefined;
+let api: { url: string; close(): Promise<void> } | undefined;
+let live: NodeJS.Timeout | undefined;
+let ok = false;
+try {
+  await migrate(pool, { schema });
+  await createTables(pool, schema);
+  // Consumers first: they declare the exchange and bind their queues before anything is published.
+  for (const consumer of [startSearch(base, queues.search), startStatistics(base, queues.statistics)]) {
+    consumer.on('error', () => undefined); // retried inside; the view shows the lag
+    consumers.push(consumer);
+    await consumer.ready();
+  }
+  relay = startRelay({ connectionString: DATABASE_URL, amqpUrl: AMQP_URL, schema, exchange });
+  relay.on('error', () => undefined);
+  const service = new OrdersService(pool, schema);
+  api = await serve(service);
+  console.log(`demo: orders API on ${api.url}, schema ${schema}, load for ${seconds} s`);
+
+  const started = Date.now();
+  const tty = process.stdout.isTTY;
+  const show = async () => {
+    const line = formatPipeline(
+      (Date.now() - started) / 1000,
+      service.written,
+      await readPipeline(pool, schema, queues),
+    );
+    process.stdout.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
+  };
+  live = setInterval(() => void show().catch(() => undefined), 1000);
+  const load = await runLoad(api.url, { seconds, stopped: () => interrupts > 0 });
+  if (tty) process.stdout.write('\n');
+  console.log(
+    `load: ${load.requests} requests: ${load.placed} orders placed, ${load.changed} status changes, ` +
+      `${load.conflicts} refused as concurrent (409), ${load.failed} failed`,
+  );
+
+  // Convergence: the load stopped; wait (bounded) until every event is applied and both read models equal the source.
+  const settled = Date.now();
+  let pipeline = await readPipeline(pool, schema, queues);
+  let differences = await readDifferences(pool, schema);
+  while (!converged(pipeline, differences) && Date.now() - settled < settleSeconds * 1000 && interrupts < 2) {
+    await delay(200);
+    [pipeline, differences] = await Promise.all([readPipeline(pool, schema, queues), readDifferences(pool, schema)]);
+  }
+  clearInterval(live);
+  await show();
+  if (tty) process.stdout.write('\n');
+  ok = converged(pipeline, differences);
+  const after = ((Date.now() - settled) / 1000).toFixed(1);
+  console.log(
+    ok
+      ? `check: converged: ${differences.orders} orders, search and statistics equal the source ` +
+          `(${pipeline.published} events published, all applied; ${after} s after the load)`
+      : `check: NOT converged after ${after} s: search ${differences.search} and statistics ${differences.statistics} ` +
+          `rows differ, outbox pending ${pipeline.pending}, applied search ${pipeline.search.applied}/${pipeline.search.written}, ` +
+          `statistics ${pipeline.statistics.applied}/${pipeline.statistics.written}`,
+  );
+} finally {
+  clearInterval(live);
+  await api?.close();
+  await relay?.stop();
+  for (const consumer of consumers) await consumer.stop();
+  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await dropBrokerNames(broker, [queues.search, queues.statistics, exchange]);
+  await broker.close();
+  await pool.end();
+  console.log(`cleanup: removed schema ${schema}, exchange ${exchange}, queues ${queues.search} ${queues.statistics}`);
+}
+process.exitCode = ok ? 0 : 1;

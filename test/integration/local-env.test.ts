@@ -1,0 +1,107 @@
+/**
+ * scripts/local-env.ts, the setup `npm run lab` and `npm run demo` run first: with DATABASE_URL
+ * unset and nothing answering at the probed address (a closed port here, through the script's
+ * CONVERGE_PROBE_DATABASE_URL; the shared server is never touched), it starts an embedded
+ * PostgreSQL 18, hands its URL to the command, and removes it when the command ends, also when
+ * the command fails. A configured DATABASE_URL that does not answer fails instead.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { freePort } from '../../kit/ports.js';
+import { amqpTarget, postgresTarget } from '../../scripts/services.js';
+import { AMQP_URL, DATABASE_URL, describe, test } from '../support/rig.js';
+
+/** The command local-env runs: reports where its DATABASE_URL leads, then exits with `code`. */
+const probeScript = (code: number) => `
+  import pg from 'pg';
+  const client = new pg.Client(process.env.DATABASE_URL);
+  await client.connect();
+  const { rows } = await client.query("SELECT current_setting('server_version') AS version, current_setting('data_directory') AS dir");
+  await client.end();
+  console.log(JSON.stringify({ url: process.env.DATABASE_URL, amqp: process.env.AMQP_URL, ...rows[0] }));
+  process.exit(${code});`;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function localEnv(env: NodeJS.ProcessEnv, command: string[]): Promise<Run> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/local-env.ts', '--', ...command], {
+    env: { ...process.env, DATABASE_URL: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
+}
+
+function refused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', () => resolve(true));
+  });
+}
+
+describe('local-env: embedded PostgreSQL when nothing answers', () => {
+  for (const code of [0, 3]) {
+    test(`starts an embedded PostgreSQL 18, runs the command on it, removes it (command exits ${code})`, async () => {
+      const closed = await freePort();
+      const run = await localEnv({ CONVERGE_PROBE_DATABASE_URL: `postgres://postgres@127.0.0.1:${closed}/test` }, [
+        process.execPath,
+        '--input-type=module',
+        '-e',
+        probeScript(code),
+      ]);
+      assert.equal(run.code, code, `exits as the command did; stderr: ${run.stderr}`);
+      assert.match(
+        run.stderr,
+        /^PostgreSQL: embedded 18\.\d+ \(temporary, removed at exit; started in [\d.]+ s\) · RabbitMQ: /m,
+      );
+      const seen = JSON.parse(run.stdout) as { url: string; version: string; dir: string };
+      const port = Number(new URL(seen.url).port);
+      assert.notEqual(port, closed, 'not the probed address');
+      assert.notEqual(port, 5432, 'not the shared server');
+      assert.match(seen.version, /^18\./);
+      const directory = path.dirname(seen.dir);
+      assert.match(path.basename(directory), /^converge-pg-/);
+      assert.equal(existsSync(directory), false, 'temporary directory removed');
+      assert.ok(await refused(port), 'embedded server stopped');
+    });
+  }
+
+  test('a configured DATABASE_URL that does not answer is an error, not an embedded server', async () => {
+    const closed = await freePort();
+    const run = await localEnv({ DATABASE_URL: `postgres://postgres@127.0.0.1:${closed}/test` }, ['true']);
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /local-env: DATABASE_URL is set, and PostgreSQL at /);
+    assert.doesNotMatch(run.stderr, /embedded/);
+  });
+
+  test('the real services are used when they answer', async () => {
+    const run = await localEnv({ DATABASE_URL, AMQP_URL }, [
+      process.execPath,
+      '--input-type=module',
+      '-e',
+      probeScript(0),
+    ]);
+    assert.equal(run.code, 0, run.stderr);
+    const line = `PostgreSQL: ${postgresTarget(DATABASE_URL).where} · RabbitMQ: ${amqpTarget(AMQP_URL).where}`;
+    assert.ok(run.stderr.split('\n').includes(line), run.stderr);
+    assert.deepEqual(JSON.parse(run.stdout) as { url: string; amqp: string }, {
+      ...(JSON.parse(run.stdout) as object),
+      url: DATABASE_URL,
+      amqp: AMQP_URL,
+    });
+  });
+});
