@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +41,7 @@ import {
   AMQP_URL,
   type TestDatabase,
 } from '../support/rig.js';
+import { runCli } from '../support/cli.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url);
 const SECRET = 'SECRET-CARD-4242-PII';
@@ -341,5 +343,31 @@ describe('dashboard', () => {
     assert.match(log, /dashboard: show quarantined message/, 'the log sees the actions');
     assert.ok(!log.includes(SECRET), 'no payload in the log');
     assert.ok(!log.includes(TOKEN), 'no token in the log');
+  });
+
+  it('converge dashboard prints its URL with the token in the fragment, serves the page, and stops on SIGTERM', async () => {
+    const child = runCli(['--schema', db.schema, 'dashboard', '--port', '0', '--token', TOKEN, '--queue', queue]);
+    let stdout = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    const exited = once(child, 'exit');
+    try {
+      const url = new URL(
+        await waitFor(() => /dashboard on (http:\/\/127\.0\.0\.1:\d+\/#token=\S+)/.exec(stdout)?.[1], 'the URL line'),
+      );
+      assert.equal(url.hash, `#token=${TOKEN}`);
+      const cliDashboard = { port: Number(url.port) } as Dashboard;
+      const status = await waitFor(async () => {
+        const response = await request(cliDashboard, 'GET', '/api/status');
+        const body = JSON.parse(response.body) as { status: { outbox: { pending: number } } | null };
+        return body.status ?? undefined;
+      }, 'a first sample');
+      assert.equal(status.outbox.pending, 1);
+      assert.equal((await request(cliDashboard, 'POST', '/api/quarantine/1/show', action())).status, 401);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 0);
+    assert.ok(!stdout.includes(SECRET), 'no payload in the output');
   });
 });
