@@ -14,8 +14,6 @@ export interface Sampler {
   /** The last sample's failure (class and code only), or null after a success. */
   error(): string | null;
   history(): HistoryPoint[];
-  /** Resolves after the first sample settled (success or failure). */
-  first(): Promise<void>;
   /** Stops the timer and waits for a sample in flight. */
   stop(): Promise<void>;
 }
@@ -52,13 +50,11 @@ export function startSampler(
     });
   };
   tick();
-  const first = inFlight;
 
   return {
     latest: () => latest,
     error: () => failure,
     history: () => ring.toArray(),
-    first: () => first,
     async stop() {
       stopped = true;
       clearTimeout(timer);

@@ -41,7 +41,7 @@ import {
   AMQP_URL,
   type TestDatabase,
 } from '../support/rig.js';
-import { runCli } from '../support/cli.js';
+import { cli, runCli } from '../support/cli.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url);
 const SECRET = 'SECRET-CARD-4242-PII';
@@ -369,5 +369,15 @@ describe('dashboard', () => {
     const [code] = (await exited) as [number | null];
     assert.equal(code, 0);
     assert.ok(!stdout.includes(SECRET), 'no payload in the output');
+  });
+
+  it('converge dashboard refuses a short token and an unmigrated schema before it listens', async () => {
+    const short = await cli(['--schema', db.schema, 'dashboard', '--port', '0', '--token', 'short']);
+    assert.equal(short.code, 1);
+    assert.match(short.stderr, /CONVERGE_INVALID_CONFIG: .*token/);
+    assert.doesNotMatch(short.stdout, /dashboard on/);
+    const unmigrated = await cli(['--schema', 'cvt_never_migrated', 'dashboard', '--port', '0']);
+    assert.equal(unmigrated.code, 1);
+    assert.match(unmigrated.stderr, /CONVERGE_SCHEMA_NOT_MIGRATED/);
   });
 });
