@@ -17,6 +17,7 @@ const LAYERS = [
   ['reconcile'],
   ['ops'],
   ['metrics'],
+  ['dashboard'],
   ['cli'],
   ['index', 'testing'],
 ];
@@ -26,7 +27,7 @@ const LAYERS = [
  * behind it. A folder may name further files that other layers may use without making them
  * public API (ops/gauges.ts: the reads that metrics and status share).
  */
-const FACADES = { inbox: [], projection: [], reconcile: [], relay: [], ops: ['gauges'], metrics: [] };
+const FACADES = { inbox: [], projection: [], reconcile: [], relay: [], ops: ['gauges'], metrics: [], dashboard: [] };
 
 const pathOf = (name) => (name === 'index' ? '^src/index\\.ts$' : `^src/${name}/`);
 

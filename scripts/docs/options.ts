@@ -29,6 +29,7 @@ import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
 import { outboxOptions } from '../../src/outbox/append.js';
 import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
 import { serveMetricsOptions } from '../../src/metrics/server.js';
+import { dashboardOptions } from '../../src/dashboard/options.js';
 import { isCurrent, runGenerator } from './generated.js';
 
 export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
@@ -68,6 +69,7 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [convergenceMetricsOptions, 'registerConvergenceMetrics(pool, options)'],
   [metricsEndpointOptions, 'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint)'],
   [serveMetricsOptions, 'serveMetrics(registry, options)'],
+  [dashboardOptions, "startDashboard(options) (from 'converge-events/dashboard')"],
 ];
 
 type Def = Record<string, unknown> & { type: string };

@@ -87,6 +87,7 @@ export function sampleCompilerOptions(root = ROOT): ts.CompilerOptions {
       'converge-events': entry('index.ts'),
       'converge-events/ops': entry('ops/index.ts'),
       'converge-events/metrics': entry('metrics/index.ts'),
+      'converge-events/dashboard': entry('dashboard/index.ts'),
       'converge-events/testing': entry('testing/index.ts'),
     },
   };

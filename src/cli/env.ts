@@ -22,6 +22,11 @@ export function amqpUrl(flag: string | undefined, env: NodeJS.ProcessEnv = proce
   return urls.length === 1 ? urls[0]! : urls;
 }
 
+/** The dashboard's action token: the flag, else CONVERGE_DASHBOARD_TOKEN; undefined lets the library generate one. */
+export function dashboardToken(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return flag ?? (env.CONVERGE_DASHBOARD_TOKEN || undefined);
+}
+
 export function logLevel(env: NodeJS.ProcessEnv = process.env): string {
   return env.CONVERGE_LOG_LEVEL ?? 'info';
 }

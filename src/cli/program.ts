@@ -7,6 +7,7 @@ import { LOCAL_DATABASE_URL } from './env.js';
 import { packageVersion } from './version.js';
 import { registerCleanup } from './commands/cleanup.js';
 import { registerCompaction } from './commands/compaction.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerDlq } from './commands/dlq.js';
 import { registerGaps } from './commands/gaps.js';
 import { registerMetrics } from './commands/metrics.js';
@@ -26,6 +27,7 @@ const COMMAND_GROUPS: ((program: Command, context: CommandContext) => void)[] = 
   registerGaps,
   registerReconcile,
   registerMetrics,
+  registerDashboard,
   registerCleanup,
   registerCompaction,
   registerOutbox,

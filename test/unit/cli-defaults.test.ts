@@ -16,6 +16,7 @@ import { rebuildOptions } from '../../src/reconcile/rebuild.js';
 import { convergenceMetricsOptions } from '../../src/metrics/metrics.js';
 import { serveMetricsOptions } from '../../src/metrics/server.js';
 import { partitionedTopologyOptions } from '../../src/transport/topology.js';
+import { dashboardOptions } from '../../src/dashboard/options.js';
 
 // Every flag that mirrors a library option: [command path, flag, spec, option key].
 const MIRRORED: [string, string, OptionsSpec<z.ZodType>, string][] = [
@@ -33,6 +34,10 @@ const MIRRORED: [string, string, OptionsSpec<z.ZodType>, string][] = [
   ['gaps', '--limit', gapQueryOptions, 'limit'],
   ['metrics', '--gap-after-ms', convergenceMetricsOptions, 'gapAfterMs'],
   ['metrics', '--host', serveMetricsOptions, 'host'],
+  ['dashboard', '--host', dashboardOptions, 'host'],
+  ['dashboard', '--interval', dashboardOptions, 'sampleIntervalMs'],
+  ['dashboard', '--history', dashboardOptions, 'historyMs'],
+  ['dashboard', '--stall-after-ms', dashboardOptions, 'stallAfterMs'],
   ['outbox list', '--limit', listOutboxOptions, 'limit'],
   ['reconcile', '--page-size', reconcileOptions, 'pageSize'],
   ['reconcile', '--sample', reconcileOptions, 'sampleSize'],

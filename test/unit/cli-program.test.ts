@@ -102,6 +102,7 @@ const EXPECTED: Record<string, string[]> = {
     '--json',
   ],
   metrics: ['--port', '--host', '--gap-after-ms'],
+  dashboard: ['--host', '--port', '--token', '--queue', '--amqp-url', '--interval', '--history', '--stall-after-ms'],
   cleanup: [
     '--outbox-older-than!',
     '--inbox-older-than',

@@ -102,6 +102,10 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'serveRelayMetrics',
     ],
   },
+  './dashboard': {
+    source: 'src/dashboard/index.ts',
+    names: ['dashboardOptions', 'startDashboard'],
+  },
   './testing': {
     source: 'src/testing/index.ts',
     names: [

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import type http from 'node:http';
+import { describe, test } from 'node:test';
+import { Ring } from '../../src/dashboard/history.js';
+import { hostMatcher, isJson, sameOrigin, tokenMatches } from '../../src/dashboard/guard.js';
+import { ASSETS } from '../../src/dashboard/assets/index.js';
+
+const req = (headers: http.IncomingHttpHeaders) => ({ headers }) as http.IncomingMessage;
+
+describe('dashboard history ring', () => {
+  test('keeps the newest `capacity` items, oldest first', () => {
+    const ring = new Ring<number>(3);
+    assert.deepEqual(ring.toArray(), []);
+    for (const n of [1, 2]) ring.push(n);
+    assert.deepEqual(ring.toArray(), [1, 2]);
+    for (const n of [3, 4, 5, 6, 7]) ring.push(n);
+    assert.deepEqual(ring.toArray(), [5, 6, 7]);
+    assert.throws(() => new Ring(0), RangeError);
+  });
+});
+
+describe('dashboard request checks', () => {
+  test('Host: the bound loopback address and its aliases on the bound port, nothing else', () => {
+    const allowed = hostMatcher('127.0.0.1', 7780);
+    for (const host of ['127.0.0.1:7780', 'localhost:7780', '[::1]:7780']) assert.ok(allowed(host), host);
+    for (const host of [undefined, '', '127.0.0.1:7781', '127.0.0.1', 'evil.example:7780', 'user@127.0.0.1:7780'])
+      assert.ok(!allowed(host), String(host));
+  });
+
+  test('Host: bound to a wildcard, only IP literals and localhost (a rebound DNS name is refused)', () => {
+    const allowed = hostMatcher('0.0.0.0', 80);
+    assert.ok(allowed('10.1.2.3'));
+    assert.ok(allowed('localhost:80'));
+    assert.ok(!allowed('evil.example'));
+    const named = hostMatcher('ops.internal', 7780);
+    assert.ok(named('ops.internal:7780'));
+    assert.ok(!named('localhost:7780'));
+  });
+
+  test('same origin: Origin must be this server, Sec-Fetch-Site same-origin or none; absent headers pass', () => {
+    const host = '127.0.0.1:7780';
+    assert.ok(sameOrigin(req({ host })));
+    assert.ok(sameOrigin(req({ host, origin: 'http://127.0.0.1:7780', 'sec-fetch-site': 'same-origin' })));
+    assert.ok(!sameOrigin(req({ host, origin: 'http://evil.example' })));
+    assert.ok(!sameOrigin(req({ host, origin: 'null' })));
+    assert.ok(!sameOrigin(req({ host, 'sec-fetch-site': 'same-site' })));
+    assert.ok(!sameOrigin(req({ host, 'sec-fetch-site': 'cross-site' })));
+  });
+
+  test('actions take JSON only', () => {
+    assert.ok(isJson(req({ 'content-type': 'application/json; charset=utf-8' })));
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data', undefined])
+      assert.ok(!isJson(req({ 'content-type': type })), String(type));
+  });
+
+  test('token: exact match only, any length', () => {
+    assert.ok(tokenMatches('s3cret-token-value', 's3cret-token-value'));
+    for (const given of [undefined, '', 's3cret', 's3cret-token-valuE', 's3cret-token-value ', ['s3cret-token-value']])
+      assert.ok(!tokenMatches('s3cret-token-value', given), String(given));
+  });
+});
+
+describe('dashboard assets', () => {
+  test('the page loads only its own assets: no CDN, no inline script or style', () => {
+    const page = ASSETS['/']!.body;
+    for (const src of page.matchAll(/(?:src|href)="([^"]+)"/g)) assert.ok(ASSETS[src[1]!], `${src[1]} is served`);
+    assert.doesNotMatch(page, /<script>|<style|style="/);
+    assert.doesNotMatch(ASSETS['/assets/app.js']!.body, /innerHTML|eval\(|new Function/);
+  });
+});
