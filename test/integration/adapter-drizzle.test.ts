@@ -27,6 +27,7 @@ adapterContract('drizzle', async ({ connectionString, schema }) => {
       const inserted = await drizzleFromExecutor(tx).insert(orderRows).values(row).returning();
       return inserted.length;
     },
+    executorOutsideTransaction: () => executorFromDrizzle(db as unknown as Parameters<typeof executorFromDrizzle>[0]),
     close: () => pool.end(),
   };
 });

@@ -1,5 +1,5 @@
 /** converge-events/knex against the adapter contract (test/support/adapter-contract.ts). */
-import knexFactory from 'knex';
+import knexFactory, { type Knex } from 'knex';
 import { executorFromKnex, knexFromExecutor } from '../../src/adapters/knex.js';
 import { adapterContract } from '../support/adapter-contract.js';
 
@@ -25,6 +25,7 @@ adapterContract('knex', async ({ connectionString, schema }) => {
       );
       return inserted.length;
     },
+    executorOutsideTransaction: () => executorFromKnex(knex as unknown as Knex.Transaction),
     close: () => knex.destroy(),
   };
 });

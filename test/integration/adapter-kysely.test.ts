@@ -27,6 +27,7 @@ adapterContract('kysely', async ({ connectionString, schema }) => {
         .executeTakeFirstOrThrow();
       return Number(result.numInsertedOrUpdatedRows);
     },
+    executorOutsideTransaction: () => executorFromKysely(db),
     close: () => db.destroy(),
   };
 });

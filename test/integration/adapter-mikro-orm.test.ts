@@ -54,6 +54,7 @@ adapterContract('mikro-orm', async ({ connectionString, schema }) => {
       await em.flush();
       return em.count(OrderRow, { eventId: row.eventId });
     },
+    executorOutsideTransaction: () => executorFromMikroOrm(orm.em.fork()),
     close: () => orm.close(true),
   };
 });

@@ -49,6 +49,7 @@ adapterContract('typeorm', async ({ connectionString, schema }) => {
       await manager.save(OrderRows, row);
       return manager.countBy(OrderRows, { eventId: row.eventId });
     },
+    executorOutsideTransaction: () => executorFromTypeOrm(dataSource.manager),
     close: () => dataSource.destroy(),
   };
 });

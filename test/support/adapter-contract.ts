@@ -19,6 +19,7 @@ import {
   type EventEnvelope,
   type Relay,
 } from '../../src/index.js';
+import { AdapterError } from '../../src/runtime/errors.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/testing/index.js';
 import { PROJECTION, collect, withEnv, type Env } from './consumer-env.js';
 import {
@@ -46,6 +47,8 @@ export interface OrmUnderTest {
   ): Promise<void>;
   /** Writes one `order_rows` row through the ORM's view of converge's `tx`; returns how many rows it wrote. */
   writeThroughView(tx: Executor, row: ViewRow): Promise<number>;
+  /** Calls the adapter's executorFrom… with the ORM's handle outside any transaction (it must throw). */
+  executorOutsideTransaction(): unknown;
   close(): Promise<void>;
 }
 
@@ -109,6 +112,13 @@ export function adapterContract(name: string, open: OpenOrm): void {
         );
         assert.equal(await count(db, `SELECT count(*) AS n FROM "${db.schema}".orders`), 0);
         assert.equal(await count(db, `SELECT count(*) AS n FROM "${db.schema}".outbox`), 0);
+      });
+
+      it('a handle outside a transaction is refused: the event would commit on its own', () => {
+        assert.throws(
+          () => orm.executorOutsideTransaction(),
+          (err: unknown) => err instanceof AdapterError && err.code === 'CONVERGE_ADAPTER_MISUSE',
+        );
       });
     });
 
