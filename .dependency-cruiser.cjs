@@ -19,7 +19,7 @@ const LAYERS = [
   ['metrics'],
   ['dashboard'],
   ['cli'],
-  ['index', 'testing'],
+  ['index', 'testing', 'adapters'],
 ];
 
 /**
@@ -97,6 +97,14 @@ module.exports = {
       to: { path: '^src/([^/]+)/sql\\.ts$', pathNot: '^src/$1/' },
     },
     {
+      name: 'adapters-stay-thin',
+      comment:
+        'src/adapters turns ORM transactions into Executors and back: it needs db/ and runtime/ only (docs/architecture.md).',
+      severity: 'error',
+      from: { path: '^src/adapters/' },
+      to: { path: '^src/', pathNot: '^src/(adapters|db|runtime)/' },
+    },
+    {
       name: 'not-to-unresolvable',
       comment: 'Every import resolves to a file or an installed package.',
       severity: 'error',
@@ -105,17 +113,19 @@ module.exports = {
     },
     {
       name: 'not-to-dev-dep',
-      comment: 'The published library may not depend on devDependencies (type-only imports of @types are fine).',
+      comment:
+        'The published library may not depend on devDependencies (type-only imports of @types are fine; an optional peer dependency, such as the ORM of an adapter, is a devDependency too so that it is tested).',
       severity: 'error',
       from: { path: '^src/' },
-      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'], pathNot: '/@types/' },
+      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only', 'npm-peer'], pathNot: '/@types/' },
     },
     {
       name: 'no-non-package-json',
-      comment: 'Packages used by src must be declared in package.json.',
+      comment:
+        'Packages used by src must be declared in package.json (a peer dependency is declared; its peerDependenciesMeta entry reads as npm-no-pkg).',
       severity: 'error',
       from: { path: '^src/' },
-      to: { dependencyTypes: ['npm-no-pkg', 'npm-unknown'] },
+      to: { dependencyTypes: ['npm-no-pkg', 'npm-unknown'], dependencyTypesNot: ['npm-peer'] },
     },
   ],
   options: {

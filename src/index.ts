@@ -118,6 +118,7 @@ export {
   ServiceUnavailableError,
   SchemaNotMigratedError,
   ReadyTimeoutError,
+  AdapterError,
 } from './runtime/errors.js';
 export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure, WrittenFor } from './runtime/errors.js';
 export type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './runtime/errors.js';

@@ -89,6 +89,12 @@ export function sampleCompilerOptions(root = ROOT): ts.CompilerOptions {
       'converge-events/metrics': entry('metrics/index.ts'),
       'converge-events/dashboard': entry('dashboard/index.ts'),
       'converge-events/testing': entry('testing/index.ts'),
+      ...Object.fromEntries(
+        ['kysely', 'knex', 'drizzle', 'typeorm', 'mikro-orm'].map((orm) => [
+          `converge-events/${orm}`,
+          entry(`adapters/${orm}.ts`),
+        ]),
+      ),
     },
   };
 }

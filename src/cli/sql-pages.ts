@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { Executor } from '../db/executor.js';
 import { ConfigError } from '../runtime/errors.js';
 import type { PagedReader, ReconcileRow } from '../reconcile/index.js';
 
@@ -38,7 +39,7 @@ function toRow(raw: Record<string, unknown>): ReconcileRow {
  * not use all four would otherwise fail with "could not determine data type"); the row is
  * also available as the CTE `converge_row (id, version, fields, deleted)`.
  */
-export function applyStatement(applySql: string): (tx: pg.PoolClient, row: ReconcileRow) => Promise<void> {
+export function applyStatement(applySql: string): (tx: Executor, row: ReconcileRow) => Promise<void> {
   const typed = 'converge_row (id, version, fields, deleted) AS (SELECT $1::text, $2::bigint, $3::jsonb, $4::boolean)';
   const leadingWith = /^\s*with\s+(recursive\s+)?/i.exec(applySql);
   const text = leadingWith

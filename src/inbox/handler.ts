@@ -11,7 +11,11 @@ import type { EventOf, IsUntyped, PayloadsOf, UntypedEvents } from '../envelope/
  * make a gap count as applied. See docs/consumer.md.
  */
 export interface HandlerContext {
-  /** The consumer's open transaction: write the projection (and next-hop outbox events) here, and pass it to the projection helpers. */
+  /**
+   * The consumer's open transaction: write the projection (and next-hop outbox events) here, and pass it to the projection helpers.
+   * It is an `Executor` (callbacks may be typed with that alone) and the node-postgres client itself, which the ORM views
+   * (`kyselyFromExecutor(tx)`, `knexFromExecutor(tx, knex)`, ... in `converge-events/<orm>`) run on; never open or end a transaction on it.
+   */
   tx: pg.PoolClient;
   /** The inbox scope (defaults to the queue name). */
   consumer: string;

@@ -241,6 +241,13 @@ export const ERROR_CODES = {
     when: '`ready({ timeoutMs })` waited that long without the component connecting; the message names the last failure. The component keeps retrying.',
     action: 'Fix what `lastFailure` names, or call `stop()`.',
   },
+  CONVERGE_ADAPTER_MISUSE: {
+    error: 'AdapterError',
+    carries: '`adapter`',
+    when: "An ORM adapter (`converge-events/kysely`, `/knex`, `/drizzle`, `/typeorm`, `/mikro-orm`) got a handle outside a transaction, a view was asked for on something that is not a node-postgres client, a view was asked to open or end a transaction, or a statement could not be translated to the ORM's placeholders (a `$n` without a value, a backslash right before a `?`).",
+    action:
+      "Pass the ORM's transaction handle (inside its `transaction(...)` callback) and the consumer's `tx`; let the consumer commit; fix the statement the message names.",
+  },
 } as const satisfies Record<`CONVERGE_${string}`, ErrorCodeDoc>;
 
 /** Every code a ConvergeError can carry. */

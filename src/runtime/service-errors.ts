@@ -152,3 +152,17 @@ export class ReadyTimeoutError extends ConvergeError {
     );
   }
 }
+
+/**
+ * An ORM adapter was used in a way that would break "the event is written on the caller's own
+ * transaction": a handle outside a transaction, a view that would open or end a transaction on
+ * the consumer's connection, or SQL its placeholders cannot carry. Never quotes values.
+ */
+export class AdapterError extends ConvergeError {
+  constructor(
+    readonly adapter: string,
+    problem: string,
+  ) {
+    super('CONVERGE_ADAPTER_MISUSE', `${adapter} adapter: ${problem}`);
+  }
+}

@@ -13,6 +13,7 @@ import {
   ConfigError,
   ConnectionConfigError,
   ReadyTimeoutError,
+  AdapterError,
   SchemaNotMigratedError,
   ServiceUnavailableError,
   ContentConflictError,
@@ -98,6 +99,7 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
     ),
   SchemaNotMigratedError: () => [new SchemaNotMigratedError('converge', 'db:5432', 0, 9)],
   ReadyTimeoutError: () => [new ReadyTimeoutError('consumer orders', 5_000)],
+  AdapterError: () => [new AdapterError('knex', 'not inside a transaction')],
 };
 
 /** Every class errors.ts exports that extends ConvergeError. */

@@ -16,6 +16,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
   '.': {
     source: 'src/index.ts',
     names: [
+      'AdapterError',
       'BodyTooLargeError',
       'BrokerPluginMissingError',
       'ConcurrencyConflictError',
@@ -124,7 +125,15 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'upcast',
     ],
   },
+  './kysely': { source: 'src/adapters/kysely.ts', names: ['executorFromKysely', 'kyselyFromExecutor'] },
+  './knex': { source: 'src/adapters/knex.ts', names: ['executorFromKnex', 'knexFromExecutor'] },
+  './drizzle': { source: 'src/adapters/drizzle.ts', names: ['drizzleFromExecutor', 'executorFromDrizzle'] },
+  './typeorm': { source: 'src/adapters/typeorm.ts', names: ['executorFromTypeOrm', 'typeOrmFromExecutor'] },
+  './mikro-orm': { source: 'src/adapters/mikro-orm.ts', names: ['executorFromMikroOrm', 'mikroOrmFromExecutor'] },
 };
+
+/** The optional peer dependencies: only their own adapter subpath may need them. */
+const ORM_PACKAGES = ['kysely', 'knex', 'drizzle-orm', 'typeorm', '@mikro-orm'];
 
 const sourceUrl = (source: string): string => new URL(`../../${source}`, import.meta.url).href;
 
@@ -184,6 +193,16 @@ describe('public entry points', () => {
       const loaded = await packagesLoadedBy(ENTRY_POINTS[subpath]!.source);
       assert.ok(loaded.includes('pg'), `the probe sees the packages ${subpath} loads`);
       assert.ok(!loaded.includes('prom-client'), `${subpath} loads prom-client`);
+    }
+  });
+
+  it('no entry point but an adapter loads an ORM, and the type-only adapters load none', async () => {
+    // kysely and drizzle-orm are ESM (not in require.cache): the adapters that need them at
+    // runtime are checked by their integration tests; these run without any ORM installed.
+    for (const subpath of ['.', './ops', './testing', './metrics', './knex', './typeorm', './mikro-orm']) {
+      const loaded = await packagesLoadedBy(ENTRY_POINTS[subpath]!.source);
+      const orms = loaded.filter((name) => ORM_PACKAGES.includes(name));
+      assert.deepEqual(orms, [], `${subpath} loads ${orms.join(', ')}`);
     }
   });
 });

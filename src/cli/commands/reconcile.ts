@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type pg from 'pg';
+import type { Executor } from '../../db/executor.js';
 import { databaseFailure, poolTarget } from '../../db/pool.js';
 import { checkSchema } from '../../schema/migrate.js';
 import { ConfigError } from '../../runtime/errors.js';
@@ -169,7 +170,7 @@ function extraRemoval(sourcePool: pg.Pool, options: ReconcileCliOptions) {
   const removeSql = options.removeSql;
   return {
     lookup: sqlLookup(sourcePool, options.lookupSql),
-    remove: async (tx: pg.PoolClient, id: string) => void (await tx.query(removeSql, [id])),
+    remove: async (tx: Executor, id: string) => void (await tx.query(removeSql, [id])),
   };
 }
 

@@ -1,0 +1,33 @@
+/** converge-events/drizzle (node-postgres driver) against the adapter contract (test/support/adapter-contract.ts). */
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { integer, pgSchema, text } from 'drizzle-orm/pg-core';
+import pg from 'pg';
+import { drizzleFromExecutor, executorFromDrizzle } from '../../src/adapters/drizzle.js';
+import { adapterContract } from '../support/adapter-contract.js';
+
+adapterContract('drizzle', async ({ connectionString, schema }) => {
+  const tables = pgSchema(schema);
+  const orders = tables.table('orders', { id: text('id').primaryKey(), version: integer('version').notNull() });
+  const orderRows = tables.table('order_rows', {
+    eventId: text('event_id').primaryKey(),
+    aggregateId: text('aggregate_id').notNull(),
+    amount: integer('amount').notNull(),
+  });
+  const pool = new pg.Pool({ connectionString, max: 2 });
+  const db = drizzle({ client: pool });
+  return {
+    transaction: (work) =>
+      db.transaction(async (tx) => {
+        const insertOrder = async (id: string, version: number) => {
+          await tx.insert(orders).values({ id, version });
+        };
+        await work({ insertOrder, executor: executorFromDrizzle(tx) });
+      }),
+    async writeThroughView(tx, row) {
+      const inserted = await drizzleFromExecutor(tx).insert(orderRows).values(row).returning();
+      return inserted.length;
+    },
+    executorOutsideTransaction: () => executorFromDrizzle(db as unknown as Parameters<typeof executorFromDrizzle>[0]),
+    close: () => pool.end(),
+  };
+});
