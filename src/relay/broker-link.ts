@@ -165,8 +165,19 @@ export class BrokerLink {
   }
 
   /**
-   * Closes the channel, if `publisher` is still the current one, and keeps the connection: the next
-   * publisher() opens a fresh channel on it. For a channel whose every publish the broker nacked.
+   * The channel to send a claimed batch on: `taken` (fetched before the claim) unless it was retired
+   * or dropped meanwhile; then the current one, or `taken` after all if none opens (its publishes
+   * fail as channel-closed and are retried, rather than the claimed rows waiting out their lease).
+   */
+  async latest(taken: ConfirmPublisher): Promise<ConfirmPublisher> {
+    if (taken === this.#publisher && !taken.closed) return taken;
+    return this.#ensurePublisher().catch(() => taken);
+  }
+
+  /**
+   * Retires the channel, if `publisher` is still the current one, and keeps the connection: the next
+   * publisher() opens a fresh channel on it, and the old one closes once the batches still in flight
+   * on it have their confirms. For a channel whose every publish the broker nacked.
    */
   renewChannel(publisher: ConfirmPublisher): void {
     if (publisher !== this.#publisher) return;
@@ -175,7 +186,7 @@ export class BrokerLink {
       { relayId: this.#options.relayId },
       'the broker nacked a whole batch: publishing on a new channel',
     );
-    const closing = publisher.close();
+    const closing = publisher.retire();
     this.#closing.add(closing);
     void closing.finally(() => this.#closing.delete(closing));
   }

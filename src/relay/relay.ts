@@ -151,7 +151,8 @@ export class Relay extends EventEmitter<RelayEvents> {
    * next batch while this one still waits for its confirms.
    */
   async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
-    const publisher = await this.#broker.publisher();
+    // Taken before the claim: rows are claimed only while a channel is open.
+    const taken = await this.#broker.publisher();
     await this.#checkSchemaOnce();
     const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [
       this.options.relayId,
@@ -171,6 +172,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       unblocked: false,
     };
     if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
+    const publisher = await this.#broker.latest(taken);
     // Each publish is written to the channel synchronously here, in claim order.
     const sentAt = performance.now();
     const outcomes = Promise.all(

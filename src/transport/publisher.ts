@@ -21,6 +21,7 @@ export class ConfirmPublisher {
   readonly #pending = new Set<Pending>();
   #closed = false;
   #timeoutsHeld = false;
+  #retired: (() => void) | undefined;
 
   readonly #onConfirmTimeout: (() => void) | undefined;
 
@@ -63,6 +64,7 @@ export class ConfirmPublisher {
           pending.disarm();
           if (err) reject(err);
           else resolve();
+          if (this.#pending.size === 0) this.#retired?.();
         },
         arm: () => {
           pending.disarm();
@@ -104,6 +106,20 @@ export class ConfirmPublisher {
   resumeTimeouts(): void {
     this.#timeoutsHeld = false;
     for (const pending of this.#pending) pending.arm();
+  }
+
+  /**
+   * Closes the channel once the publishes in flight on it have settled, without failing them;
+   * the owner sends nothing more on it meanwhile. Resolves when it is closed.
+   */
+  retire(): Promise<void> {
+    if (this.#pending.size === 0) return this.close();
+    return new Promise((resolve) => {
+      this.#retired = () => {
+        this.#retired = undefined;
+        void this.close().then(resolve);
+      };
+    });
   }
 
   /**

@@ -360,6 +360,30 @@ describe('relay publish failures', () => {
     }
   });
 
+  test('a retired channel lets the publishes in flight on it get their confirms, then closes', async () => {
+    const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
+    const connection = await amqp.connect(proxy.url(AMQP_URL));
+    connection.on('error', () => undefined);
+    try {
+      await withEnv(async (env) => {
+        await queueIn(env);
+        const publisher = new ConfirmPublisher(await connection.createConfirmChannel());
+        proxy.holdReplies();
+        const inFlight = settle(publisher.publish(env.exchange, 'a.b', Buffer.from('{}'), { messageId: 'm1' }, 10_000));
+        const retired = publisher.retire();
+        assert.equal(publisher.closed, false, 'not closed under a publish that waits for its confirm');
+        proxy.releaseReplies();
+        const outcome = await inFlight;
+        assert.ok(outcome.ok, 'the publish in flight was confirmed, not failed as channel-closed');
+        await retired;
+        assert.equal(publisher.closed, true);
+      });
+    } finally {
+      await connection.close().catch(() => undefined);
+      await proxy.close();
+    }
+  });
+
   test('a confirm that arrives after its timeout does not resolve the publish it timed out', async () => {
     const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
     const connection = await amqp.connect(proxy.url(AMQP_URL));
