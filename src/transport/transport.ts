@@ -25,10 +25,10 @@ export interface MessageProperties {
   appId?: string;
   headers?: Record<string, unknown>;
   /**
-   * A per-message delay in ms, as a decimal string (AMQP's expiration): after it the message
+   * A per-message delay in ms (AMQP's expiration, sent as a decimal string): after it the message
    * leaves its queue and goes to the queue's dead-letter target. Delayed retry uses it.
    */
-  expiration?: string;
+  expiration?: string | number;
 }
 
 /**
