@@ -28,7 +28,7 @@ import {
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
-import type { Transport } from '../transport/transport.js';
+import { transportOption } from '../transport/transport-option.js';
 
 export interface RelayHooks {
   /**
@@ -63,16 +63,9 @@ export const relayOptions = defineOptions(
       amqpUrl: amqpUrlOption.describe(
         "RabbitMQ URL, or a cluster's node URLs to fail over between (required unless transport is given).",
       ),
-      transport: z
-        .custom<Transport>(
-          (v) => typeof v === 'object' && v !== null && typeof (v as Transport).connect === 'function',
-          'must be a Transport',
-        )
-        .meta({ typeName: 'Transport' })
-        .optional()
-        .describe(
-          'The broker to publish to instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
-        ),
+      transport: transportOption.describe(
+        'The broker to publish to instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
+      ),
       amqpSocketOptions: z
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
         .meta({ typeName: 'AmqpSocketOptions' })
