@@ -5,7 +5,7 @@ import type { Settlement } from './types.js';
 
 /**
  * Settles a committed batch. A delivery to retry is acked only once the broker confirmed its copy
- * in the retry queue; one that could not be parked goes back after its backoff (counted towards a
+ * in the retry queue; when all are ackable one ack-multiple settles the batch; one that could not be parked goes back after its backoff (counted towards a
  * quorum deliveryLimit). A settle on a connection that closed after the commit is a no-op: the
  * broker redelivers and the inbox recognises the duplicate.
  */
@@ -21,7 +21,9 @@ export async function acknowledgeBatch(
       return settlement.action === 'retry' ? parkForRetry(retryPublisher, options, message, settlement) : true;
     }),
   );
-  messages.forEach((message, i) => (ackable[i] ? message.ack() : message.nack({ requeue: true })));
+  // Every earlier delivery of the subscription is settled already (one batch at a time): one ack-multiple covers all.
+  if (ackable.every(Boolean)) messages[messages.length - 1]?.ackAllUpTo();
+  else messages.forEach((message, i) => (ackable[i] ? message.ack() : message.nack({ requeue: true })));
 }
 
 /** Processing itself broke: every delivery of the batch goes back for redelivery. */

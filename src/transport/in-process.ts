@@ -367,6 +367,10 @@ class InProcessSubscription implements Subscription {
       },
       properties: message.properties,
       ack: () => this.#settle(tag, () => undefined),
+      ackAllUpTo: () => {
+        for (const earlier of [...this.#unacked.keys()]) if (earlier <= tag) this.#unacked.delete(earlier);
+        this.#broker.dispatch(this.#queue);
+      },
       nack: ({ requeue }) =>
         this.#settle(tag, (m) =>
           requeue ? this.#broker.requeue(this.#queue, m) : this.#broker.deadLetter(this.#queue, m, 'rejected'),

@@ -83,6 +83,7 @@ class RabbitMqConnection implements TransportConnection {
   readonly #kill: () => void;
   readonly #logger: Logger;
   readonly #publishers = new Set<ConfirmPublisher>();
+  readonly #subscriptions = new Set<amqp.Channel>();
 
   constructor(connection: amqp.ChannelModel, kill: () => void, logger: Logger) {
     this.#connection = connection;
@@ -133,6 +134,8 @@ class RabbitMqConnection implements TransportConnection {
       this.#logger.warn({ queue, ...describeError(err) }, 'subscription channel error'),
     );
     channel.on('close', ended);
+    this.#subscriptions.add(channel);
+    channel.on('close', () => this.#subscriptions.delete(channel));
     await channel.prefetch(options.prefetch);
     const { consumerTag } = await channel.consume(
       queue,
@@ -154,13 +157,21 @@ class RabbitMqConnection implements TransportConnection {
     };
   }
 
+  /**
+   * Subscription channels are closed before the connection: a channel close is ordered after the
+   * acks sent on it, so the broker has them before it takes back what is still unacked; a bare
+   * connection close can overtake them.
+   */
   async close(): Promise<void> {
     const publishers = [...this.#publishers];
-    await closeWithin(
-      this.#connection,
-      { close: async () => void (await Promise.all(publishers.map((p) => p.close()))) },
-      this.#kill,
-    );
+    const subscriptions = [...this.#subscriptions];
+    const channels = {
+      close: async () => {
+        await Promise.all(subscriptions.map((channel) => channel.close().catch(() => undefined)));
+        await Promise.all(publishers.map((p) => p.close()));
+      },
+    };
+    await closeWithin(this.#connection, channels, this.#kill);
   }
 }
 
@@ -175,6 +186,7 @@ function deliveryOf(channel: amqp.Channel, message: ConsumeMessage): TransportDe
     },
     properties: message.properties,
     ack: () => settleQuietly(() => channel.ack(message)),
+    ackAllUpTo: () => settleQuietly(() => channel.ack(message, true)),
     nack: ({ requeue }) => settleQuietly(() => channel.nack(message, false, requeue)),
   };
 }

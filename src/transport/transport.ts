@@ -60,6 +60,8 @@ export interface TransportDelivery {
   fields: { exchange: string; routingKey: string; redelivered: boolean; deliveryTag: number };
   properties: Partial<MessageProperties> & { headers?: Record<string, unknown> };
   ack(): void;
+  /** Acks this delivery and every earlier unsettled one of its subscription, in one go (AMQP ack-multiple). */
+  ackAllUpTo(): void;
   /** requeue: back to the queue (redelivered, counted towards a delivery limit); else dead-lettered or dropped. */
   nack(options: { requeue: boolean }): void;
 }

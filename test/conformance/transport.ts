@@ -152,6 +152,30 @@ export function transportConformance(label: string, rig: ConformanceRig, open: (
     );
 
     test(
+      'ackAllUpTo settles every earlier delivery: none of them comes back after the connection ends',
+      withTransport(async (t) => {
+        const set = await t.declare('classic', ['#']);
+        const publisher = await t.publisher();
+        for (const id of ['a', 'b', 'c'])
+          await publisher.publish(set.exchange, 'k', Buffer.from(id), props(id), TIMEOUT_MS);
+        const first = await t.connect();
+        const held: TransportDelivery[] = [];
+        await first.subscribe(set.queue, (d) => held.push(d), { prefetch: 10 });
+        await waitFor(() => held.length === 3, 'three deliveries');
+        held[1]!.ackAllUpTo(); // a and b
+        await first.close(); // c goes back
+        await publisher.publish(set.exchange, 'k', Buffer.from('d'), props('d'), TIMEOUT_MS);
+        const second = await t.collect(set.queue);
+        await waitFor(() => second.length === 2, 'c again, then d');
+        assert.deepEqual(
+          second.map((d) => d.properties.messageId),
+          ['c', 'd'],
+        );
+        for (const d of second) d.ack();
+      }),
+    );
+
+    test(
       'a nack with requeue comes back with redelivered set',
       withTransport(async (t) => {
         const set = await t.declare('classic', ['#']);
