@@ -55,6 +55,22 @@ export type {
 export { declarePartitionedTopology } from './transport/topology.js';
 export type { PartitionedTopology, PartitionedTopologyOptions } from './transport/topology.js';
 
+// Transports: RabbitMQ by default; in-process for development and tests, NOT a broker (docs/transports.md)
+export { createInProcessTransport, InProcessTransport } from './transport/in-process.js';
+export { RabbitMqTransport } from './transport/rabbitmq.js';
+export type { RabbitMqTransportOptions } from './transport/rabbitmq.js';
+export type {
+  Transport,
+  TransportConnection,
+  TransportPublisher,
+  TransportDelivery,
+  Subscription,
+  SubscribeOptions,
+  QueueSet,
+  MessageProperties,
+  ConnectRequest,
+} from './transport/transport.js';
+
 // Versioned projections
 export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } from './projection/index.js';
 export type {

@@ -1,21 +1,18 @@
-import type amqp from 'amqplib';
-import type { ConsumeMessage } from 'amqplib';
 import type { Logger } from '../runtime/logger.js';
-import type { ConfirmPublisher } from '../transport/publisher.js';
+import type { TransportDelivery, TransportPublisher } from '../transport/transport.js';
 import { parkForRetry } from './retry-copy.js';
 import type { Settlement } from './types.js';
 
 /**
- * Settles a committed batch on its delivery channel. A delivery to retry is acked only once the
- * broker confirmed its copy in the retry queue. Every earlier delivery on this channel is already
- * settled, so one ack-multiple covers the batch; one that could not be parked goes back after its
- * backoff (counted towards a quorum deliveryLimit).
+ * Settles a committed batch. A delivery to retry is acked only once the broker confirmed its copy
+ * in the retry queue; when all are ackable one ack-multiple settles the batch; one that could not be parked goes back after its backoff (counted towards a
+ * quorum deliveryLimit). A settle on a connection that closed after the commit is a no-op: the
+ * broker redelivers and the inbox recognises the duplicate.
  */
 export async function acknowledgeBatch(
-  channel: amqp.Channel,
-  messages: ConsumeMessage[],
+  messages: TransportDelivery[],
   settlements: Settlement[],
-  retryPublisher: ConfirmPublisher | undefined,
+  retryPublisher: TransportPublisher | undefined,
   options: { retryQueue: string; logger: Logger },
 ): Promise<void> {
   const ackable = await Promise.all(
@@ -24,22 +21,12 @@ export async function acknowledgeBatch(
       return settlement.action === 'retry' ? parkForRetry(retryPublisher, options, message, settlement) : true;
     }),
   );
-  if (ackable.every(Boolean)) safeSettle(() => channel.ack(messages[messages.length - 1]!, true));
-  else
-    messages.forEach((message, i) =>
-      safeSettle(() => (ackable[i] ? channel.ack(message) : channel.nack(message, false, true))),
-    );
+  // Every earlier delivery of the subscription is settled already (one batch at a time): one ack-multiple covers all.
+  if (ackable.every(Boolean)) messages[messages.length - 1]?.ackAllUpTo();
+  else messages.forEach((message, i) => (ackable[i] ? message.ack() : message.nack({ requeue: true })));
 }
 
 /** Processing itself broke: every delivery of the batch goes back for redelivery. */
-export function requeueBatch(channel: amqp.Channel, messages: ConsumeMessage[]): void {
-  for (const message of messages) safeSettle(() => channel.nack(message, false, true));
-}
-
-function safeSettle(settle: () => void): void {
-  try {
-    settle();
-  } catch {
-    // The channel closed after commit: the broker redelivers and the inbox recognises the duplicate.
-  }
+export function requeueBatch(messages: TransportDelivery[]): void {
+  for (const message of messages) message.nack({ requeue: true });
 }

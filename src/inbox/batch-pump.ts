@@ -1,4 +1,4 @@
-import type { ConsumeMessage } from 'amqplib';
+import type { TransportDelivery } from '../transport/transport.js';
 import type { RampAdmission } from './ramp.js';
 
 /**
@@ -10,7 +10,7 @@ import type { RampAdmission } from './ramp.js';
 export class BatchPump {
   readonly #batchSize: number;
   readonly #ramp: RampAdmission | undefined;
-  #buffer: ConsumeMessage[] = [];
+  #buffer: TransportDelivery[] = [];
   #pumping = false;
   #inFlight: Promise<void> = Promise.resolve();
 
@@ -20,7 +20,7 @@ export class BatchPump {
   }
 
   /** Queues a delivery; unless a batch is running already, batches go to `handleBatch` until none is left. */
-  push(message: ConsumeMessage, handleBatch: (messages: ConsumeMessage[]) => Promise<void>): void {
+  push(message: TransportDelivery, handleBatch: (messages: TransportDelivery[]) => Promise<void>): void {
     this.#buffer.push(message);
     if (this.#pumping) return;
     this.#pumping = true;

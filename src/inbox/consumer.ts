@@ -1,19 +1,17 @@
 import { EventEmitter } from 'node:events';
-import type amqp from 'amqplib';
-import type { ConsumeMessage } from 'amqplib';
 import type pg from 'pg';
 import { backoffDelay } from '../runtime/backoff.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
-import { BrokerAddresses } from '../transport/broker-addresses.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
-import { brokerFailure, openConnection } from '../transport/connection.js';
+import { RabbitMqTransport } from '../transport/rabbitmq.js';
+import type { Transport, TransportConnection, TransportDelivery } from '../transport/transport.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
-import { declareQueues, parkForRetry } from './retry-copy.js';
+import { parkForRetry } from './retry-copy.js';
 import { acknowledgeBatch, requeueBatch } from './acknowledge.js';
 import { BatchPump } from './batch-pump.js';
 import { DeadLetterIntake } from './dead-letter.js';
@@ -38,9 +36,10 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly stats: ConsumerStats = this.#report.stats;
   readonly #processor: DeliveryProcessor;
   readonly #idle = new Idle();
-  readonly #brokers: BrokerAddresses;
+  readonly #transport: Transport;
   #broker: SessionBroker | undefined;
-  #consumerTag: string | undefined;
+  /** Subscribed in the current session. */
+  #subscribed = false;
   readonly #pump: BatchPump;
   #stopping = false;
   #stopped: Promise<void> | undefined;
@@ -58,7 +57,13 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     super();
     // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
-    this.#brokers = new BrokerAddresses(this.options.amqpUrl);
+    this.#transport =
+      this.options.transport ??
+      new RabbitMqTransport({
+        urls: this.options.amqpUrl!,
+        socketOptions: this.options.amqpSocketOptions,
+        logger: this.options.logger,
+      });
     this.#processor = new DeliveryProcessor(
       new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
     );
@@ -84,7 +89,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
 
   /** Running with an active subscription on the broker. */
   get subscribed(): boolean {
-    return !this.#stopping && this.#consumerTag !== undefined;
+    return !this.#stopping && this.#subscribed;
   }
 
   /**
@@ -123,7 +128,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.#idle.close();
     this.#sessionEnded?.();
     // Not subscribed yet (connecting, declaring): nothing to finish, and the broker may never answer.
-    if (this.#consumerTag === undefined) this.#broker?.socket.kill();
+    if (!this.#subscribed) this.#broker?.kill.abort();
     await this.#loop;
     this.#removeSignals?.();
     await this.#processor.close();
@@ -169,19 +174,21 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     const ended = new Promise<void>((resolve) => (this.#sessionEnded = resolve));
     const broker = new SessionBroker();
     this.#broker = broker;
-    broker.connection = await openConnection(
-      this.#brokers,
-      `converge-consumer ${this.options.queue}`,
-      this.options.logger,
-      () => this.#sessionEnded?.(),
-      broker.socket.socketOptions(this.options.amqpSocketOptions),
-    );
+    broker.connection = await this.#transport
+      .connect({
+        name: `converge-consumer ${this.options.queue}`,
+        signal: broker.kill.signal,
+        onClose: () => this.#sessionEnded?.(),
+      })
+      .catch((err: unknown) => {
+        throw this.#transport.failure(err);
+      });
     if (!this.#schemaChecked) {
       await checkSchema(this.pool, this.options.schema);
       this.#schemaChecked = true;
     }
     await this.#subscribe(broker, broker.connection).catch((err: unknown) => {
-      throw brokerFailure(err, this.#brokers.target);
+      throw this.#transport.failure(err);
     });
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();
@@ -191,39 +198,35 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     await ended;
   }
 
-  async #subscribe(broker: SessionBroker, connection: amqp.ChannelModel): Promise<void> {
-    const channel = await broker.openChannels(connection, {
-      error: (err) => this.options.logger.warn(describeError(err), 'consumer channel error'),
-      close: () => this.#sessionEnded?.(),
-    });
-    if (this.options.declare) await declareQueues(channel, this.options);
+  async #subscribe(broker: SessionBroker, connection: TransportConnection): Promise<void> {
+    if (this.options.declare) await connection.declareQueues(this.options);
+    broker.retryPublisher = await connection.openPublisher();
     broker.deadLetters = await this.#openDeadLetters(connection);
-    await channel.prefetch(this.options.prefetch);
     this.#pump.discard();
     // A new connection after a lost one: the backlog built up meanwhile comes at a growing rate.
     // Begun before subscribing, so no delivery of the backlog slips in ahead of the ramp.
     if (++this.#sessions > 1) this.#ramp?.begin();
-    const { consumerTag } = await channel.consume(
+    broker.subscription = await connection.subscribe(
       this.options.queue,
-      (message) => {
-        // null is the broker cancelling us (queue deleted, or moved on a cluster): subscribe again.
-        if (!message) {
-          this.options.logger.warn(
-            { queue: this.options.queue },
-            'subscription cancelled by the broker; resubscribing',
-          );
+      (message) => this.#pump.push(message, (batch) => this.#handleBatch(batch)),
+      {
+        prefetch: this.options.prefetch,
+        // The broker cancelled us (queue deleted, or moved on a cluster) or the channel closed: subscribe again.
+        onCancelled: () => {
+          if (this.#sessionEnded)
+            this.options.logger.warn(
+              { queue: this.options.queue },
+              'subscription cancelled by the broker; resubscribing',
+            );
           this.#sessionEnded?.();
-          return;
-        }
-        this.#pump.push(message, (batch) => this.#handleBatch(channel, batch));
+        },
       },
-      { noAck: false },
     );
-    this.#consumerTag = consumerTag;
+    this.#subscribed = true;
   }
 
   /** queueType 'quorum': what the broker dead-lettered past the delivery limit is quarantined (dead-letter.ts). */
-  async #openDeadLetters(connection: amqp.ChannelModel): Promise<DeadLetterIntake | undefined> {
+  async #openDeadLetters(connection: TransportConnection): Promise<DeadLetterIntake | undefined> {
     if (!this.options.deadQueue) return undefined;
     return DeadLetterIntake.open(connection, this.options.deadQueue, this.options, this.pool, {
       onQuarantined: (settlement) => this.#report.settled(settlement),
@@ -239,7 +242,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.emit('recovering', limit);
   }
 
-  async #handleBatch(channel: amqp.Channel, messages: ConsumeMessage[]): Promise<void> {
+  async #handleBatch(messages: TransportDelivery[]): Promise<void> {
     let settlements: Settlement[];
     try {
       settlements = await this.#processor.processBatch(messages);
@@ -247,7 +250,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       // Processing itself broke (not a handler error): leave the deliveries for redelivery. No retry relies
       // on it; with quorum queues a delivery that keeps breaking it ends in <queue>.dead, so in quarantine.
       this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
-      requeueBatch(channel, messages);
+      requeueBatch(messages);
       return;
     }
     try {
@@ -259,7 +262,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       return;
     }
     // A retry's delivery is acked only once its copy in the retry queue is confirmed (acknowledge.ts).
-    await acknowledgeBatch(channel, messages, settlements, this.#broker?.retryPublisher, this.options);
+    await acknowledgeBatch(messages, settlements, this.#broker?.retryPublisher, this.options);
     // The database is failing: when it is back, the backlog must not hit it all at once.
     if (settlements.some((s) => s.action === 'retry' && s.reason === 'database-unavailable')) this.#ramp?.begin();
     for (const settlement of settlements) this.#report.settled(settlement);
@@ -289,8 +292,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   async #closeSession(): Promise<void> {
     this.#sessionEnded = undefined;
     // Stop new deliveries first, then let the ones already taken commit and ack.
-    if (this.#consumerTag) await this.#broker?.cancel(this.#consumerTag);
-    this.#consumerTag = undefined;
+    if (this.#subscribed) await this.#broker?.cancel();
+    this.#subscribed = false;
     // Deliveries not yet started go back to the queue when the channel closes.
     this.#pump.discard();
     await this.#pump.settled();

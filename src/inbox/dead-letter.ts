@@ -1,9 +1,8 @@
-import type amqp from 'amqplib';
-import type { ConsumeMessage } from 'amqplib';
 import type pg from 'pg';
 import { backoffDelay, type BackoffPolicy } from '../runtime/backoff.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
-import { describeError, type Logger } from '../runtime/logger.js';
+import type { Logger } from '../runtime/logger.js';
+import type { Subscription, TransportConnection, TransportDelivery } from '../transport/transport.js';
 import { Idle } from '../runtime/sleep.js';
 import { Settler } from './settle.js';
 import type { QuarantineReason, QuarantinedSettlement } from './types.js';
@@ -56,7 +55,7 @@ export function deadLetterVerdict(death: Death, deadQueue: string): { reason: Qu
 }
 
 /** A messageId that names the event, as the relay sets it; anything blank or not text names nothing. */
-function messageIdOf(message: ConsumeMessage): string | null {
+function messageIdOf(message: TransportDelivery): string | null {
   const id: unknown = message.properties.messageId;
   return typeof id === 'string' && id.trim() !== '' ? id : null;
 }
@@ -96,19 +95,17 @@ export class DeadLetterIntake {
   readonly #scope: DeadLetterScope;
   readonly #settler: Settler;
   readonly #idle = new Idle();
-  readonly #channel: amqp.Channel;
-  #consumerTag: string | undefined;
+  #subscription: Subscription | undefined;
   #closing = false;
   #queue: Promise<void> = Promise.resolve();
 
-  private constructor(channel: amqp.Channel, scope: DeadLetterScope) {
-    this.#channel = channel;
+  private constructor(scope: DeadLetterScope) {
     this.#scope = scope;
     this.#settler = new Settler({ ...scope, schema: scope.schemaRef });
   }
 
   static async open(
-    connection: amqp.ChannelModel,
+    connection: TransportConnection,
     deadQueue: string,
     options: DeadLetterOptions,
     pool: pg.Pool,
@@ -116,25 +113,28 @@ export class DeadLetterIntake {
   ): Promise<DeadLetterIntake> {
     const { schema, consumer, backoff, logger } = options;
     const scope = { schema, consumer, backoff, logger, ...hooks, deadQueue, pool, schemaRef: schemaRef(schema) };
-    const channel = await connection.createChannel();
-    const intake = new DeadLetterIntake(channel, scope);
-    channel.on('error', (err: Error) => scope.logger.warn(describeError(err), 'dead-letter channel error'));
-    channel.on('close', () => intake.#lost());
-    await channel.prefetch(DEAD_LETTER_PREFETCH);
-    const { consumerTag } = await channel.consume(scope.deadQueue, (message) => intake.#received(message), {
-      noAck: false,
+    const intake = new DeadLetterIntake(scope);
+    intake.#subscription = await connection.subscribe(scope.deadQueue, (message) => intake.#received(message), {
+      prefetch: DEAD_LETTER_PREFETCH,
+      // The broker cancelled the subscription (dead queue deleted, or moved on a cluster), or its channel closed.
+      onCancelled: () => {
+        if (!intake.#closing)
+          scope.logger.warn({ queue: scope.deadQueue }, 'dead-letter subscription cancelled by the broker');
+        intake.#lost();
+      },
     });
-    intake.#consumerTag = consumerTag;
     return intake;
   }
 
-  /** Stops taking dead messages, ends a backoff in progress, lets a write in progress finish. */
+  /**
+   * Stops taking dead messages, ends a backoff in progress, lets a write in progress finish. What
+   * it still holds unacked goes back to the dead queue when the session's connection closes.
+   */
   async close(): Promise<void> {
     this.#closing = true;
     this.#idle.close();
-    if (this.#consumerTag) await this.#channel.cancel(this.#consumerTag).catch(() => undefined);
+    await this.#subscription?.cancel();
     await this.#queue;
-    await this.#channel.close().catch(() => undefined);
   }
 
   #lost(): void {
@@ -144,18 +144,12 @@ export class DeadLetterIntake {
     this.#scope.onLost();
   }
 
-  #received(message: ConsumeMessage | null): void {
-    // null: the broker cancelled the subscription (dead queue deleted, or moved on a cluster).
-    if (!message) {
-      this.#scope.logger.warn({ queue: this.#scope.deadQueue }, 'dead-letter subscription cancelled by the broker');
-      this.#lost();
-      return;
-    }
+  #received(message: TransportDelivery): void {
     // One at a time, in arrival order: they all wait on the same database.
     this.#queue = this.#queue.then(() => this.#quarantine(message));
   }
 
-  async #quarantine(message: ConsumeMessage): Promise<void> {
+  async #quarantine(message: TransportDelivery): Promise<void> {
     const verdict = deadLetterVerdict(lastDeath(message.properties.headers), this.#scope.deadQueue);
     for (let failures = 1; !this.#closing; failures++) {
       const settlement = await this.#settler.quarantine({
@@ -165,11 +159,8 @@ export class DeadLetterIntake {
         ...verdict,
       });
       if (settlement.action === 'ack' && settlement.outcome === 'quarantined') {
-        try {
-          this.#channel.ack(message);
-        } catch {
-          // The channel closed after the row committed: the broker redelivers, the open row counts it again.
-        }
+        // On a connection closed after the row committed this is a no-op: the broker redelivers, the open row counts it again.
+        message.ack();
         this.#scope.onQuarantined(settlement);
         return;
       }

@@ -25,6 +25,7 @@ import {
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
+import { transportOption } from '../transport/transport-option.js';
 import { DEFAULT_DELIVERY_LIMIT, deadQueueName, retryQueueName } from '../transport/queue-arguments.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
 import type { SchemaEvolution, Upcaster } from './upcast.js';
@@ -174,7 +175,12 @@ export const consumerOptions = defineOptions(
         .describe('Durable queue to consume; a companion <queue>.retry queue holds deliveries that wait.'),
       ...processorShape,
       consumer: consumerName.optional().describe('Inbox scope; defaults to the queue name.'),
-      amqpUrl: amqpUrlOption.describe("RabbitMQ URL, or a cluster's node URLs to fail over between (required)."),
+      amqpUrl: amqpUrlOption.describe(
+        "RabbitMQ URL, or a cluster's node URLs to fail over between (required unless transport is given).",
+      ),
+      transport: transportOption.describe(
+        'The broker to consume from instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
+      ),
       amqpSocketOptions: z
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
         .meta({ typeName: 'AmqpSocketOptions' })
@@ -233,10 +239,10 @@ export const consumerOptions = defineOptions(
     })
     .refine(oneHandlerKind, handlerRequired())
     .refine(requireConnection, connectionRequired())
-    .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())
+    .refine((o) => o.amqpUrl !== undefined || o.transport !== undefined, amqpUrlRequired())
     .transform((o) => ({
       ...withHandlers(o),
-      amqpUrl: brokerUrls(o.amqpUrl!),
+      amqpUrl: o.amqpUrl === undefined ? undefined : brokerUrls(o.amqpUrl),
       consumer: o.consumer ?? o.queue,
       retryQueue: retryQueueName(o.queue),
       /** Null for a classic queue, which has no dead-letter target. */

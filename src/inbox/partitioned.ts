@@ -79,6 +79,8 @@ export function startPartitionedConsumers<M extends object = UntypedEvents>(
  */
 async function checkPlugin(consumers: Consumer[], queuePrefix: string): Promise<void> {
   const { amqpUrl, amqpSocketOptions, logger } = consumers[0]!.options;
+  // Only RabbitMQ has plugins to check; another transport (options.transport) routes as it does.
+  if (amqpUrl === undefined || consumers[0]!.options.transport !== undefined) return;
   try {
     const connection = await openConnection(
       amqpUrl,

@@ -1,8 +1,6 @@
 import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
-import type amqp from 'amqplib';
 import { describeError, type Logger } from '../runtime/logger.js';
-import type { ConfirmPublisher } from '../transport/publisher.js';
-import { queueSetArguments, type QueueType } from '../transport/queue-arguments.js';
+import type { TransportPublisher } from '../transport/transport.js';
 import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, originOf, traceFields } from './headers.js';
 import type { RawDelivery, RetrySettlement } from './types.js';
 
@@ -12,7 +10,7 @@ import type { RawDelivery, RetrySettlement } from './types.js';
  * delivery for its backoff so a broken retry path cannot turn into a hot redelivery loop.
  */
 export async function parkForRetry(
-  publisher: ConfirmPublisher | undefined,
+  publisher: TransportPublisher | undefined,
   options: { retryQueue: string; logger: Logger },
   delivery: RawDelivery,
   settlement: RetrySettlement,
@@ -37,7 +35,7 @@ export async function parkForRetry(
  * fresh delivery and a parked event drained for a retry: both are RawDeliveries.
  */
 export async function publishRetryCopy(
-  publisher: ConfirmPublisher,
+  publisher: TransportPublisher,
   retryQueue: string,
   delivery: RawDelivery,
   settlement: RetrySettlement,
@@ -82,31 +80,4 @@ const BROKER_TRIP_HEADER = /^x-(death|first-death-.*|last-death-.*|delivery-coun
 function originHeaders(delivery: RawDelivery): Record<string, string> {
   const origin = originOf(delivery);
   return { [ORIGIN_EXCHANGE_HEADER]: origin.exchange, [ORIGIN_ROUTING_KEY_HEADER]: origin.routingKey };
-}
-
-/**
- * Declares the consumer's exchange, queue and bindings, and the retry queue whose expired
- * copies go back to the main queue through the default exchange; for quorum queues also the
- * dead queue, first, so the queue's dead-letter target exists before anything can die.
- * Arguments: transport/queue-arguments.ts.
- */
-export async function declareQueues(
-  channel: amqp.Channel,
-  options: {
-    queue: string;
-    retryQueue: string;
-    deadQueue: string | null;
-    exchange: string;
-    bindings: readonly string[];
-    queueType: QueueType;
-    deliveryLimit: number;
-  },
-): Promise<void> {
-  const { queue, retryQueue, deadQueue, exchange } = options;
-  const args = queueSetArguments(queue, options);
-  if (deadQueue && args.dead) await channel.assertQueue(deadQueue, { durable: true, arguments: args.dead });
-  await channel.assertExchange(exchange, 'topic', { durable: true });
-  await channel.assertQueue(queue, { durable: true, arguments: args.main });
-  for (const pattern of options.bindings) await channel.bindQueue(queue, exchange, pattern);
-  await channel.assertQueue(retryQueue, { durable: true, arguments: args.retry });
 }

@@ -1,8 +1,6 @@
-import type amqp from 'amqplib';
-import { BrokerAddresses } from '../transport/broker-addresses.js';
-import { brokerFailure, openConnection } from '../transport/connection.js';
-import { ConfirmPublisher } from '../transport/publisher.js';
-import { SocketSwitch, closeWithin, withinDeadline } from '../transport/socket-control.js';
+import { RabbitMqTransport } from '../transport/rabbitmq.js';
+import { withinDeadline } from '../transport/socket-control.js';
+import type { Transport, TransportConnection, TransportPublisher } from '../transport/transport.js';
 import { BlockState } from './blocked.js';
 import type { ResolvedRelayOptions } from './options.js';
 
@@ -13,28 +11,35 @@ export interface BlockListener {
 }
 
 /**
- * The relay's one connection and confirm channel to RabbitMQ. Apart from the relay's claim →
+ * The relay's one connection and confirm channel to the broker, through a Transport (RabbitMQ
+ * unless the options name another, e.g. the in-process one). Apart from the relay's claim →
  * publish → mark cycle so that the cycle only asks for a channel and drops it on failure; how
  * the channel is opened, shared and closed lives here, and so does the broker's verdict on
  * whether the connection is blocked (a resource alarm).
  */
 export class BrokerLink {
   readonly #options: ResolvedRelayOptions;
-  readonly #brokers: BrokerAddresses;
+  readonly #transport: Transport;
   readonly #blocks = new BlockState();
   readonly #blockListener: BlockListener;
-  #connection: amqp.ChannelModel | undefined;
+  #connection: TransportConnection | undefined;
   /** Kills the socket of #connection, or of the connection being opened. */
-  #socket: SocketSwitch | undefined;
-  #publisher: ConfirmPublisher | undefined;
-  #opening: Promise<ConfirmPublisher> | undefined;
+  #socket: AbortController | undefined;
+  #publisher: TransportPublisher | undefined;
+  #opening: Promise<TransportPublisher> | undefined;
   /** interrupt() was called: no new connection is opened. */
   #closed = false;
   readonly #closing = new Set<Promise<void>>();
 
   constructor(options: ResolvedRelayOptions, blockListener: BlockListener) {
     this.#options = options;
-    this.#brokers = new BrokerAddresses(options.amqpUrl);
+    this.#transport =
+      options.transport ??
+      new RabbitMqTransport({
+        urls: options.amqpUrl!,
+        socketOptions: options.amqpSocketOptions,
+        logger: options.logger,
+      });
     this.#blockListener = blockListener;
   }
 
@@ -58,39 +63,40 @@ export class BrokerLink {
   }
 
   /** The shared confirm channel; a failure to open it is thrown typed, naming RabbitMQ and host:port. */
-  publisher(): Promise<ConfirmPublisher> {
+  publisher(): Promise<TransportPublisher> {
     return this.#ensurePublisher().catch((err: unknown) => {
-      throw brokerFailure(err, this.#brokers.target);
+      throw this.#transport.failure(err);
     });
   }
 
-  #ensurePublisher(): Promise<ConfirmPublisher> {
+  #ensurePublisher(): Promise<TransportPublisher> {
     if (this.#publisher && !this.#publisher.closed) return Promise.resolve(this.#publisher);
     // Concurrent cycles share one channel; whoever comes first opens it for all.
     this.#opening ??= this.#openPublisher().finally(() => (this.#opening = undefined));
     return this.#opening;
   }
 
-  async #openPublisher(): Promise<ConfirmPublisher> {
+  async #openPublisher(): Promise<TransportPublisher> {
     const options = this.#options;
     if (this.#closed) throw new Error('the relay is stopping');
     if (!this.#connection) {
-      const socket = new SocketSwitch();
+      const socket = new AbortController();
       this.#socket = socket;
-      let opened: amqp.ChannelModel | undefined;
+      let opened: TransportConnection | undefined;
       try {
-        opened = await openConnection(
-          this.#brokers,
-          `converge-relay ${options.relayId}`,
-          options.logger,
-          () => this.#connectionClosed(opened),
-          socket.socketOptions(options.amqpSocketOptions),
-        );
+        opened = await this.#transport.connect({
+          name: `converge-relay ${options.relayId}`,
+          signal: socket.signal,
+          onClose: () => this.#connectionClosed(opened),
+          onBlocked: (reason) => this.#blocked(opened, reason),
+          onUnblocked: () => {
+            if (opened !== undefined && this.#connection === opened) this.#unblock();
+          },
+        });
       } finally {
         if (!opened && this.#socket === socket) this.#socket = undefined;
       }
       this.#connection = opened;
-      this.#watchBlocks(opened);
     }
     const connection = this.#connection;
     // A broker that stalls right after the handshake must not keep the relay waiting on a channel.
@@ -108,15 +114,16 @@ export class BrokerLink {
     return publisher;
   }
 
-  async #openChannel(connection: amqp.ChannelModel): Promise<ConfirmPublisher> {
-    const channel = await connection.createConfirmChannel();
-    if (this.#options.declareExchange) await channel.assertExchange(this.#options.exchange, 'topic', { durable: true });
+  async #openChannel(connection: TransportConnection): Promise<TransportPublisher> {
     // Dropped at the first lost confirm, before another batch is sent on a channel that may be stalled.
-    const publisher: ConfirmPublisher = new ConfirmPublisher(channel, () => void this.discard(publisher));
+    const publisher: TransportPublisher = await connection.openPublisher({
+      ...(this.#options.declareExchange ? { declareExchange: this.#options.exchange } : {}),
+      onConfirmTimeout: () => void this.discard(publisher),
+    });
     return publisher;
   }
 
-  #connectionClosed(connection: amqp.ChannelModel | undefined): void {
+  #connectionClosed(connection: TransportConnection | undefined): void {
     if (connection === undefined || this.#connection !== connection) return;
     this.#connection = undefined;
     this.#socket = undefined;
@@ -124,16 +131,11 @@ export class BrokerLink {
     this.#unblock();
   }
 
-  #watchBlocks(connection: amqp.ChannelModel): void {
-    connection.on('blocked', (reason?: string) => {
-      if (this.#connection !== connection) return;
-      // No confirm can come while the broker reads nothing from us: waiting is not failing.
-      this.#publisher?.holdTimeouts();
-      if (this.#blocks.block(reason, performance.now())) this.#blockListener.blocked(reason);
-    });
-    connection.on('unblocked', () => {
-      if (this.#connection === connection) this.#unblock();
-    });
+  #blocked(connection: TransportConnection | undefined, reason: string | undefined): void {
+    if (connection === undefined || this.#connection !== connection) return;
+    // No confirm can come while the broker reads nothing from us: waiting is not failing.
+    this.#publisher?.holdTimeouts();
+    if (this.#blocks.block(reason, performance.now())) this.#blockListener.blocked(reason);
   }
 
   #unblock(): void {
@@ -146,20 +148,18 @@ export class BrokerLink {
    * is current without it. The next publisher() opens fresh ones. Other batches may already use
    * a newer channel; an old failure must not close it.
    */
-  discard(publisher?: ConfirmPublisher): Promise<void> {
+  discard(publisher?: TransportPublisher): Promise<void> {
     if (publisher && publisher !== this.#publisher) return Promise.resolve();
     const connection = this.#connection;
     const current = this.#publisher;
-    const socket = this.#socket;
     this.#publisher = undefined;
     if (connection) {
       this.#connection = undefined;
       this.#socket = undefined;
       this.#unblock();
     }
-    const closing = connection
-      ? closeWithin(connection, current, () => socket?.kill())
-      : (current?.close() ?? Promise.resolve());
+    // Closing the connection closes its channels; a broker that does not answer gets its socket destroyed.
+    const closing = connection ? connection.close() : (current?.close() ?? Promise.resolve());
     this.#closing.add(closing);
     return closing.finally(() => this.#closing.delete(closing));
   }
@@ -169,7 +169,7 @@ export class BrokerLink {
    * or dropped meanwhile; then the current one, or `taken` after all if none opens (its publishes
    * fail as channel-closed and are retried, rather than the claimed rows waiting out their lease).
    */
-  async latest(taken: ConfirmPublisher): Promise<ConfirmPublisher> {
+  async latest(taken: TransportPublisher): Promise<TransportPublisher> {
     if (taken === this.#publisher && !taken.closed) return taken;
     return this.#ensurePublisher().catch(() => taken);
   }
@@ -179,7 +179,7 @@ export class BrokerLink {
    * publisher() opens a fresh channel on it, and the old one closes once the batches still in flight
    * on it have their confirms. For a channel whose every publish the broker nacked.
    */
-  renewChannel(publisher: ConfirmPublisher): void {
+  renewChannel(publisher: TransportPublisher): void {
     if (publisher !== this.#publisher) return;
     this.#publisher = undefined;
     this.#options.logger.info(
@@ -197,7 +197,7 @@ export class BrokerLink {
    */
   interrupt(): void {
     this.#closed = true;
-    if (this.#opening) this.#socket?.kill();
+    if (this.#opening) this.#socket?.abort();
     if (this.#blocks.blocked) void this.discard();
   }
 

@@ -28,6 +28,7 @@ import {
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
 import type { AmqpSocketOptions } from '../transport/connection.js';
+import { transportOption } from '../transport/transport-option.js';
 
 export interface RelayHooks {
   /**
@@ -59,7 +60,12 @@ export const relayOptions = defineOptions(
   z
     .strictObject({
       ...connectionShape,
-      amqpUrl: amqpUrlOption.describe("RabbitMQ URL, or a cluster's node URLs to fail over between (required)."),
+      amqpUrl: amqpUrlOption.describe(
+        "RabbitMQ URL, or a cluster's node URLs to fail over between (required unless transport is given).",
+      ),
+      transport: transportOption.describe(
+        'The broker to publish to instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
+      ),
       amqpSocketOptions: z
         .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
         .meta({ typeName: 'AmqpSocketOptions' })
@@ -142,8 +148,8 @@ export const relayOptions = defineOptions(
         .describe('Fault-injection hooks.'),
     })
     .refine(requireConnection, connectionRequired())
-    .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())
-    .transform((o) => ({ ...o, amqpUrl: brokerUrls(o.amqpUrl!) })),
+    .refine((o) => o.amqpUrl !== undefined || o.transport !== undefined, amqpUrlRequired())
+    .transform((o) => ({ ...o, amqpUrl: o.amqpUrl === undefined ? undefined : brokerUrls(o.amqpUrl) })),
 );
 
 export type RelayOptions = OptionsInput<typeof relayOptions>;

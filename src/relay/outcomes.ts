@@ -4,7 +4,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import type { PublishError } from '../runtime/errors.js';
 import { runStatement } from '../db/statement.js';
 import type { ResolvedRelayOptions } from './options.js';
-import type { ConfirmPublisher } from '../transport/publisher.js';
+import type { TransportPublisher } from '../transport/transport.js';
 import type { BrokerLink } from './broker-link.js';
 import { chargedToEvent, lostWithConnection, onlyNacked, retryNumber } from './failures.js';
 import type { ClaimedRow, relaySql } from './sql.js';
@@ -124,7 +124,7 @@ export interface RejectedBatch {
   /** How many rows of the same batch the broker confirmed. */
   confirmed: number;
   result: RelayCycleResult;
-  publisher: ConfirmPublisher;
+  publisher: TransportPublisher;
   /** When the batch was written (performance.now()). */
   sentAt: number;
 }

@@ -9,7 +9,7 @@ import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
 import type { ConnectionTarget } from '../runtime/connection-target.js';
 import { checkSchema } from '../schema/migrate.js';
-import { ConfirmPublisher } from '../transport/publisher.js';
+import type { TransportPublisher } from '../transport/transport.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
@@ -185,7 +185,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     rows: ClaimedRow[],
     pending: Promise<(PublishError | number)[]>,
     result: RelayCycleResult,
-    sent: { publisher: ConfirmPublisher; sentAt: number },
+    sent: { publisher: TransportPublisher; sentAt: number },
   ): Promise<RelayCycleResult> {
     const outcomes = await pending;
     const confirmed = rows.filter((_, i) => typeof outcomes[i] === 'number');
@@ -206,7 +206,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   /** The confirm latency in ms, or why the broker did not take the event. */
-  async #publishRow(publisher: ConfirmPublisher, row: ClaimedRow, sentAt: number): Promise<PublishError | number> {
+  async #publishRow(publisher: TransportPublisher, row: ClaimedRow, sentAt: number): Promise<PublishError | number> {
     let message: ReturnType<typeof encodeMessage>;
     try {
       message = encodeMessage(publishableEnvelope(row), this.options.routingKey);

@@ -1,5 +1,6 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib';
 import { PublishError } from '../runtime/errors.js';
+import type { TransportPublisher } from './transport.js';
 
 interface Pending {
   settle(err: PublishError | null): void;
@@ -15,7 +16,7 @@ interface Pending {
  * we already know whether it came back. A returned message is still acked by the broker,
  * which is why an ack alone is never taken as "delivered to a queue".
  */
-export class ConfirmPublisher {
+export class ConfirmPublisher implements TransportPublisher {
   readonly #channel: ConfirmChannel;
   readonly #returned = new Map<string, number>();
   readonly #pending = new Set<Pending>();

@@ -1,0 +1,131 @@
+/**
+ * The seam between converge and a message broker: what the relay and the consumer need of one,
+ * and nothing more. RabbitMQ implements it (rabbitmq.ts, the production transport); so does an
+ * in-memory broker for one process (in-process.ts, for development and tests, not a broker).
+ * test/conformance/transport.ts holds both to the same contract.
+ *
+ * The model is AMQP's, reduced: topic exchanges route by routing key to bound queues; a publish
+ * succeeds only once confirmed and routed (mandatory); a queue delivers FIFO to its subscriber,
+ * with a prefetch window; a nacked (requeue) delivery or one left unacked when its connection
+ * ends comes back with `redelivered` set; a queue may dead-letter what expires or is rejected
+ * into another queue, which is how delayed retry works (a copy with an expiry waits in
+ * `<queue>.retry` and dead-letters back into `<queue>`).
+ */
+import type { QueueType } from './queue-arguments.js';
+
+/** AMQP basic properties converge sets and reads; the transport carries them unchanged. */
+export interface MessageProperties {
+  /** The eventId; a publish needs one distinct among those in flight on its publisher. */
+  messageId: string;
+  type?: string;
+  contentType?: string;
+  /** Seconds since the epoch. */
+  timestamp?: number;
+  persistent?: boolean;
+  appId?: string;
+  headers?: Record<string, unknown>;
+  /**
+   * A per-message delay in ms (AMQP's expiration, sent as a decimal string): after it the message
+   * leaves its queue and goes to the queue's dead-letter target. Delayed retry uses it.
+   */
+  expiration?: string | number;
+}
+
+/**
+ * A confirm channel: every publish is mandatory. Resolves once the broker confirmed the message
+ * and routed it to at least one queue; rejects with PublishError 'nacked' | 'returned'
+ * (unroutable) | 'confirm-timeout' | 'channel-closed'.
+ */
+export interface TransportPublisher {
+  publish(
+    exchange: string,
+    routingKey: string,
+    body: Buffer,
+    properties: MessageProperties,
+    timeoutMs: number,
+  ): Promise<void>;
+  /** True once closed or lost: the owner opens a new one. */
+  readonly closed: boolean;
+  /** Stops confirm timeouts (the broker blocks the connection: waiting is not failing). */
+  holdTimeouts(): void;
+  /** Gives every publish in flight its full confirm timeout again, from now. */
+  resumeTimeouts(): void;
+  /** Fails what is in flight with 'channel-closed', then closes. */
+  close(): Promise<void>;
+  /** Closes once what is in flight has settled, without failing it; nothing new is sent on it meanwhile. */
+  retire(): Promise<void>;
+}
+
+/** One message handed to a subscriber; settle it exactly once. */
+export interface TransportDelivery {
+  content: Buffer;
+  fields: { exchange: string; routingKey: string; redelivered: boolean; deliveryTag: number };
+  properties: Partial<MessageProperties> & { headers?: Record<string, unknown> };
+  ack(): void;
+  /** Acks this delivery and every earlier unsettled one of its subscription, in one go (AMQP ack-multiple). */
+  ackAllUpTo(): void;
+  /** requeue: back to the queue (redelivered, counted towards a delivery limit); else dead-lettered or dropped. */
+  nack(options: { requeue: boolean }): void;
+}
+
+export interface Subscription {
+  /** Stops new deliveries; those already handed out can still be settled. */
+  cancel(): Promise<void>;
+}
+
+export interface SubscribeOptions {
+  /** Unsettled deliveries at most; the next comes once one is settled. */
+  prefetch: number;
+  /** The broker ended the subscription (queue deleted, moved on a cluster); not called after cancel(). */
+  onCancelled?: () => void;
+}
+
+/** A consumer's queues, as transport/queue-arguments.ts describes them. */
+export interface QueueSet {
+  queue: string;
+  retryQueue: string;
+  /** `<queue>.dead` for quorum sets, null for classic ones. */
+  deadQueue: string | null;
+  exchange: string;
+  bindings: readonly string[];
+  queueType: QueueType;
+  /** Quorum only: returns of one message before it is dead-lettered into the dead queue. */
+  deliveryLimit: number;
+}
+
+/** What the owner of a connection hears about it. */
+export interface ConnectRequest {
+  /** Shown by the broker (connection_name), e.g. `converge-relay <id>`. */
+  name: string;
+  /** Aborting fails a connect in progress at once and destroys an open connection without a goodbye. */
+  signal: AbortSignal;
+  /** The connection ended, lost or closed; everything opened on it is gone. */
+  onClose: (err?: Error) => void;
+  /** The broker stopped reading from the connection (resource alarm). */
+  onBlocked?: (reason: string | undefined) => void;
+  onUnblocked?: () => void;
+}
+
+/** One connection: what lives on it ends with it, and unacked deliveries go back to their queues. */
+export interface TransportConnection {
+  /** A confirm channel; `declareExchange` is declared (topic, durable) on it first. */
+  openPublisher(options?: { declareExchange?: string; onConfirmTimeout?: () => void }): Promise<TransportPublisher>;
+  /** Declares the exchange, the queue with its bindings, its retry queue and (quorum) its dead queue. Idempotent. */
+  declareQueues(set: QueueSet): Promise<void>;
+  subscribe(
+    queue: string,
+    onDelivery: (delivery: TransportDelivery) => void,
+    options: SubscribeOptions,
+  ): Promise<Subscription>;
+  /** Closes politely; a broker that does not answer within a short grace gets its socket destroyed. */
+  close(): Promise<void>;
+}
+
+/** Opens connections to one broker (or one cluster). Holds no connection itself. */
+export interface Transport {
+  /** What errors and logs name: e.g. `RabbitMQ` or `in-process`. */
+  readonly kind: string;
+  connect(request: ConnectRequest): Promise<TransportConnection>;
+  /** The typed error (ConnectionConfigError, ServiceUnavailableError) for a failed connect or channel open. */
+  failure(err: unknown): Error;
+}
