@@ -1,18 +1,13 @@
 /**
- * The lab's world: a source `orders` table written by a service, converge's outbox, a
- * RabbitMQ exchange and queue, and an `order_projection` read model kept by a consumer.
- * Every environment has its own schema, exchange and queue names and removes them on close.
+ * The lab's world: a source `orders` table written by a service, converge's outbox, a broker
+ * exchange and queue, and an `order_projection` read model kept by a consumer. Every environment
+ * has its own schema, exchange and queue names and removes them on close.
+ *
+ * The broker is reached only through the Transport seam, so every scenario runs the same on
+ * RabbitMQ and on the in-process transport (lab/broker.ts picks one).
  */
-import type amqp from 'amqplib';
 import type pg from 'pg';
-import {
-  AMQP_URL,
-  DATABASE_URL,
-  connectPostgres,
-  connectRabbit,
-  dropBrokerNames,
-  uniqueName,
-} from '../kit/services.js';
+import { AMQP_URL, DATABASE_URL, connectPostgres, uniqueName } from '../kit/services.js';
 import {
   appendToOutbox,
   applyIncrement,
@@ -22,8 +17,14 @@ import {
   withTransaction,
   type EventEnvelope,
   type EventHandler,
+  type Subscription,
+  type Transport,
+  type TransportConnection,
+  type TransportDelivery,
+  type TransportPublisher,
 } from '../src/index.js';
 import { encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
+import { labTransportKind, openLabBroker, type LabTransportKind } from './broker.js';
 
 export { AMQP_URL, DATABASE_URL };
 export const PROJECTION = 'order_projection';
@@ -37,30 +38,88 @@ export function check(checks: string[], condition: boolean, description: string,
   checks.push(description);
 }
 
+/**
+ * A pull from the lab queue (AMQP's basic.get, which the Transport seam does not have): a
+ * subscription with prefetch 1, so at most one message is out at a time and the rest stay in the
+ * queue. Subscribed at the first pull only, so scenarios that run a consumer on the queue never
+ * compete with it.
+ */
+export class Puller {
+  readonly #arrived: TransportDelivery[] = [];
+  #waiting: ((delivery: TransportDelivery) => void) | undefined;
+  #subscription: Promise<Subscription> | undefined;
+
+  constructor(
+    readonly connection: TransportConnection,
+    readonly queue: string,
+  ) {}
+
+  async next(timeoutMs: number): Promise<TransportDelivery> {
+    this.#subscription ??= this.connection.subscribe(this.queue, (delivery) => this.#deliver(delivery), {
+      prefetch: 1,
+    });
+    await this.#subscription;
+    const ready = this.#arrived.shift();
+    if (ready) return ready;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiting = undefined;
+        reject(new LabCheckError(`no message arrived on ${this.queue} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#waiting = (delivery) => {
+        clearTimeout(timer);
+        this.#waiting = undefined;
+        resolve(delivery);
+      };
+    });
+  }
+
+  async cancel(): Promise<void> {
+    if (this.#subscription) await (await this.#subscription).cancel();
+  }
+
+  #deliver(delivery: TransportDelivery): void {
+    if (this.#waiting) this.#waiting(delivery);
+    else this.#arrived.push(delivery);
+  }
+}
+
 export interface LabEnv {
   pool: pg.Pool;
   schema: string;
-  connection: amqp.ChannelModel;
-  channel: amqp.ConfirmChannel;
+  /** What the relays and consumers of the scenarios are given (startRelay/startConsumer `transport`). */
+  transport: Transport;
+  transportKind: LabTransportKind;
+  /** The lab's own connection: its publisher and its pulls. */
+  connection: TransportConnection;
+  publisher: TransportPublisher;
   exchange: string;
   queue: string;
   /** Handlers of the order projection, for startConsumer / new DeliveryProcessor. */
   handlers: Record<string, EventHandler>;
+  /** Messages ready in the lab queue. */
+  depth(): Promise<number>;
+  puller: Puller;
   close(): Promise<void>;
 }
 
-export async function createLabEnv(): Promise<LabEnv> {
+export async function createLabEnv(kind: LabTransportKind = labTransportKind()): Promise<LabEnv> {
   const pool = await connectPostgres(8);
-  let connection: amqp.ChannelModel;
-  try {
-    connection = await connectRabbit();
-  } catch (err) {
-    await pool.end();
-    throw err;
-  }
   const schema = uniqueName('lab');
   const exchange = uniqueName('lab.events');
   const queue = uniqueName('lab.orders');
+  const broker = await openLabBroker(kind).catch(async (err: unknown) => {
+    await pool.end();
+    throw err;
+  });
+  const abort = new AbortController();
+  const connection = await broker.transport
+    .connect({ name: 'converge-lab', signal: abort.signal, onClose: () => undefined })
+    .catch(async (err: unknown) => {
+      await broker.close([]);
+      await pool.end();
+      throw broker.transport.failure(err);
+    });
   await migrate(pool, { schema });
   await pool.query(
     `CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount integer NOT NULL, version bigint NOT NULL)`,
@@ -70,10 +129,18 @@ export async function createLabEnv(): Promise<LabEnv> {
   await pool.query(
     `CREATE TABLE "${schema}".applications (event_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
   );
-  const channel = await connection.createConfirmChannel();
-  await channel.assertExchange(exchange, 'topic', { durable: true });
-  await channel.assertQueue(queue, { durable: true });
-  await channel.bindQueue(queue, exchange, '#');
+  // The queue set startConsumer declares by default (classic, bound with '#'), so its own declare agrees.
+  await connection.declareQueues({
+    queue,
+    retryQueue: `${queue}.retry`,
+    deadQueue: null,
+    exchange,
+    bindings: ['#'],
+    queueType: 'classic',
+    deliveryLimit: 20,
+  });
+  const publisher = await connection.openPublisher({ declareExchange: exchange });
+  const puller = new Puller(connection, queue);
 
   const handlers: Record<string, EventHandler> = {
     AmountAdded: async (event, { tx }) => {
@@ -93,14 +160,19 @@ export async function createLabEnv(): Promise<LabEnv> {
   return {
     pool,
     schema,
+    transport: broker.transport,
+    transportKind: broker.kind,
     connection,
-    channel,
+    publisher,
     exchange,
     queue,
     handlers,
+    depth: () => broker.depth(queue),
+    puller,
     async close() {
-      await dropBrokerNames(connection, [queue, exchange]);
+      await puller.cancel().catch(() => undefined);
       await connection.close().catch(() => undefined);
+      await broker.close([queue, exchange]);
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await pool.end();
     },
@@ -175,19 +247,20 @@ const routingKey = routingKeyFromTemplate('{aggregateType}.{eventType}');
 /** Publishes an envelope straight to the lab exchange, as another producer or a broker replay would. */
 export async function publishEnvelope(env: LabEnv, envelope: EventEnvelope): Promise<void> {
   const message = encodeMessage(envelope, routingKey);
-  env.channel.publish(env.exchange, message.routingKey, message.content, message.options);
-  await env.channel.waitForConfirms();
+  // Every transport publish is mandatory; the rest are the properties the relay sends.
+  const { mandatory: _always, ...properties } = message.options;
+  await env.publisher.publish(
+    env.exchange,
+    message.routingKey,
+    message.content,
+    { ...properties, messageId: envelope.eventId },
+    10_000,
+  );
 }
 
-/** basic.get with a deadline: waits until a message is there instead of assuming it already is. */
-export async function getOne(env: LabEnv, timeoutMs = 10_000): Promise<amqp.GetMessage> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const message = await env.channel.get(env.queue, { noAck: false });
-    if (message) return message;
-    if (Date.now() > deadline) throw new LabCheckError(`no message arrived on ${env.queue} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/** The next message of the lab queue, unsettled (ack or nack it), waiting until one is there. */
+export function getOne(env: LabEnv, timeoutMs = 10_000): Promise<TransportDelivery> {
+  return env.puller.next(timeoutMs);
 }
 
 export async function waitUntil(

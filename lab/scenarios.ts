@@ -1,6 +1,7 @@
 /**
- * The article's six experiments, each against the real PostgreSQL and RabbitMQ in an
- * environment of its own. A scenario returns what it checked; a failed check throws.
+ * The article's six experiments, each against a real PostgreSQL and a broker (RabbitMQ or the
+ * in-process transport, the same checks on both) in an environment of its own. A scenario
+ * returns what it checked; a failed check throws.
  */
 import {
   ConcurrencyConflictError,
@@ -14,7 +15,6 @@ import {
 } from '../src/index.js';
 import { DeliveryProcessor } from '../src/testing/index.js';
 import {
-  AMQP_URL,
   PROJECTION,
   addToOrder,
   check,
@@ -27,6 +27,7 @@ import {
   waitUntil,
   type LabEnv,
 } from './harness.js';
+import type { LabTransportKind } from './broker.js';
 
 export interface ScenarioResult {
   checks: string[];
@@ -88,7 +89,7 @@ export const consumerRollback: Scenario = {
       },
     };
     const consumer = startConsumer({
-      amqpUrl: AMQP_URL,
+      transport: env.transport,
       queue: env.queue,
       exchange: env.exchange,
       pool: env.pool,
@@ -98,7 +99,7 @@ export const consumerRollback: Scenario = {
       backoff: fastRetry,
     });
     const relay = new Relay({
-      amqpUrl: AMQP_URL,
+      transport: env.transport,
       pool: env.pool,
       schema: env.schema,
       exchange: env.exchange,
@@ -136,7 +137,7 @@ export const incrementalGap: Scenario = {
   async run(env) {
     const checks: string[] = [];
     const consumer = startConsumer({
-      amqpUrl: AMQP_URL,
+      transport: env.transport,
       queue: env.queue,
       exchange: env.exchange,
       pool: env.pool,
@@ -199,12 +200,12 @@ export const contentConflict: Scenario = {
       await publishEnvelope(env, envelopeFor('1', 1, 10, 'E1'));
       const first = await getOne(env);
       const applied = await processor.process(first);
-      env.channel.ack(first);
+      first.ack();
       check(checks, applied.action === 'ack' && applied.outcome === 'applied', 'E1 applied');
       await publishEnvelope(env, envelopeFor('1', 1, 99, 'E1'));
       const second = await getOne(env);
       const conflict = await processor.process(second);
-      env.channel.ack(second);
+      second.ack();
       check(
         checks,
         conflict.action === 'ack' && conflict.outcome === 'quarantined' && conflict.reason === 'content-conflict',
@@ -250,7 +251,7 @@ export const snapshotRepair: Scenario = {
       await publishEnvelope(env, envelopeFor('1', version, delta, eventId));
       const message = await getOne(env);
       const settlement = await processor.process(message);
-      env.channel.ack(message);
+      message.ack();
       return settlement;
     };
     const repair = (observedVersion: number | null, sourceVersion: number, amount: number) =>
@@ -334,7 +335,7 @@ export const brokerDuplicates: Scenario = {
     let published = 0;
     // Relay A crashes between the broker's confirm and the mark; its lease then expires.
     const crashing = new Relay({
-      amqpUrl: AMQP_URL,
+      transport: env.transport,
       pool: env.pool,
       schema: env.schema,
       exchange: env.exchange,
@@ -349,7 +350,7 @@ export const brokerDuplicates: Scenario = {
       },
     });
     const survivor = new Relay({
-      amqpUrl: AMQP_URL,
+      transport: env.transport,
       pool: env.pool,
       schema: env.schema,
       exchange: env.exchange,
@@ -385,13 +386,11 @@ export const brokerDuplicates: Scenario = {
         (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE status = 'published'`)) === 1,
         'relay B re-published it with the same eventId and marked it',
       );
-      const queued = await env.channel.checkQueue(env.queue);
-      check(
-        checks,
-        published === 2 && queued.messageCount === 2,
-        'the same event was confirmed twice: two copies in the queue',
-        { published, queued: queued.messageCount },
-      );
+      const queued = await env.depth();
+      check(checks, published === 2 && queued === 2, 'the same event was confirmed twice: two copies in the queue', {
+        published,
+        queued,
+      });
 
       let deliveries = 0;
       const first = await getOne(env);
@@ -402,16 +401,16 @@ export const brokerDuplicates: Scenario = {
         first.properties.messageId === eventId && firstResult.action === 'ack' && firstResult.outcome === 'applied',
         'first delivery committed',
       );
-      env.channel.nack(first, false, true); // committed, but the ack never happened: the broker requeues
+      first.nack({ requeue: true }); // committed, but the ack never happened: the broker requeues
       const redelivered = await getOne(env);
       deliveries++;
       check(checks, redelivered.fields.redelivered, 'the requeued copy comes back flagged redelivered');
       const again = await processor.process(redelivered);
-      env.channel.ack(redelivered);
+      redelivered.ack();
       const second = await getOne(env);
       deliveries++;
       const secondResult = await processor.process(second);
-      env.channel.ack(second);
+      second.ack();
       check(
         checks,
         again.action === 'ack' &&
@@ -450,8 +449,9 @@ export const scenarios: readonly Scenario[] = [
   brokerDuplicates,
 ];
 
-export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
-  const env = await createLabEnv();
+/** On the transport scripts/local-env.ts chose (CONVERGE_TRANSPORT), unless `kind` says which. */
+export async function runScenario(scenario: Scenario, kind?: LabTransportKind): Promise<ScenarioResult> {
+  const env = await createLabEnv(kind);
   try {
     return await scenario.run(env);
   } finally {

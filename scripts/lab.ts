@@ -1,4 +1,4 @@
-/** `npm run lab`: the article's six scenarios against the local PostgreSQL and RabbitMQ. */
+/** `npm run lab`: the article's six scenarios on the PostgreSQL and broker scripts/local-env.ts chose (RabbitMQ or in-process). */
 import { runScenario, scenarios } from '../lab/scenarios.js';
 
 let failed = 0;

@@ -6,8 +6,9 @@
  * - PostgreSQL: DATABASE_URL unset and nothing answering at the default address -> an embedded
  *   PostgreSQL 18 (kit/embedded-postgres.ts) in a temporary directory, removed when the command ends,
  *   fails or is interrupted.
- * - RabbitMQ: AMQP_URL unset and nothing answering -> the in-process transport for programs that
- *   accept it (`--in-process`), once it exists (scripts/env/choice.ts); until then a clear error.
+ * - RabbitMQ: AMQP_URL unset and nothing answering -> the in-process transport (a broker in memory,
+ *   in the command's own process) for programs that accept it (`--in-process`: the lab and the
+ *   demo); for others a clear error (scripts/env/choice.ts).
  *
  * Prints one line saying what runs where, then runs the command with DATABASE_URL and AMQP_URL set
  * (and CONVERGE_TRANSPORT=in-process when chosen), and exits as it did.
@@ -103,7 +104,10 @@ try {
   if (broker.use === 'rabbitmq') env.AMQP_URL = broker.url;
   else env.CONVERGE_TRANSPORT = 'in-process';
   process.stderr.write(
-    `${describeChoice(pgLine, broker.use === 'rabbitmq' ? amqpProbe.where : 'in-process (no broker)')}\n`,
+    `${describeChoice(
+      pgLine,
+      broker.use === 'rabbitmq' ? amqpProbe.where : `in-process (no broker reachable at ${amqpProbe.where})`,
+    )}\n`,
   );
   const signal = interrupted();
   if (signal) exit = { code: null, signal };

@@ -5,7 +5,8 @@
  * Then it waits for the projections to equal the source, prints one `check:` line, and removes what
  * it created (schema, exchange, queues). Ctrl-C ends the load early; a second one skips the check.
  *
- * Run through scripts/local-env.ts (package.json), which picks the services: DATABASE_URL and AMQP_URL here.
+ * Run through scripts/local-env.ts (package.json), which picks the services: DATABASE_URL and AMQP_URL here,
+ * or CONVERGE_TRANSPORT=in-process when no RabbitMQ is reachable.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -17,7 +18,14 @@ import {
   dropBrokerNames,
   uniqueName,
 } from '../../kit/services.js';
-import { migrate, startRelay, type Consumer, type Relay } from '../../src/index.js';
+import {
+  createInProcessTransport,
+  migrate,
+  startRelay,
+  type Consumer,
+  type InProcessTransport,
+  type Relay,
+} from '../../src/index.js';
 import { runLoad } from './load.js';
 import { startSearch, startStatistics, type ConsumerBase } from './projections.js';
 import { OrdersService, serve } from './service.js';
@@ -35,14 +43,12 @@ if (!(seconds > 0) || !(settleSeconds > 0)) {
 }
 
 /**
- * ─── PLUG-IN POINT for the in-process transport (scripts/env/choice.ts) ──────────────────────
- * scripts/local-env.ts sets CONVERGE_TRANSPORT=in-process when no RabbitMQ is reachable. When
- * createInProcessTransport() lands: build one here and pass `{ transport }` to startRelay and to
- * both consumers (ConsumerBase) instead of amqpUrl, and skip the broker cleanup below.
+ * scripts/local-env.ts sets CONVERGE_TRANSPORT=in-process when no RabbitMQ is reachable: then one
+ * in-process transport carries everything, shared by the relay and both consumers (it is a broker
+ * in this process's memory: all three must use the same one). Undefined means RabbitMQ at AMQP_URL.
  */
-function transportFor(): void {
-  if (process.env.CONVERGE_TRANSPORT === 'in-process')
-    throw new Error('the in-process transport lands with the transport seam; start RabbitMQ or set AMQP_URL');
+function transportFor(): InProcessTransport | undefined {
+  return process.env.CONVERGE_TRANSPORT === 'in-process' ? createInProcessTransport() : undefined;
 }
 
 let interrupts = 0;
@@ -60,13 +66,15 @@ const onSignal = () => {
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
 
-transportFor();
+const transport = transportFor();
 const pool = await connectPostgres(10);
-const broker = await connectRabbit();
+// RabbitMQ only: an admin connection to delete the demo's exchange and queues afterwards.
+const broker = transport ? undefined : await connectRabbit();
 const schema = uniqueName('demo');
 const exchange = uniqueName('demo.events');
 const queues = { search: uniqueName('demo.search'), statistics: uniqueName('demo.statistics') };
-const base: ConsumerBase = { connectionString: DATABASE_URL, amqpUrl: AMQP_URL, schema, exchange };
+const link = transport ? { transport } : { amqpUrl: AMQP_URL };
+const base: ConsumerBase = { connectionString: DATABASE_URL, ...link, schema, exchange };
 const consumers: Pick<Consumer, 'stop'>[] = [];
 let relay: Relay | undefined;
 let api: { url: string; close(): Promise<void> } | undefined;
@@ -81,7 +89,7 @@ try {
     consumers.push(consumer);
     await consumer.ready();
   }
-  relay = startRelay({ connectionString: DATABASE_URL, amqpUrl: AMQP_URL, schema, exchange });
+  relay = startRelay({ connectionString: DATABASE_URL, ...link, schema, exchange });
   relay.on('error', () => undefined);
   const service = new OrdersService(pool, schema);
   api = await serve(service);
@@ -132,8 +140,12 @@ try {
   await relay?.stop();
   for (const consumer of consumers) await consumer.stop();
   await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await dropBrokerNames(broker, [queues.search, queues.statistics, exchange]);
-  await broker.close();
+  if (broker) {
+    await dropBrokerNames(broker, [queues.search, queues.statistics, exchange]);
+    await broker.close();
+  }
+  // Its queues and exchange live in its memory and go with it.
+  await transport?.close();
   await pool.end();
   console.log(`cleanup: removed schema ${schema}, exchange ${exchange}, queues ${queues.search} ${queues.statistics}`);
 }

@@ -7,12 +7,21 @@
  * - statistics (`status_totals`): orders and amount per status from the incremental events
  *   (applyIncrement: exactly the previous version, else the delivery waits).
  */
-import { applyIncrement, applySnapshot, startConsumer, type Consumer, type HandlerContext } from '../../src/index.js';
+import {
+  applyIncrement,
+  applySnapshot,
+  startConsumer,
+  type Consumer,
+  type HandlerContext,
+  type Transport,
+} from '../../src/index.js';
 import { PROJECTIONS, orderEvents, table, type Status } from './store.js';
 
 export interface ConsumerBase {
   connectionString: string;
-  amqpUrl: string;
+  /** RabbitMQ at amqpUrl, or the given transport (the in-process one, shared with the relay). */
+  amqpUrl?: string;
+  transport?: Transport;
   schema: string;
   exchange: string;
 }

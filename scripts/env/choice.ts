@@ -36,15 +36,14 @@ export function choosePostgres(probe: Probe): PostgresChoice {
 }
 
 /**
- * ─── PLUG-IN POINT for the in-process transport ───────────────────────────────────────────────
- * `createInProcessTransport()` (src/transport, used via startRelay/startConsumer({ transport }))
- * is built on another branch. When it lands: set this to true, and have the programs that accept
- * it (the demo, scripts/demo/pipeline.ts `transportFor`) build it when CONVERGE_TRANSPORT=in-process.
+ * `createInProcessTransport()` (src/transport/in-process.ts) exists: programs that accept it (the
+ * lab, lab/broker.ts; the demo, scripts/demo/main.ts `transportFor`) build it when
+ * CONVERGE_TRANSPORT=in-process. Kept as a flag so chooseBroker's other branch stays tested.
  */
-export const IN_PROCESS_TRANSPORT_AVAILABLE = false;
+export const IN_PROCESS_TRANSPORT_AVAILABLE = true;
 
 export interface InProcess {
-  /** The program can run on the in-process transport (the demo can; the lab talks AMQP itself, so it cannot). */
+  /** The program can run on the in-process transport (`--in-process`: the lab and the demo can). */
   accepted: boolean;
   /** The transport exists (IN_PROCESS_TRANSPORT_AVAILABLE; a parameter so both states are tested). */
   available: boolean;

@@ -31,7 +31,11 @@ interface Run {
 }
 
 function localEnv(env: NodeJS.ProcessEnv, command: string[]): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/local-env.ts', '--', ...command], {
+  return localEnvWith([], env, command);
+}
+
+function localEnvWith(flags: string[], env: NodeJS.ProcessEnv, command: string[]): Promise<Run> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/local-env.ts', ...flags, '--', ...command], {
     env: { ...process.env, DATABASE_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -103,5 +107,57 @@ describe('local-env: embedded PostgreSQL when nothing answers', () => {
       url: DATABASE_URL,
       amqp: AMQP_URL,
     });
+  });
+});
+
+/**
+ * `npm run lab` and `npm run demo` on a machine with nothing installed: both probes point at closed
+ * ports, so the launcher starts an embedded PostgreSQL and hands the program the in-process
+ * transport. The broker probe uses 0.0.0.0 (refused at once on Linux): scripts/services.ts counts
+ * it as remote, so the launcher does not try `rabbitmq-server -detached` for it, which on this
+ * machine (a broker already running on 5672) would wait out SERVICES_WAIT_SECONDS for the closed port.
+ */
+describe('local-env: nothing installed, lab and demo on embedded PostgreSQL + in-process transport', () => {
+  async function nothingInstalled(): Promise<NodeJS.ProcessEnv> {
+    return {
+      AMQP_URL: '',
+      CONVERGE_PROBE_DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/test`,
+      CONVERGE_PROBE_AMQP_URL: `amqp://guest:guest@0.0.0.0:${await freePort()}`,
+    };
+  }
+  const firstLine =
+    /^PostgreSQL: embedded 18\.\d+ \(temporary, removed at exit; started in [\d.]+ s\) · RabbitMQ: in-process \(no broker reachable at 0\.0\.0\.0:\d+\)$/;
+
+  test('npm run lab: 6 passed, 0 failed', async () => {
+    const run = await localEnvWith(['--in-process'], await nothingInstalled(), [
+      process.execPath,
+      '--import',
+      'tsx',
+      'scripts/lab.ts',
+    ]);
+    assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+    assert.match(run.stderr.split('\n')[0] ?? '', firstLine, run.stderr);
+    const lines = run.stdout.trimEnd().split('\n');
+    assert.deepEqual(lines.slice(-2), ['published=2 deliveries=3 applied=1 inbox=1 amount=10', '6 passed, 0 failed']);
+    assert.equal(lines.filter((line) => line.startsWith('ok   ')).length, 6, run.stdout);
+  });
+
+  test('npm run demo --duration 5: check: converged', async () => {
+    const run = await localEnvWith(['--in-process'], await nothingInstalled(), [
+      process.execPath,
+      '--import',
+      'tsx',
+      'scripts/demo/main.ts',
+      '--duration',
+      '5',
+    ]);
+    assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+    assert.match(run.stderr.split('\n')[0] ?? '', firstLine, run.stderr);
+    const lines = run.stdout.trimEnd().split('\n');
+    const check = lines.find((line) => line.startsWith('check: '));
+    assert.match(check ?? '', /^check: converged: [1-9]\d* orders, search and statistics equal the source/, run.stdout);
+    const load = lines.find((line) => line.startsWith('load: ')) ?? '';
+    assert.match(load, / 0 failed$/, load);
+    assert.match(lines.at(-1) ?? '', /^cleanup: removed schema \S+, exchange \S+, queues \S+ \S+$/);
   });
 });
