@@ -360,50 +360,48 @@ describe('relay publish failures', () => {
     }
   });
 
-  test('a retired channel lets the publishes in flight on it get their confirms, then closes', async () => {
+  /** A confirm publisher on its own connection through a proxy that can hold the broker's replies. */
+  async function withProxiedPublisher(
+    work: (env: Env, publisher: ConfirmPublisher, proxy: TcpProxy) => Promise<void>,
+  ): Promise<void> {
     const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
     const connection = await amqp.connect(proxy.url(AMQP_URL));
     connection.on('error', () => undefined);
     try {
       await withEnv(async (env) => {
         await queueIn(env);
-        const publisher = new ConfirmPublisher(await connection.createConfirmChannel());
-        proxy.holdReplies();
-        const inFlight = settle(publisher.publish(env.exchange, 'a.b', Buffer.from('{}'), { messageId: 'm1' }, 10_000));
-        const retired = publisher.retire();
-        assert.equal(publisher.closed, false, 'not closed under a publish that waits for its confirm');
-        proxy.releaseReplies();
-        const outcome = await inFlight;
-        assert.ok(outcome.ok, 'the publish in flight was confirmed, not failed as channel-closed');
-        await retired;
-        assert.equal(publisher.closed, true);
+        await work(env, new ConfirmPublisher(await connection.createConfirmChannel()), proxy);
       });
     } finally {
       await connection.close().catch(() => undefined);
       await proxy.close();
     }
+  }
+
+  test('a retired channel lets the publishes in flight on it get their confirms, then closes', async () => {
+    await withProxiedPublisher(async (env, publisher, proxy) => {
+      proxy.holdReplies();
+      const inFlight = settle(publisher.publish(env.exchange, 'a.b', Buffer.from('{}'), { messageId: 'm1' }, 10_000));
+      const retired = publisher.retire();
+      assert.equal(publisher.closed, false, 'not closed under a publish that waits for its confirm');
+      proxy.releaseReplies();
+      const outcome = await inFlight;
+      assert.ok(outcome.ok, 'the publish in flight was confirmed, not failed as channel-closed');
+      await retired;
+      assert.equal(publisher.closed, true);
+    });
   });
 
   test('a confirm that arrives after its timeout does not resolve the publish it timed out', async () => {
-    const proxy = await TcpProxy.inFrontOf(AMQP_URL, 5672);
-    const connection = await amqp.connect(proxy.url(AMQP_URL));
-    connection.on('error', () => undefined);
-    try {
-      await withEnv(async (env) => {
-        await queueIn(env);
-        const publisher = new ConfirmPublisher(await connection.createConfirmChannel());
-        const body = Buffer.from('{}');
-        proxy.holdReplies();
-        const late = await settle(publisher.publish(env.exchange, 'late', body, { messageId: 'late' }, 200));
-        assert.ok(!late.ok && late.error instanceof PublishError && late.error.reason === 'confirm-timeout');
-        proxy.releaseReplies();
-        // Confirms come in order: once the next publish is confirmed, the late one's ack came in too.
-        await publisher.publish(env.exchange, 'next', body, { messageId: 'next' }, 10_000);
-        await publisher.close();
-      });
-    } finally {
-      await connection.close().catch(() => undefined);
-      await proxy.close();
-    }
+    await withProxiedPublisher(async (env, publisher, proxy) => {
+      const body = Buffer.from('{}');
+      proxy.holdReplies();
+      const late = await settle(publisher.publish(env.exchange, 'late', body, { messageId: 'late' }, 200));
+      assert.ok(!late.ok && late.error instanceof PublishError && late.error.reason === 'confirm-timeout');
+      proxy.releaseReplies();
+      // Confirms come in order: once the next publish is confirmed, the late one's ack came in too.
+      await publisher.publish(env.exchange, 'next', body, { messageId: 'next' }, 10_000);
+      await publisher.close();
+    });
   });
 });
