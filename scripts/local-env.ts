@@ -1,14 +1,18 @@
 /**
  * `tsx scripts/local-env.ts [--in-process] -- <command> [args]`: what `npm run lab` and `npm run demo`
- * run first. Gets the services ready as `npm run services` does (starts installed local ones, creates
- * the database, enables the plugin), and where nothing is installed falls back to stand-ins:
+ * run first.
  *
- * - PostgreSQL: DATABASE_URL unset and nothing answering at the default address -> an embedded
- *   PostgreSQL 18 (kit/embedded-postgres.ts) in a temporary directory, removed when the command ends,
- *   fails or is interrupted.
- * - RabbitMQ: AMQP_URL unset and nothing answering -> the in-process transport (a broker in memory,
- *   in the command's own process) for programs that accept it (`--in-process`: the lab and the
- *   demo); for others a clear error (scripts/env/choice.ts).
+ * - A configured service (DATABASE_URL / AMQP_URL set) is got ready as `npm run services` does: a
+ *   local one is started when it does not answer, the database created, the plugin enabled. If that
+ *   fails, the command does not run: a configured address is never silently replaced.
+ * - The default address (127.0.0.1:5432 / :5672) is only probed, never started: a service that
+ *   answers there is used (database created, plugin enabled); when nothing answers, a stand-in is:
+ *   - PostgreSQL: an embedded PostgreSQL 18 (kit/embedded-postgres.ts) in a temporary directory,
+ *     removed when the command ends, fails or is interrupted;
+ *   - RabbitMQ: the in-process transport (a broker in memory, in the command's own process) for
+ *     programs that accept it (`--in-process`: the lab and the demo); for others a clear error
+ *     (scripts/env/choice.ts).
+ *   So stopped local services stay stopped, and the stand-ins are what a machine without them gets.
  *
  * Prints one line saying what runs where, then runs the command with DATABASE_URL and AMQP_URL set
  * (and CONVERGE_TRANSPORT=in-process when chosen), and exits as it did.
@@ -26,21 +30,21 @@ import {
   type Probe,
 } from './env/choice.js';
 import { serverVersion } from './env/postgres.js';
-import { amqpTarget, postgresTarget, preparePostgres, prepareRabbit } from './services.js';
+import { amqpTarget, postgresTarget, preparePostgres, prepareRabbit, type PrepareOptions } from './services.js';
 
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const DEFAULT_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
 
-/** Tries the configured (or default) address, starting an installed local service as `npm run services` does. */
+/** Tries the configured address (starting a local service as `npm run services` does) or probes the default one. */
 async function probe(
   configuredUrl: string | undefined,
   probeUrl: string,
   where: (url: string) => string,
-  prepare: (url: string) => Promise<string>,
+  prepare: (url: string, options: PrepareOptions) => Promise<string>,
 ): Promise<Probe> {
   const url = configuredUrl ?? probeUrl;
   const base = { configuredUrl, probeUrl, where: where(url) };
-  return prepare(url).then(
+  return prepare(url, { start: configuredUrl !== undefined }).then(
     () => ({ ...base, reachable: true }),
     (err: unknown) => ({ ...base, reachable: false, failure: (err as Error).message }),
   );

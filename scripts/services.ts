@@ -73,6 +73,9 @@ export function isNotRunning(err: unknown): boolean {
 
 class ServiceError extends Error {}
 
+/** The service is up, but not at the address tried: waiting longer cannot help. */
+class ElsewhereError extends ServiceError {}
+
 function parsed<T>(url: string, name: string, parse: (url: string) => T): T {
   try {
     return parse(url);
@@ -81,14 +84,31 @@ function parsed<T>(url: string, name: string, parse: (url: string) => T): T {
   }
 }
 
-/** Polls `attempt` until it stops failing with "not running", up to SERVICES_WAIT_SECONDS. */
-async function waitUntilUp<T>(attempt: () => Promise<T>, service: string): Promise<T> {
+/** How often a wait asks whether the service is up but somewhere else (each ask starts a CLI tool). */
+const ELSEWHERE_EVERY_MS = 5000;
+
+/**
+ * Polls `attempt` until it stops failing with "not running", up to SERVICES_WAIT_SECONDS. `elsewhere`
+ * says when waiting is pointless (the service is up but does not listen at the address tried): it
+ * returns why, and the wait ends with that instead of running out the clock.
+ */
+async function waitUntilUp<T>(
+  attempt: () => Promise<T>,
+  service: string,
+  elsewhere: () => Promise<string | undefined> = async () => undefined,
+): Promise<T> {
   const deadline = Date.now() + WAIT_MS;
+  let nextElsewhereCheck = 0;
   for (;;) {
     try {
       return await attempt();
     } catch (err) {
       if (!isNotRunning(err)) throw err;
+      if (Date.now() >= nextElsewhereCheck) {
+        const why = await elsewhere();
+        if (why !== undefined) throw new ElsewhereError(why);
+        nextElsewhereCheck = Date.now() + ELSEWHERE_EVERY_MS;
+      }
       if (Date.now() > deadline)
         throw new ServiceError(`${service} still not answering after ${WAIT_MS / 1000}s (${message(err)})`);
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -163,8 +183,16 @@ async function createDatabase(url: string, database: string): Promise<void> {
   }
 }
 
+export interface PrepareOptions {
+  /**
+   * Start a local service that does not answer (default true). The lab and the demo pass false for
+   * the default address they only probe: nothing answering there means "use the embedded stand-in".
+   */
+  start?: boolean;
+}
+
 /** Returns what it did, for the summary line. */
-export async function preparePostgres(url: string): Promise<string> {
+export async function preparePostgres(url: string, options: PrepareOptions = {}): Promise<string> {
   const target = parsed(url, 'DATABASE_URL', postgresTarget);
   const done: string[] = [];
   const fail = (what: string, hint: string): never => {
@@ -177,6 +205,7 @@ export async function preparePostgres(url: string): Promise<string> {
   let missing = (first as { code?: unknown } | undefined)?.code === '3D000';
   if (first !== undefined && isNotRunning(first)) {
     if (!target.local) fail(`not answering (${message(first)})`, 'start it, or point DATABASE_URL at a running server');
+    if (options.start === false) fail(`not answering (${message(first)})`, 'start it, or set DATABASE_URL');
     const started = Date.now();
     await startPostgres(target).catch((err: unknown) =>
       fail(
@@ -223,7 +252,24 @@ async function probePlugin(url: string): Promise<void> {
   }
 }
 
-export async function prepareRabbit(url: string): Promise<string> {
+/** The AMQP ports the local node listens on, or undefined while it is not up (booting, stopped, no CLI). */
+async function localAmqpPorts(): Promise<number[] | undefined> {
+  try {
+    const { stdout } = await run('rabbitmq-diagnostics', ['-q', 'listeners'], { timeout: 15_000 });
+    return [...stdout.matchAll(/port: (\d+), protocol: amqp\b/g)].map((match) => Number(match[1]));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Why waiting for `target` is pointless: the local node is up, but its AMQP listeners are elsewhere. */
+async function rabbitListensElsewhere(target: Target): Promise<string | undefined> {
+  const ports = await localAmqpPorts();
+  if (ports === undefined || ports.includes(target.port)) return undefined;
+  return `the local RabbitMQ node is running but accepts AMQP on ${ports.join(', ') || 'no port'}, not on ${target.port}`;
+}
+
+export async function prepareRabbit(url: string, options: PrepareOptions = {}): Promise<string> {
   const target = parsed(url, 'AMQP_URL', amqpTarget);
   const done: string[] = [];
   const fail = (what: string, hint: string): never => {
@@ -236,6 +282,7 @@ export async function prepareRabbit(url: string): Promise<string> {
   let pluginMissing = first instanceof BrokerPluginMissingError;
   if (first !== undefined && isNotRunning(first)) {
     if (!target.local) fail(`not answering (${message(first)})`, 'start it, or point AMQP_URL at a running broker');
+    if (options.start === false) fail(`not answering (${message(first)})`, 'start it, or set AMQP_URL');
     const started = Date.now();
     const startError = await command('rabbitmq-server', ['-detached']).then(
       () => undefined,
@@ -247,10 +294,15 @@ export async function prepareRabbit(url: string): Promise<string> {
     // "already running" means another run started it meanwhile, and waiting settles that.
     if (startError !== undefined && !/already running/i.test(message(startError)))
       cannot(startError, 'start it yourself (e.g. docker compose up -d --wait), or set AMQP_URL');
-    pluginMissing = await waitUntilUp(() => probePlugin(url), 'RabbitMQ').then(
+    pluginMissing = await waitUntilUp(
+      () => probePlugin(url),
+      'RabbitMQ',
+      () => rabbitListensElsewhere(target),
+    ).then(
       () => false,
       (err: unknown) =>
         err instanceof BrokerPluginMissingError ||
+        (err instanceof ElsewhereError && fail(err.message, 'point AMQP_URL at a port it serves')) ||
         cannot(err, 'see its log (rabbitmq-diagnostics log_location) or start it yourself'),
     );
     done.push(`started (${((Date.now() - started) / 1000).toFixed(1)} s)`);

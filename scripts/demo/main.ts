@@ -97,15 +97,23 @@ try {
 
   const started = Date.now();
   const tty = process.stdout.isTTY;
+  let shown = '';
   const show = async () => {
     const line = formatPipeline(
       (Date.now() - started) / 1000,
       service.written,
       await readPipeline(pool, schema, queues),
     );
+    // The final view often lands in the same second as the last tick, with nothing changed since.
+    if (line === shown) return;
+    shown = line;
     process.stdout.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
   };
-  live = setInterval(() => void show().catch(() => undefined), 1000);
+  // One view at a time: a tick still reading when the final view is drawn would print its line after it.
+  let drawing: Promise<void> = Promise.resolve();
+  live = setInterval(() => {
+    drawing = drawing.then(show).catch(() => undefined);
+  }, 1000);
   const load = await runLoad(api.url, { seconds, stopped: () => interrupts > 0 });
   if (tty) process.stdout.write('\n');
   console.log(
@@ -122,6 +130,7 @@ try {
     [pipeline, differences] = await Promise.all([readPipeline(pool, schema, queues), readDifferences(pool, schema)]);
   }
   clearInterval(live);
+  await drawing;
   await show();
   if (tty) process.stdout.write('\n');
   ok = converged(pipeline, differences);

@@ -12,7 +12,7 @@ export interface Probe {
   configuredUrl?: string;
   /** The address tried when nothing is configured (the local default). */
   probeUrl: string;
-  /** Whether the configured or probed address answered (after starting an installed local service). */
+  /** Whether the configured address answered (after starting it if local) or the probed default one answered. */
   reachable: boolean;
   /** host:port of the address tried, for messages (never the URL: it may hold a password). */
   where: string;

@@ -92,6 +92,23 @@ describe('local-env: embedded PostgreSQL when nothing answers', () => {
     assert.doesNotMatch(run.stderr, /embedded/);
   });
 
+  test('a configured AMQP_URL on a port the local node does not serve is an error, not the in-process transport', async () => {
+    const closed = await freePort();
+    const run = await localEnvWith(
+      ['--in-process'],
+      { DATABASE_URL, AMQP_URL: `amqp://guest:guest@127.0.0.1:${closed}` },
+      ['true'],
+    );
+    assert.equal(run.code, 1);
+    assert.match(
+      run.stderr,
+      new RegExp(
+        `local-env: AMQP_URL is set, and RabbitMQ at \\S+: the local RabbitMQ node is running but accepts AMQP on [\\d, ]+, not on ${closed}`,
+      ),
+    );
+    assert.doesNotMatch(run.stderr, /in-process/);
+  });
+
   test('the real services are used when they answer', async () => {
     const run = await localEnv({ DATABASE_URL, AMQP_URL }, [
       process.execPath,
@@ -111,22 +128,20 @@ describe('local-env: embedded PostgreSQL when nothing answers', () => {
 });
 
 /**
- * `npm run lab` and `npm run demo` on a machine with nothing installed: both probes point at closed
- * ports, so the launcher starts an embedded PostgreSQL and hands the program the in-process
- * transport. The broker probe uses 0.0.0.0 (refused at once on Linux): scripts/services.ts counts
- * it as remote, so the launcher does not try `rabbitmq-server -detached` for it, which on this
- * machine (a broker already running on 5672) would wait out SERVICES_WAIT_SECONDS for the closed port.
+ * `npm run lab` and `npm run demo` with nothing answering at the default addresses (closed local ports
+ * stand in for stopped services; the launcher only probes the defaults, it never starts them), so it
+ * starts an embedded PostgreSQL and hands the program the in-process transport.
  */
 describe('local-env: nothing installed, lab and demo on embedded PostgreSQL + in-process transport', () => {
   async function nothingInstalled(): Promise<NodeJS.ProcessEnv> {
     return {
       AMQP_URL: '',
       CONVERGE_PROBE_DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/test`,
-      CONVERGE_PROBE_AMQP_URL: `amqp://guest:guest@0.0.0.0:${await freePort()}`,
+      CONVERGE_PROBE_AMQP_URL: `amqp://guest:guest@127.0.0.1:${await freePort()}`,
     };
   }
   const firstLine =
-    /^PostgreSQL: embedded 18\.\d+ \(temporary, removed at exit; started in [\d.]+ s\) · RabbitMQ: in-process \(no broker reachable at 0\.0\.0\.0:\d+\)$/;
+    /^PostgreSQL: embedded 18\.\d+ \(temporary, removed at exit; started in [\d.]+ s\) · RabbitMQ: in-process \(no broker reachable at 127\.0\.0\.1:\d+\)$/;
 
   test('npm run lab: 6 passed, 0 failed', async () => {
     const run = await localEnvWith(['--in-process'], await nothingInstalled(), [

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { freePort } from '../../kit/ports.js';
 import { DATABASE_URL, connectPostgres, describe, test, uniqueName } from '../support/rig.js';
 
 const run = promisify(execFile);
@@ -50,6 +51,19 @@ describe('npm run services', () => {
       await admin.query(`DROP DATABASE IF EXISTS "${database}"`);
       await admin.end();
     }
+  });
+
+  test('a local AMQP_URL on a port the running node does not serve fails at once, naming the ports it does', async () => {
+    // `rabbitmq-server -detached` answers "already running" (the shared node is up on its own port); the
+    // wait that follows must end on the node's listeners, not run out SERVICES_WAIT_SECONDS.
+    const closed = await freePort();
+    const { code, stderr } = await services({ AMQP_URL: `amqp://guest:guest@127.0.0.1:${closed}` });
+    assert.equal(code, 1);
+    assert.match(
+      stderr,
+      new RegExp(`RabbitMQ at \\S+: the local RabbitMQ node is running but accepts AMQP on [\\d, ]+, not on ${closed}`),
+    );
+    assert.doesNotMatch(stderr, /still not answering/);
   });
 
   test('fails naming the service and what to do when a remote one does not answer', async () => {
