@@ -23,8 +23,8 @@ export class BrokerLink {
   readonly #blocks = new BlockState();
   readonly #blockListener: BlockListener;
   #connection: TransportConnection | undefined;
-  /** Kills the socket of #connection, or of the connection being opened. */
-  #socket: AbortController | undefined;
+  /** Aborts the connect request behind #connection: the attempt while it is opened, the connection once open. */
+  #connectAbort: AbortController | undefined;
   #publisher: TransportPublisher | undefined;
   #opening: Promise<TransportPublisher> | undefined;
   /** interrupt() was called: no new connection is opened. */
@@ -80,13 +80,13 @@ export class BrokerLink {
     const options = this.#options;
     if (this.#closed) throw new Error('the relay is stopping');
     if (!this.#connection) {
-      const socket = new AbortController();
-      this.#socket = socket;
+      const connectAbort = new AbortController();
+      this.#connectAbort = connectAbort;
       let opened: TransportConnection | undefined;
       try {
         opened = await this.#transport.connect({
           name: `converge-relay ${options.relayId}`,
-          signal: socket.signal,
+          signal: connectAbort.signal,
           onClose: () => this.#connectionClosed(opened),
           onBlocked: (reason) => this.#blocked(opened, reason),
           onUnblocked: () => {
@@ -94,7 +94,7 @@ export class BrokerLink {
           },
         });
       } finally {
-        if (!opened && this.#socket === socket) this.#socket = undefined;
+        if (!opened && this.#connectAbort === connectAbort) this.#connectAbort = undefined;
       }
       this.#connection = opened;
     }
@@ -126,7 +126,7 @@ export class BrokerLink {
   #connectionClosed(connection: TransportConnection | undefined): void {
     if (connection === undefined || this.#connection !== connection) return;
     this.#connection = undefined;
-    this.#socket = undefined;
+    this.#connectAbort = undefined;
     // A new connection is not blocked until the broker says so again.
     this.#unblock();
   }
@@ -155,7 +155,7 @@ export class BrokerLink {
     this.#publisher = undefined;
     if (connection) {
       this.#connection = undefined;
-      this.#socket = undefined;
+      this.#connectAbort = undefined;
       this.#unblock();
     }
     // Closing the connection closes its channels; a broker that does not answer gets its socket destroyed.
@@ -197,7 +197,7 @@ export class BrokerLink {
    */
   interrupt(): void {
     this.#closed = true;
-    if (this.#opening) this.#socket?.abort();
+    if (this.#opening) this.#connectAbort?.abort();
     if (this.#blocks.blocked) void this.discard();
   }
 

@@ -5,7 +5,7 @@
  * consumer relies on belongs here, so neither transport can drift from the other unnoticed.
  */
 import assert from 'node:assert/strict';
-import type { describe as nodeDescribe, test as nodeTest } from 'node:test';
+import type { describe as nodeDescribe, TestFn } from 'node:test';
 import { PublishError } from '../../src/runtime/errors.js';
 import type {
   MessageProperties,
@@ -17,7 +17,8 @@ import type {
 
 export interface ConformanceRig {
   describe: typeof nodeDescribe;
-  test: typeof nodeTest;
+  /** node:test's `test` or the rig's (which has no `.skip`/`.todo`). */
+  test: (name: string, fn: TestFn) => unknown;
   /** A name no other test uses; the rig removes broker objects of that name after the test. */
   uniqueName: (prefix: string) => string;
   /** Polls until the condition holds (never a fixed sleep). */

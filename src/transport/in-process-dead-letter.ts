@@ -1,0 +1,48 @@
+import type { Message, Queue } from './in-process-queue.js';
+
+export type DeathReason = 'expired' | 'rejected' | 'delivery_limit';
+
+/**
+ * Starts the expiry timer of a message that has an `expiration` (the delayed retry: it waits in
+ * the retry queue, then is dead-lettered back). Unref'd, so a waiting retry keeps no process alive.
+ */
+export function armExpiry(message: Message, onExpired: () => void): void {
+  const delay = message.properties.expiration === undefined ? NaN : Number(message.properties.expiration);
+  if (!Number.isFinite(delay)) return;
+  message.expiry = setTimeout(onExpired, Math.max(0, delay));
+  message.expiry.unref();
+}
+
+/**
+ * The message as it arrives in `target`, dead-lettered from `from`: without its expiration and
+ * with the x-death headers RabbitMQ adds (the newest death first).
+ */
+export function deadLettered(from: Queue, message: Message, target: Queue, reason: DeathReason): Omit<Message, 'seq'> {
+  const { expiration: _expired, ...properties } = message.properties;
+  const death = {
+    queue: from.name,
+    reason,
+    count: 1,
+    exchange: message.exchange,
+    'routing-keys': [message.routingKey],
+  };
+  const previous = properties.headers?.['x-death'];
+  return {
+    body: message.body,
+    exchange: '',
+    routingKey: target.name,
+    redelivered: false,
+    returns: 0,
+    properties: {
+      ...properties,
+      headers: {
+        ...properties.headers,
+        'x-death': [death, ...(Array.isArray(previous) ? (previous as unknown[]) : [])],
+        'x-first-death-reason': properties.headers?.['x-first-death-reason'] ?? reason,
+        'x-first-death-queue': properties.headers?.['x-first-death-queue'] ?? from.name,
+        'x-last-death-reason': reason,
+        'x-last-death-queue': from.name,
+      },
+    },
+  };
+}
