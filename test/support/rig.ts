@@ -104,15 +104,24 @@ export async function runScoped<T>(label: string, body: () => Promise<T> | T): P
   }
 }
 
+/** node:test's options without the ones that skip: a test here never skips (nor narrows a run to `only`). */
+type RunOptions = Omit<TestOptions, 'skip' | 'todo' | 'only'>;
+
 /**
- * node:test's call signatures without `.skip`/`.todo`/`.only`: a test here never skips. They
+ * node:test's call signatures without `.skip`/`.todo`/`.only` and without those options. They
  * return void because node:test itself awaits the test; nothing here should.
  */
 interface Runner {
   (name?: string, fn?: TestFn): void;
-  (name?: string, options?: TestOptions, fn?: TestFn): void;
-  (options?: TestOptions, fn?: TestFn): void;
+  (name?: string, options?: RunOptions, fn?: TestFn): void;
+  (options?: RunOptions, fn?: TestFn): void;
   (fn?: TestFn): void;
+}
+
+/** node:test's describe, likewise without a way to skip. */
+interface SuiteRunner {
+  (name: string, fn: () => void): void;
+  (name: string, options: RunOptions, fn: () => void): void;
 }
 
 function scoped(base: typeof nodeTest): Runner {
@@ -144,7 +153,7 @@ const timersAtStart = timers();
 let suiteDepth = 0;
 const fileAfterHooks: (() => unknown)[] = [];
 
-export const describe: typeof nodeDescribe = ((...args: unknown[]) => {
+export const describe: SuiteRunner = (...args: unknown[]): void => {
   const at = args.findIndex((arg) => typeof arg === 'function');
   if (at >= 0) {
     const body = args[at] as (...a: unknown[]) => unknown;
@@ -157,8 +166,8 @@ export const describe: typeof nodeDescribe = ((...args: unknown[]) => {
       }
     };
   }
-  return (nodeDescribe as (...a: unknown[]) => unknown)(...args);
-}) as typeof nodeDescribe;
+  void (nodeDescribe as (...a: unknown[]) => unknown)(...args);
+};
 
 export function after(fn: () => unknown): void {
   if (suiteDepth > 0) nodeAfter(fn);
