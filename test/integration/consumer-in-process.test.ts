@@ -4,53 +4,32 @@
  * the delayed-retry path through `<queue>.retry`, and the delivery is acked only after commit.
  */
 import assert from 'node:assert/strict';
-import {
-  appendToOutbox,
-  createInProcessTransport,
-  silentLogger,
-  startConsumer,
-  startRelay,
-  withTransaction,
-} from '../../src/index.js';
-import { DATABASE_URL, createTestSchema, describe, it, uniqueName, waitFor } from '../support/rig.js';
+import { appendToOutbox, withTransaction } from '../../src/index.js';
+import { withInProcessFixture } from '../support/in-process-fixture.js';
+import { describe, it, waitFor } from '../support/rig.js';
 
 describe('relay and consumer on the in-process transport', () => {
-  it('applies every event once, retrying a failed handler through the retry queue', async () => {
-    const db = await createTestSchema('cvt_cons_ip');
-    await db.pool.query(`CREATE TABLE "${db.schema}".applied (event_id uuid PRIMARY KEY, attempt int NOT NULL)`);
-    const transport = createInProcessTransport();
-    const exchange = uniqueName('cvt.ip.x');
-    const queue = `${exchange}.orders`;
-    const consumer = startConsumer({
-      transport,
-      connectionString: DATABASE_URL,
-      schema: db.schema,
-      queue,
-      exchange,
-      bindings: ['order.*'],
-      queueType: 'classic',
-      logger: silentLogger,
-      backoff: { initialDelayMs: 50, maxDelayMs: 100, factor: 2 },
-      handlers: {
-        OrderChanged: async (event, { tx, attempt }) => {
-          await tx.query(`INSERT INTO "${db.schema}".applied (event_id, attempt) VALUES ($1, $2)`, [
-            event.eventId,
-            attempt,
-          ]);
-          // Fails its whole first attempt (in a batch and in the per-delivery fallback alike): only the retry applies it.
-          if (event.aggregateId === 'o2' && attempt === 1) throw new Error('downstream not ready');
+  it('applies every event once, retrying a failed handler through the retry queue', () =>
+    withInProcessFixture('cvt_cons_ip', async ({ db, transport, exchange, startConsumer, startRelay }) => {
+      await db.pool.query(`CREATE TABLE "${db.schema}".applied (event_id uuid PRIMARY KEY, attempt int NOT NULL)`);
+      const queue = `${exchange}.orders`;
+      const consumer = startConsumer({
+        queue,
+        bindings: ['order.*'],
+        queueType: 'classic',
+        backoff: { initialDelayMs: 50, maxDelayMs: 100, factor: 2 },
+        handlers: {
+          OrderChanged: async (event, { tx, attempt }) => {
+            await tx.query(`INSERT INTO "${db.schema}".applied (event_id, attempt) VALUES ($1, $2)`, [
+              event.eventId,
+              attempt,
+            ]);
+            // Fails its whole first attempt (in a batch and in the per-delivery fallback alike): only the retry applies it.
+            if (event.aggregateId === 'o2' && attempt === 1) throw new Error('downstream not ready');
+          },
         },
-      },
-    });
-    const relay = startRelay({
-      transport,
-      connectionString: DATABASE_URL,
-      schema: db.schema,
-      exchange,
-      logger: silentLogger,
-      pollIntervalMs: 20,
-    });
-    try {
+      });
+      const relay = startRelay();
       await consumer.ready({ timeoutMs: 10_000 });
       await relay.ready({ timeoutMs: 10_000 });
       await withTransaction(db.pool, async (tx) => {
@@ -84,11 +63,5 @@ describe('relay and consumer on the in-process transport', () => {
       );
       await waitFor(() => consumer.stats.retried >= 1 || undefined, 'the retry counted');
       await waitFor(() => transport.depth(queue) === 0 && transport.depth(`${queue}.retry`) === 0, 'queues drained');
-    } finally {
-      await relay.stop();
-      await consumer.stop();
-      await transport.close();
-      await db.close();
-    }
-  });
+    }));
 });

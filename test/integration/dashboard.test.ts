@@ -12,41 +12,24 @@ import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type amqp from 'amqplib';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import {
   appendToOutbox,
   applyIncrement,
   PermanentError,
-  silentLogger,
-  startConsumer,
   withTransaction,
   type Consumer,
   type Logger,
 } from '../../src/index.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { listQuarantine, type QuarantineSummary } from '../../src/ops/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
-import {
-  after,
-  before,
-  describe,
-  it,
-  connectRabbit,
-  createTestSchema,
-  uniqueName,
-  waitFor,
-  dropTestBroker,
-  orderEvent,
-  AMQP_URL,
-  type TestDatabase,
-} from '../support/rig.js';
+import { openBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
+import { after, before, describe, it, waitFor, orderEvent, AMQP_URL, type TestDatabase } from '../support/rig.js';
 import { cli, runCli } from '../support/cli.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url);
 const SECRET = 'SECRET-CARD-4242-PII';
 const TOKEN = 'test-token-0123456789abcdef';
-const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
 /** Keeps every log record as one JSON line, to prove what never reaches the log. */
 function capturingLogger(): Logger & { records: string[] } {
@@ -91,35 +74,26 @@ const action = (token?: string, extra: Record<string, string> = {}) => ({
 });
 
 describe('dashboard', () => {
+  let fixture: BrokerFixture;
   let db: TestDatabase;
-  let connection: amqp.ChannelModel;
-  let channel: amqp.ConfirmChannel;
+  let queue: string;
   let consumer: Consumer;
   let dashboard: Dashboard;
   let browser: BrowserContext;
   let profile: string;
   const logger = capturingLogger();
-  const exchange = uniqueName('cvdash.events');
-  const queue = uniqueName('cvdash.q');
   let fixed = false;
 
   const quarantined = async (eventId: string): Promise<QuarantineSummary | undefined> =>
     (await listQuarantine(db.pool, { schema: db.schema, includeResolved: true })).find((q) => q.eventId === eventId);
 
   before(async () => {
-    db = await createTestSchema('cvdash');
+    fixture = await openBrokerFixture('cvdash');
+    ({ db, queue } = fixture);
     await db.pool.query(
       `CREATE TABLE "${db.schema}".refunds (event_id text PRIMARY KEY, aggregate_id text NOT NULL, amount int NOT NULL)`,
     );
-    connection = await connectRabbit();
-    channel = await connection.createConfirmChannel();
-    consumer = startConsumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      pool: db.pool,
-      schema: db.schema,
-      logger: silentLogger,
+    consumer = fixture.startConsumer({
       handlers: {
         Refunded: async (event, { tx }) => {
           if (!fixed) throw new PermanentError('refunds are not supported yet');
@@ -135,17 +109,9 @@ describe('dashboard', () => {
     });
     await consumer.ready();
     // Two refunds the handler cannot apply yet: quarantined, with the secret in their payload.
-    for (const [eventId, aggregateId] of [
-      ['R1', 'o-1'],
-      ['R2', 'o-2'],
-    ] as const) {
-      const message = encodeMessage(
-        orderEvent(eventId, aggregateId, 1, { eventType: 'Refunded', payload: { amount: 5, card: SECRET } }),
-        key,
-      );
-      channel.publish(exchange, message.routingKey, message.content, message.options);
-    }
-    await channel.waitForConfirms();
+    const refund = (eventId: string, aggregateId: string) =>
+      orderEvent(eventId, aggregateId, 1, { eventType: 'Refunded', payload: { amount: 5, card: SECRET } });
+    await fixture.publish([refund('R1', 'o-1'), refund('R2', 'o-2')]);
     await waitFor(() => consumer.stats.quarantined === 2, 'both refunds quarantined');
     // The staged stall: an event nobody relays, pending for ten minutes.
     await withTransaction(db.pool, (tx) =>
@@ -196,10 +162,7 @@ describe('dashboard', () => {
     await browser?.close();
     if (profile) rmSync(profile, { recursive: true, force: true });
     await dashboard?.close();
-    await consumer?.stop();
-    await dropTestBroker(connection, [queue, exchange]);
-    await connection?.close();
-    await db?.close();
+    await fixture?.close();
   });
 
   const screenshot = (page: Page, name: string) =>

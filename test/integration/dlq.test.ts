@@ -1,15 +1,6 @@
 /** Quarantine round trip against the real services: list, show, replay through the consumer, discard with a reason. */
 import assert from 'node:assert/strict';
-import type amqp from 'amqplib';
-import {
-  applyIncrement,
-  ConfigError,
-  ConvergeError,
-  PermanentError,
-  silentLogger,
-  startConsumer,
-  type EventEnvelope,
-} from '../../src/index.js';
+import { applyIncrement, ConfigError, ConvergeError, PermanentError, type EventEnvelope } from '../../src/index.js';
 import {
   discardQuarantined,
   listQuarantine,
@@ -17,20 +8,8 @@ import {
   showQuarantined,
   type QuarantineSummary,
 } from '../../src/ops/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
-import {
-  describe,
-  it,
-  connectRabbit,
-  createTestSchema,
-  uniqueName,
-  waitFor,
-  dropTestBroker,
-  orderEvent,
-  AMQP_URL,
-} from '../support/rig.js';
-
-const key = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
+import { withBrokerFixture } from '../support/broker-fixture.js';
+import { describe, it, waitFor, orderEvent } from '../support/rig.js';
 
 function envelope(
   eventId: string,
@@ -38,14 +17,6 @@ function envelope(
   aggregate: { id?: string; version?: number } = {},
 ): EventEnvelope {
   return orderEvent(eventId, aggregate.id ?? eventId, aggregate.version ?? 1, { eventType });
-}
-
-async function publishAll(channel: amqp.ConfirmChannel, exchange: string, events: EventEnvelope[]): Promise<void> {
-  for (const e of events) {
-    const message = encodeMessage(e, key);
-    channel.publish(exchange, message.routingKey, message.content, message.options);
-  }
-  await channel.waitForConfirms();
 }
 
 /** The quarantine row of `eventId` (open or closed), with what its replay did. */
@@ -62,35 +33,20 @@ async function rowOf(
 type QueryPool = Parameters<typeof listQuarantine>[0];
 
 describe('dlq', () => {
-  it('lists with filters, shows the raw message, replays it through the normal path once fixed, and discards only with a reason', async () => {
-    const db = await createTestSchema('cvq');
-    const connection = await connectRabbit();
-    const channel = await connection.createConfirmChannel();
-    const exchange = uniqueName('cvq.events');
-    const queue = uniqueName('cvq.q');
-    let fixed = false;
-    const applied: string[] = [];
-    const consumer = startConsumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      pool: db.pool,
-      schema: db.schema,
-      logger: silentLogger,
-      handlers: {
-        '*': async (event) => {
-          if (!fixed && event.eventType === 'Refunded') throw new PermanentError('refunds are not supported yet');
-          applied.push(event.eventId);
+  it('lists with filters, shows the raw message, replays it through the normal path once fixed, and discards only with a reason', () =>
+    withBrokerFixture('cvq', async ({ db, channel, queue, startConsumer, publish }) => {
+      let fixed = false;
+      const applied: string[] = [];
+      const consumer = startConsumer({
+        handlers: {
+          '*': async (event) => {
+            if (!fixed && event.eventType === 'Refunded') throw new PermanentError('refunds are not supported yet');
+            applied.push(event.eventId);
+          },
         },
-      },
-    });
-    try {
+      });
       await consumer.ready();
-      for (const e of [envelope('R1', 'Refunded'), envelope('R2', 'Refunded'), envelope('P1', 'Paid')]) {
-        const message = encodeMessage(e, key);
-        channel.publish(exchange, message.routingKey, message.content, message.options);
-      }
-      await channel.waitForConfirms();
+      await publish([envelope('R1', 'Refunded'), envelope('R2', 'Refunded'), envelope('P1', 'Paid')]);
       // A handler may run more than once for a batch that rolled back; only commits count.
       await waitFor(
         () => consumer.stats.quarantined === 2 && consumer.stats.applied === 1,
@@ -153,50 +109,33 @@ describe('dlq', () => {
         ['P1', 'R1'],
         'the discarded refund was never applied',
       );
-    } finally {
-      await consumer.stop();
-      await dropTestBroker(connection, [queue, exchange]);
-      await connection.close();
-      await db.close();
-    }
-  });
-  it('records what a replay did on the original row: applied (original schema version, upcast), duplicate, quarantined again, parked then applied', async () => {
-    const db = await createTestSchema('cvq');
-    const connection = await connectRabbit();
-    const channel = await connection.createConfirmChannel();
-    const exchange = uniqueName('cvq.events');
-    const queue = uniqueName('cvq.q');
-    await db.pool.query(
-      `CREATE TABLE "${db.schema}".refunds (event_id text PRIMARY KEY, aggregate_id text NOT NULL, currency text, schema_version int)`,
-    );
-    // Refunds fail until their eventId is taken off this list.
-    const failing = new Set(['R1', 'R2', 'D1', 'A2']);
-    const consumer = startConsumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      pool: db.pool,
-      schema: db.schema,
-      logger: silentLogger,
-      // Handlers are written for version 2; the stored bodies say version 1.
-      schemas: { Refunded: { current: 2, upcasters: { 1: (p) => ({ ...(p as object), currency: 'EUR' }) } } },
-      handlers: {
-        Refunded: async (event, { tx }) => {
-          if (failing.has(event.eventId)) throw new PermanentError('refunds are not supported yet');
-          await applyIncrement(tx, { projection: 'refunds', event, schema: db.schema }, async () => {
-            return tx.query(`INSERT INTO "${db.schema}".refunds VALUES ($1, $2, $3, $4)`, [
-              event.eventId,
-              event.aggregateId,
-              (event.payload as { currency?: string }).currency,
-              event.schemaVersion,
-            ]);
-          });
+    }));
+  it('records what a replay did on the original row: applied (original schema version, upcast), duplicate, quarantined again, parked then applied', () =>
+    withBrokerFixture('cvq', async ({ db, channel, queue, startConsumer, publish }) => {
+      await db.pool.query(
+        `CREATE TABLE "${db.schema}".refunds (event_id text PRIMARY KEY, aggregate_id text NOT NULL, currency text, schema_version int)`,
+      );
+      // Refunds fail until their eventId is taken off this list.
+      const failing = new Set(['R1', 'R2', 'D1', 'A2']);
+      const consumer = startConsumer({
+        // Handlers are written for version 2; the stored bodies say version 1.
+        schemas: { Refunded: { current: 2, upcasters: { 1: (p) => ({ ...(p as object), currency: 'EUR' }) } } },
+        handlers: {
+          Refunded: async (event, { tx }) => {
+            if (failing.has(event.eventId)) throw new PermanentError('refunds are not supported yet');
+            await applyIncrement(tx, { projection: 'refunds', event, schema: db.schema }, async () => {
+              return tx.query(`INSERT INTO "${db.schema}".refunds VALUES ($1, $2, $3, $4)`, [
+                event.eventId,
+                event.aggregateId,
+                (event.payload as { currency?: string }).currency,
+                event.schemaVersion,
+              ]);
+            });
+          },
         },
-      },
-    });
-    try {
+      });
       await consumer.ready();
-      await publishAll(channel, exchange, [
+      await publish([
         envelope('R1', 'Refunded'),
         envelope('R2', 'Refunded'),
         envelope('D1', 'Refunded'),
@@ -237,7 +176,7 @@ describe('dlq', () => {
 
       // Duplicate: the producer sent the event again after the fix; the quarantined copy adds nothing.
       failing.delete('D1');
-      await publishAll(channel, exchange, [envelope('D1', 'Refunded')]);
+      await publish([envelope('D1', 'Refunded')]);
       await waitFor(
         async () => (await db.pool.query(`SELECT 1 FROM "${db.schema}".refunds WHERE event_id = 'D1'`)).rowCount === 1,
         'D1 applied from a fresh copy',
@@ -269,7 +208,7 @@ describe('dlq', () => {
         async () => (await rowOf(db.pool, db.schema, 'A2', false))?.replayOutcome === 'parked',
         'A2 replay recorded as parked',
       );
-      await publishAll(channel, exchange, [envelope('A1', 'Refunded', { id: 'A', version: 1 })]);
+      await publish([envelope('A1', 'Refunded', { id: 'A', version: 1 })]);
       await waitFor(
         async () => (await rowOf(db.pool, db.schema, 'A2', false))?.replayOutcome === 'applied',
         'A2 recorded as applied once drained',
@@ -287,11 +226,5 @@ describe('dlq', () => {
         `SELECT count(*)::int AS n FROM "${db.schema}".quarantine WHERE replay_outcome IS NOT NULL`,
       );
       assert.equal(touched.rows[0]?.n, 4);
-    } finally {
-      await consumer.stop();
-      await dropTestBroker(connection, [queue, exchange]);
-      await connection.close();
-      await db.close();
-    }
-  });
+    }));
 });

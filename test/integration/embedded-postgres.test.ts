@@ -6,21 +6,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import net from 'node:net';
 import pg from 'pg';
 import { EmbeddedPostgres } from '../../kit/embedded-postgres.js';
+import { refused } from '../support/port-probe.js';
 import { describe, test, waitFor } from '../support/rig.js';
-
-function refused(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once('error', () => resolve(true));
-  });
-}
 
 async function connect(url: string): Promise<pg.Client> {
   const client = new pg.Client(url);

@@ -8,10 +8,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { freePort } from '../../kit/ports.js';
 import { amqpTarget, postgresTarget } from '../../scripts/services.js';
+import { refused } from '../support/port-probe.js';
 import { AMQP_URL, DATABASE_URL, describe, test } from '../support/rig.js';
 
 /** The command local-env runs: reports where its DATABASE_URL leads, then exits with `code`. */
@@ -44,17 +44,6 @@ function localEnvWith(flags: string[], env: NodeJS.ProcessEnv, command: string[]
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
-}
-
-function refused(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once('error', () => resolve(true));
-  });
 }
 
 describe('local-env: embedded PostgreSQL when nothing answers', () => {

@@ -19,17 +19,15 @@ import {
   serveRelayMetrics,
   serveConsumerMetrics,
 } from '../../src/metrics/index.js';
+import { openBrokerFixture } from '../support/broker-fixture.js';
 import {
   after,
   before,
   describe,
   it,
-  connectRabbit,
   createTestSchema,
-  uniqueName,
   waitFor,
   type TestDatabase,
-  dropTestBroker,
   AMQP_URL,
   DATABASE_URL,
 } from '../support/rig.js';
@@ -182,26 +180,9 @@ describe('relay and consumer counters, readiness', () => {
 
 describe('metrics served beside a running relay and consumer', () => {
   it('serve their counters, histograms, gauges and readiness from outside the components, and stop serving on close()', async () => {
-    const db = await createTestSchema('cvms');
-    const exchange = uniqueName('cvms-x');
-    const queue = uniqueName('cvms-q');
-    const relay = new Relay({
-      amqpUrl: AMQP_URL,
-      pool: db.pool,
-      schema: db.schema,
-      exchange,
-      logger: silentLogger,
-      pollIntervalMs: 20,
-    });
-    const consumer = new Consumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      pool: db.pool,
-      schema: db.schema,
-      logger: silentLogger,
-      handlers: { Counted: async () => undefined },
-    });
+    const { db, relayOptions, consumerOptions, close } = await openBrokerFixture('cvms');
+    const relay = new Relay(relayOptions());
+    const consumer = new Consumer(consumerOptions({ handlers: { Counted: async () => undefined } }));
     const relayMetrics = serveRelayMetrics(relay, { port: 0 });
     const consumerMetrics = serveConsumerMetrics(consumer, { port: 0 });
     const scrape = async (served: { url: Promise<string> } | undefined, path = '/metrics') =>
@@ -259,10 +240,7 @@ describe('metrics served beside a running relay and consumer', () => {
       await consumer.stop();
       await relayMetrics.close();
       await consumerMetrics.close();
-      const connection = await connectRabbit();
-      await dropTestBroker(connection, [queue, exchange]);
-      await connection.close();
-      await db.close();
+      await close();
     }
   });
 });
@@ -347,17 +325,9 @@ describe('probes and /metrics with the database out of reach', () => {
   });
 
   it('a subscribed consumer turns not ready while its database does not answer, and ready again after', async () => {
-    const db = await createTestSchema('cvmd');
-    const queue = uniqueName('cvmd-q');
+    const { db, consumerOptions, close } = await openBrokerFixture('cvmd');
     const outage = failingPool(db.pool);
-    const consumer = new Consumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      pool: outage.pool,
-      schema: db.schema,
-      logger: silentLogger,
-      handlers: { Counted: async () => undefined },
-    });
+    const consumer = new Consumer(consumerOptions({ pool: outage.pool, handlers: { Counted: async () => undefined } }));
     const served = serveConsumerMetrics(consumer, { port: 0 });
     try {
       consumer.start();
@@ -372,10 +342,7 @@ describe('probes and /metrics with the database out of reach', () => {
     } finally {
       await consumer.stop();
       await served.close();
-      const connection = await connectRabbit();
-      await dropTestBroker(connection, [queue, `${queue}.retry`]);
-      await connection.close();
-      await db.close();
+      await close();
     }
   });
 });

@@ -5,32 +5,20 @@
  * then undone, and status must point at exactly that stage.
  */
 import assert from 'node:assert/strict';
-import type amqp from 'amqplib';
 import { appendToOutbox, withTransaction } from '../../src/index.js';
 import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../../src/ops/index.js';
-import {
-  after,
-  before,
-  describe,
-  it,
-  connectRabbit,
-  createTestSchema,
-  uniqueName,
-  type TestDatabase,
-  dropTestBroker,
-  AMQP_URL,
-} from '../support/rig.js';
+import { openBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
+import { after, before, describe, it, uniqueName, type TestDatabase, AMQP_URL } from '../support/rig.js';
 
 describe('pipeline status', () => {
+  let fixture: BrokerFixture;
   let db: TestDatabase;
-  let connection: amqp.ChannelModel;
-  let channel: amqp.Channel;
-  const queue = uniqueName('cvps-q');
+  let channel: BrokerFixture['channel'];
+  let queue: string;
 
   before(async () => {
-    db = await createTestSchema('cvps');
-    connection = await connectRabbit();
-    channel = await connection.createChannel();
+    fixture = await openBrokerFixture('cvps');
+    ({ db, channel, queue } = fixture);
     await channel.assertQueue(queue, { durable: false });
     await db.pool.query(
       `CREATE TABLE "${db.schema}".orders (id text PRIMARY KEY, version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())`,
@@ -38,9 +26,7 @@ describe('pipeline status', () => {
   });
 
   after(async () => {
-    await dropTestBroker(connection, [queue]);
-    await connection.close();
-    await db.close();
+    await fixture?.close();
   });
 
   const status = (options: Partial<PipelineStatusOptions> = {}): Promise<PipelineStatus> =>

@@ -4,10 +4,10 @@
  * transport confirmed it and did not return it.
  */
 import assert from 'node:assert/strict';
-import { appendToOutbox, silentLogger, startRelay, withTransaction, type NewEvent } from '../../src/index.js';
-import { createInProcessTransport } from '../../src/transport/in-process.js';
+import { appendToOutbox, withTransaction, type NewEvent } from '../../src/index.js';
 import type { TransportDelivery } from '../../src/transport/transport.js';
-import { DATABASE_URL, createTestSchema, describe, it, uniqueName, waitFor } from '../support/rig.js';
+import { withInProcessFixture } from '../support/in-process-fixture.js';
+import { describe, it, waitFor } from '../support/rig.js';
 
 function event(aggregateId: string, version: number, aggregateType = 'order'): NewEvent {
   return { aggregateType, aggregateId, aggregateVersion: version, eventType: 'OrderChanged', payload: { version } };
@@ -21,36 +21,25 @@ async function withRelayOnInProcess(
     rows: () => Promise<{ event_id: string; status: string; last_error: string | null }[]>;
   }) => Promise<void>,
 ): Promise<void> {
-  const db = await createTestSchema('cvt_relay_ip');
-  const transport = createInProcessTransport();
-  const exchange = uniqueName('cvt.ip.x');
-  const queue = `${exchange}.q`;
-  const connection = await transport.connect({
-    name: 'test',
-    signal: new AbortController().signal,
-    onClose: () => undefined,
-  });
-  await connection.declareQueues({
-    queue,
-    retryQueue: `${queue}.retry`,
-    deadQueue: null,
-    exchange,
-    bindings,
-    queueType: 'classic',
-    deliveryLimit: 20,
-  });
-  const received: TransportDelivery[] = [];
-  await connection.subscribe(queue, (d) => received.push(d), { prefetch: 100 });
-  const relay = startRelay({
-    transport,
-    connectionString: DATABASE_URL,
-    schema: db.schema,
-    exchange,
-    logger: silentLogger,
-    pollIntervalMs: 20,
-    maxAttempts: 1,
-  });
-  try {
+  return withInProcessFixture('cvt_relay_ip', async ({ db, transport, exchange, startRelay }) => {
+    const queue = `${exchange}.q`;
+    const connection = await transport.connect({
+      name: 'test',
+      signal: new AbortController().signal,
+      onClose: () => undefined,
+    });
+    await connection.declareQueues({
+      queue,
+      retryQueue: `${queue}.retry`,
+      deadQueue: null,
+      exchange,
+      bindings,
+      queueType: 'classic',
+      deliveryLimit: 20,
+    });
+    const received: TransportDelivery[] = [];
+    await connection.subscribe(queue, (d) => received.push(d), { prefetch: 100 });
+    const relay = startRelay({ maxAttempts: 1 });
     await relay.ready({ timeoutMs: 10_000 });
     await work({
       received,
@@ -67,11 +56,7 @@ async function withRelayOnInProcess(
           )
         ).rows,
     });
-  } finally {
-    await relay.stop();
-    await transport.close();
-    await db.close();
-  }
+  });
 }
 
 describe('relay on the in-process transport', () => {

@@ -14,25 +14,9 @@ import {
   SimpleSpanProcessor,
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace-base';
-import {
-  appendToOutbox,
-  silentLogger,
-  startConsumer,
-  startRelay,
-  withTransaction,
-  type EventEnvelope,
-} from '../../src/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
-import {
-  describe,
-  it,
-  AMQP_URL,
-  connectRabbit,
-  createTestSchema,
-  dropTestBroker,
-  uniqueName,
-  waitFor,
-} from '../support/rig.js';
+import { appendToOutbox, withTransaction, type EventEnvelope } from '../../src/index.js';
+import { withBrokerFixture } from '../support/broker-fixture.js';
+import { describe, it, waitFor } from '../support/rig.js';
 
 const exporter = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
@@ -49,40 +33,21 @@ const idOf = (span: ReadableSpan) => span.spanContext().spanId;
 const traceOf = (span: ReadableSpan) => span.spanContext().traceId;
 
 describe('OpenTelemetry spans', () => {
-  it('one trace from the append through the relay to the consumer; a returned publish is an error; nothing personal in attributes', async () => {
-    const db = await createTestSchema('cvotel');
-    const connection = await connectRabbit();
-    const channel = await connection.createConfirmChannel();
-    const exchange = uniqueName('cvotel.events');
-    const queue = uniqueName('cvotel.q');
-    await db.pool.query(`CREATE TABLE "${db.schema}".seen (event_id text PRIMARY KEY)`);
-    let handlerSpan: string | undefined;
-    const consumer = startConsumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      // 'lost.*' is bound nowhere: its events come back to the relay as returned.
-      bindings: ['order.*'],
-      pool: db.pool,
-      schema: db.schema,
-      logger: silentLogger,
-      handlers: {
-        OrderPlaced: async (event, { tx }) => {
-          handlerSpan = trace.getActiveSpan()?.spanContext().spanId;
-          await tx.query(`INSERT INTO "${db.schema}".seen (event_id) VALUES ($1)`, [event.eventId]);
+  it('one trace from the append through the relay to the consumer; a returned publish is an error; nothing personal in attributes', () =>
+    withBrokerFixture('cvotel', async ({ db, exchange, queue, startConsumer, startRelay, publish }) => {
+      await db.pool.query(`CREATE TABLE "${db.schema}".seen (event_id text PRIMARY KEY)`);
+      let handlerSpan: string | undefined;
+      const consumer = startConsumer({
+        // 'lost.*' is bound nowhere: its events come back to the relay as returned.
+        bindings: ['order.*'],
+        handlers: {
+          OrderPlaced: async (event, { tx }) => {
+            handlerSpan = trace.getActiveSpan()?.spanContext().spanId;
+            await tx.query(`INSERT INTO "${db.schema}".seen (event_id) VALUES ($1)`, [event.eventId]);
+          },
         },
-      },
-    });
-    const relay = startRelay({
-      schema: db.schema,
-      exchange,
-      pool: db.pool,
-      amqpUrl: AMQP_URL,
-      logger: silentLogger,
-      pollIntervalMs: 20,
-      backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 },
-    });
-    try {
+      });
+      const relay = startRelay({ backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 } });
       await consumer.ready();
       await relay.ready();
       const event = {
@@ -202,9 +167,7 @@ describe('OpenTelemetry spans', () => {
         occurredAt: new Date().toISOString(),
         traceparent: stored.get('placed-1')!,
       };
-      const message = encodeMessage(copy, routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
-      channel.publish(exchange, message.routingKey, message.content, message.options);
-      await channel.waitForConfirms();
+      await publish([copy]);
       const duplicate = await waitFor(
         () =>
           ofMessage('placed-1', SpanKind.CONSUMER).find(
@@ -227,12 +190,5 @@ describe('OpenTelemetry spans', () => {
         spans().every((s) => s.instrumentationScope.name === 'converge-events' || s.name === 'POST /orders'),
         true,
       );
-    } finally {
-      await relay.stop();
-      await consumer.stop();
-      await dropTestBroker(connection, [queue, exchange]);
-      await connection.close();
-      await db.close();
-    }
-  });
+    }));
 });

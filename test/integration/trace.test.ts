@@ -4,26 +4,10 @@
  * by the consumer's handler, and joins the consumer's warn lines by trace id.
  */
 import assert from 'node:assert/strict';
-import {
-  appendToOutbox,
-  silentLogger,
-  startConsumer,
-  startRelay,
-  withTransaction,
-  type EventEnvelope,
-  type Logger,
-} from '../../src/index.js';
+import { appendToOutbox, silentLogger, withTransaction, type EventEnvelope, type Logger } from '../../src/index.js';
 import { HEADER } from '../../src/testing/index.js';
-import {
-  describe,
-  it,
-  AMQP_URL,
-  connectRabbit,
-  createTestSchema,
-  uniqueName,
-  waitFor,
-  dropTestBroker,
-} from '../support/rig.js';
+import { withBrokerFixture } from '../support/broker-fixture.js';
+import { describe, it, waitFor } from '../support/rig.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const TRACEPARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;
@@ -34,40 +18,23 @@ function capturingLogger(lines: Record<string, unknown>[]): Logger {
 }
 
 describe('trace context', () => {
-  it('carries traceparent from the outbox row through the message into the handler and the log lines, and leaves it out when there is none', async () => {
-    const db = await createTestSchema('cvtrace');
-    const connection = await connectRabbit();
-    const channel = await connection.createChannel();
-    const exchange = uniqueName('cvtrace.events');
-    const queue = uniqueName('cvtrace.q');
-    const tap = uniqueName('cvtrace.tap');
-    const seen = new Map<string, EventEnvelope>();
-    const warnings: Record<string, unknown>[] = [];
-    const consumer = startConsumer({
-      amqpUrl: AMQP_URL,
-      queue,
-      exchange,
-      pool: db.pool,
-      schema: db.schema,
-      logger: capturingLogger(warnings),
-      backoff: { initialDelayMs: 10, maxDelayMs: 20 },
-      handlers: {
-        Traced: async (event, { attempt }) => {
-          // The first attempt fails so the consumer writes its 'rolled back' warn line.
-          if (attempt === 1) throw new Error('first attempt fails');
-          seen.set(event.eventId, event);
+  it('carries traceparent from the outbox row through the message into the handler and the log lines, and leaves it out when there is none', () =>
+    withBrokerFixture('cvtrace', async ({ db, channel, exchange, startConsumer, startRelay, brokerName }) => {
+      const tap = brokerName('tap');
+      const seen = new Map<string, EventEnvelope>();
+      const warnings: Record<string, unknown>[] = [];
+      const consumer = startConsumer({
+        logger: capturingLogger(warnings),
+        backoff: { initialDelayMs: 10, maxDelayMs: 20 },
+        handlers: {
+          Traced: async (event, { attempt }) => {
+            // The first attempt fails so the consumer writes its 'rolled back' warn line.
+            if (attempt === 1) throw new Error('first attempt fails');
+            seen.set(event.eventId, event);
+          },
         },
-      },
-    });
-    const relay = startRelay({
-      schema: db.schema,
-      exchange,
-      pool: db.pool,
-      amqpUrl: AMQP_URL,
-      logger: silentLogger,
-      pollIntervalMs: 20,
-    });
-    try {
+      });
+      startRelay();
       await consumer.ready();
       // A second queue on the same exchange shows the raw message as the relay published it.
       await channel.assertQueue(tap, { durable: false });
@@ -142,12 +109,5 @@ describe('trace context', () => {
       );
       assert.ok(rolledBack('without-trace'));
       assert.equal('traceId' in rolledBack('without-trace')!, false);
-    } finally {
-      await relay.stop();
-      await consumer.stop();
-      await dropTestBroker(connection, [tap, queue, exchange]);
-      await connection.close();
-      await db.close();
-    }
-  });
+    }));
 });
