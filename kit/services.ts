@@ -13,11 +13,20 @@ import pg from 'pg';
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+/**
+ * A PostgreSQL with `wal_level=logical`, for the CDC relay's tests and bench. Locally a second
+ * cluster beside the shared one (`npm run services` creates it), so the shared server is never
+ * reconfigured or restarted; it may be the same server as DATABASE_URL where that one is logical.
+ */
+export const CDC_DATABASE_URL = process.env.CDC_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5433/test';
 
 /** `npm run services` (scripts/services.ts) starts and configures local services; these say so when one is missing. */
 export const PG_HINT =
   'run `npm run services` (starts a local cluster and creates the database), or start it with: ' +
   'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set DATABASE_URL)';
+export const CDC_PG_HINT =
+  'run `npm run services` (creates and starts a local cluster with wal_level=logical on port 5433), ' +
+  'or set CDC_DATABASE_URL to a PostgreSQL with wal_level=logical';
 export const AMQP_HINT =
   'run `npm run services` (starts a local broker and enables the consistent-hash plugin), or start it with: ' +
   'rabbitmq-server -detached (or set AMQP_URL)';

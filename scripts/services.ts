@@ -6,17 +6,20 @@
  * For a local service (loopback host or Unix socket in DATABASE_URL / AMQP_URL, or the defaults):
  * starts it when it does not answer, creates the database when missing, enables the consistent-hash
  * plugin. A remote one is only checked. Prints one line on stderr; exits 1 with what to do on failure.
+ * CDC_DATABASE_URL (default 127.0.0.1:5433) is a PostgreSQL with wal_level=logical for the CDC relay:
+ * locally a second cluster, created when missing (prepareLogicalPostgres).
  *
  *   tsx scripts/services.ts                    prepare both
  *   tsx scripts/services.ts --is-local amqp    exit 0 if AMQP_URL is local (for .ci/run), else 1
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { AMQP_URL, DATABASE_URL, redactUrl } from '../kit/services.js';
+import { AMQP_URL, CDC_DATABASE_URL, DATABASE_URL, redactUrl } from '../kit/services.js';
 import { BrokerPluginMissingError } from '../src/runtime/errors.js';
 import { CONSISTENT_HASH, probeExchangeType } from '../src/transport/topology.js';
 
@@ -147,20 +150,35 @@ async function ping(url: string): Promise<void> {
   }
 }
 
-/** The local cluster serving `port`, started with Debian's pg_ctlcluster (as the CI script always did). */
-async function startPostgres(target: PostgresTarget): Promise<void> {
+interface Cluster {
+  version: string;
+  name: string;
+  port: number;
+}
+
+/** Debian's clusters (pg_lsclusters): version, name, port. */
+async function localClusters(): Promise<Cluster[]> {
   let clusters: string;
   try {
     clusters = (await run('pg_lsclusters', ['--no-header'])).stdout;
   } catch {
     throw new ServiceError('pg_lsclusters is not installed on this machine, so no local cluster can be started');
   }
-  const cluster = clusters
+  return clusters
     .split('\n')
     .map((line) => line.trim().split(/\s+/))
-    .find((fields) => Number(fields[2]) === target.port);
+    .filter((fields) => fields.length >= 3)
+    .map(([version, name, port]) => ({ version: version!, name: name!, port: Number(port) }));
+}
+
+/** The local cluster serving `port`, started with Debian's pg_ctlcluster (as the CI script always did). */
+async function startPostgres(target: PostgresTarget): Promise<void> {
+  const cluster = (await localClusters()).find((candidate) => candidate.port === target.port);
   if (!cluster) throw new ServiceError(`no local cluster listens on port ${target.port} (see pg_lsclusters)`);
-  const [version, name] = cluster as [string, string];
+  await startCluster(cluster);
+}
+
+async function startCluster({ version, name }: Cluster): Promise<void> {
   // Exit code 2 is "already running": another run started it meanwhile, so waiting is right.
   await command('pg_ctlcluster', ['--skip-systemctl-redirect', version, name, 'start']).catch((err: unknown) => {
     if (!/already running/i.test(message(err))) throw err;
@@ -230,6 +248,96 @@ export async function preparePostgres(url: string, options: PrepareOptions = {})
     done.push(`created database ${target.database}`);
   }
   return `PostgreSQL ${target.where}/${target.database}${target.local ? '' : ' (remote)'} ${done.join(', ') || 'ok'}`;
+}
+
+/** The cluster `npm run services` creates for CDC_DATABASE_URL: the only one it ever reconfigures. */
+export const LOGICAL_CLUSTER = 'converge-logical';
+
+/**
+ * CDC_DATABASE_URL: a PostgreSQL with wal_level=logical. Locally, where no cluster listens on its
+ * port, a cluster of the newest installed version is created there (pg_createcluster, trust auth as
+ * the shared one, wal_level=logical) and started; the shared cluster is never touched. A cluster of
+ * that name found with another wal_level is switched to logical and restarted; any other is an error.
+ */
+export async function prepareLogicalPostgres(url: string): Promise<string> {
+  const target = parsed(url, 'CDC_DATABASE_URL', postgresTarget);
+  const fail = (what: string, hint: string): never => {
+    throw new ServiceError(`PostgreSQL for CDC at ${redactUrl(url)}: ${what}; ${hint}`);
+  };
+  const done: string[] = [];
+  const first = await ping(url).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  if (first !== undefined && isNotRunning(first) && target.local) {
+    const created = await createLogicalClusterIfMissing(target).catch((err: unknown) =>
+      fail(`not answering, and no cluster could be made for it: ${message(err)}`, 'set CDC_DATABASE_URL'),
+    );
+    if (created) done.push(created);
+  }
+  const prepared = await preparePostgres(url).catch((err: unknown) => fail(message(err), 'see above'));
+  if ((await walLevel(url)) !== 'logical') {
+    const cluster = (await localClusters().catch(() => [])).find((candidate) => candidate.port === target.port);
+    if (!target.local || cluster?.name !== LOGICAL_CLUSTER)
+      fail(
+        'wal_level is not logical',
+        'set wal_level = logical on that server and restart it, or set CDC_DATABASE_URL',
+      );
+    await setLogical(url, cluster!);
+    done.push('wal_level set to logical (restarted)');
+  }
+  return `${prepared.replace(/^PostgreSQL/, 'PostgreSQL (CDC)')}${done.length ? `, ${done.join(', ')}` : ''}`;
+}
+
+async function walLevel(url: string): Promise<string> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ wal_level: string }>('SHOW wal_level');
+    return rows[0]!.wal_level;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Returns what it did, or undefined when a cluster already listens on the port (it is started as usual). */
+async function createLogicalClusterIfMissing(target: PostgresTarget): Promise<string | undefined> {
+  const clusters = await localClusters();
+  if (clusters.some((cluster) => cluster.port === target.port)) return undefined;
+  const version = await newestInstalledVersion(clusters);
+  await command('pg_createcluster', [
+    version,
+    LOGICAL_CLUSTER,
+    '--port',
+    String(target.port),
+    '--start',
+    '-o',
+    'wal_level=logical',
+    '--',
+    '--auth=trust',
+  ]);
+  return `created cluster ${version}/${LOGICAL_CLUSTER} with wal_level=logical`;
+}
+
+async function newestInstalledVersion(clusters: Cluster[]): Promise<string> {
+  const installed = await readdir('/usr/lib/postgresql').catch(() => clusters.map((cluster) => cluster.version));
+  const newest = installed.filter((name) => /^\d+$/.test(name)).sort((a, b) => Number(b) - Number(a))[0];
+  if (newest === undefined) throw new ServiceError('no PostgreSQL server is installed under /usr/lib/postgresql');
+  return newest;
+}
+
+async function setLogical(url: string, cluster: Cluster): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query('ALTER SYSTEM SET wal_level = logical');
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  await command('pg_ctlcluster', ['--skip-systemctl-redirect', cluster.version, cluster.name, 'restart']);
+  await waitUntilUp(() => ping(url), 'PostgreSQL (CDC)');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,7 +441,11 @@ async function main(args: string[]): Promise<number> {
     const target = args[1] === 'amqp' ? amqpTarget(AMQP_URL) : postgresTarget(DATABASE_URL);
     return target.local ? 0 : 1;
   }
-  const results = await Promise.allSettled([preparePostgres(DATABASE_URL), prepareRabbit(AMQP_URL)]);
+  const results = await Promise.allSettled([
+    preparePostgres(DATABASE_URL),
+    prepareRabbit(AMQP_URL),
+    prepareLogicalPostgres(CDC_DATABASE_URL),
+  ]);
   const failures = results.flatMap((result) => (result.status === 'rejected' ? [result.reason as unknown] : []));
   if (failures.length === 0) {
     process.stderr.write(`services: ${results.map((r) => (r as PromiseFulfilledResult<string>).value).join('; ')}\n`);

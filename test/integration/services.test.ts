@@ -8,9 +8,21 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { freePort } from '../../kit/ports.js';
+import pg from 'pg';
+import { CDC_DATABASE_URL } from '../../kit/services.js';
 import { DATABASE_URL, connectPostgres, describe, test, uniqueName } from '../support/rig.js';
 
 const run = promisify(execFile);
+
+async function walLevelOf(url: string): Promise<string | undefined> {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    return (await client.query<{ wal_level: string }>('SHOW wal_level')).rows[0]?.wal_level;
+  } finally {
+    await client.end();
+  }
+}
 
 /** Runs the script as the npm scripts do; resolves with its exit code and stderr. */
 async function services(env: Record<string, string> = {}): Promise<{ code: number; stderr: string }> {
@@ -29,7 +41,32 @@ describe('npm run services', () => {
   test('with both services up it only checks them and says so in one line', async () => {
     const { code, stderr } = await services();
     assert.equal(code, 0, stderr);
-    assert.match(stderr, /^services: PostgreSQL \S+:\d+\/\S+ ok; RabbitMQ \S+:\d+ ok\n$/);
+    assert.match(
+      stderr,
+      /^services: PostgreSQL \S+:\d+\/\S+ ok; RabbitMQ \S+:\d+ ok; PostgreSQL \(CDC\) \S+:\d+\/\S+ ok\n$/,
+    );
+  });
+
+  test('the CDC PostgreSQL it prepares has wal_level=logical', async () => {
+    const { code, stderr } = await services();
+    assert.equal(code, 0, stderr);
+    const client = new pg.Client(CDC_DATABASE_URL);
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ wal_level: string }>('SHOW wal_level');
+      assert.equal(rows[0]?.wal_level, 'logical');
+    } finally {
+      await client.end();
+    }
+  });
+
+  test('a CDC_DATABASE_URL on a server without wal_level=logical that it did not create is an error, and left alone', async () => {
+    const before = await walLevelOf(DATABASE_URL);
+    assert.notEqual(before, 'logical', 'the shared server here is not logical; this test needs one that is not');
+    const { code, stderr } = await services({ CDC_DATABASE_URL: DATABASE_URL });
+    assert.equal(code, 1);
+    assert.match(stderr, /PostgreSQL for CDC at \S+: wal_level is not logical; set wal_level = logical on that server/);
+    assert.equal(await walLevelOf(DATABASE_URL), before, 'not reconfigured');
   });
 
   test('creates the database DATABASE_URL names on the local server, once', async () => {
