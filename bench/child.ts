@@ -3,9 +3,11 @@
  * fatal error, rejects `failure`, so a waiting measurement fails at once with the child's
  * own words instead of running into its timeout.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { AMQP_URL, DATABASE_URL, runAbort, withTimeout } from './env.js';
 import type { ToChild, ToParent } from './workers/ipc.js';
 
@@ -33,7 +35,7 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
   #result: Promise<WorkerResult>;
   #stopping = false;
 
-  private constructor(name: string, config: Record<string, unknown>) {
+  private constructor(name: string, config: Record<string, unknown>, compiledIn?: string) {
     super();
     this.name = name;
     const env = {
@@ -41,7 +43,11 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
       BENCH_WORKER: JSON.stringify({ databaseUrl: DATABASE_URL, amqpUrl: AMQP_URL, ...config }),
     };
     // stdout is piped to our stderr: the parent's stdout carries only the table and the JSON line.
-    this.#child = spawn(process.execPath, ['--import', 'tsx', `bench/workers/${name}.ts`], {
+    // Compiled: tsc's output run by plain node, as a user runs the package (no tsx loader in the RSS).
+    const entry = compiledIn
+      ? [path.join(compiledIn, 'bench', 'workers', `${name}.js`)]
+      : ['--import', 'tsx', `bench/workers/${name}.ts`];
+    this.#child = spawn(process.execPath, entry, {
       cwd: REPO_ROOT,
       env,
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
@@ -74,9 +80,14 @@ export class Worker extends EventEmitter<{ progress: [count: number] }> {
   }
 
   /** Starts the process and waits until it has set itself up (imports, options, connections it opens eagerly). */
-  static async spawn(name: string, config: Record<string, unknown>, readyTimeoutMs = 30_000): Promise<Worker> {
+  static async spawn(
+    name: string,
+    config: Record<string, unknown>,
+    readyTimeoutMs = 30_000,
+    compiledIn?: string,
+  ): Promise<Worker> {
     if (runAbort.signal.aborted) throw new Error('run interrupted');
-    const worker = new Worker(name, config);
+    const worker = new Worker(name, config, compiledIn);
     const ready = new Promise<void>((resolve) =>
       worker.#child.on('message', (m: ToParent) => m.type === 'ready' && resolve()),
     );
@@ -171,4 +182,24 @@ export class WorkerGroup {
   killAll(): void {
     for (const worker of this.workers) worker.kill();
   }
+}
+
+/**
+ * Compiles the bench workers with src (tsc, the build's settings) into a directory inside the
+ * repository, so their bare imports resolve from its node_modules; returns it. The caller removes it.
+ */
+export async function compileWorkers(): Promise<string> {
+  const outDir = path.join(REPO_ROOT, '.bench', `compiled-${process.pid}`);
+  await promisify(execFile)(
+    process.execPath,
+    [
+      path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+      '-p',
+      'bench/tsconfig.compiled.json',
+      '--outDir',
+      outDir,
+    ],
+    { cwd: REPO_ROOT },
+  );
+  return outDir;
 }

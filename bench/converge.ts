@@ -2,9 +2,9 @@
  * converge through its public API only: outbox appends in this process, relay and consumer
  * in worker processes (workers/relay.ts, workers/consumer.ts).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { appendManyToOutbox, appendToOutbox, type EventEnvelope, type NewEvent } from '../src/index.js';
+import { appendManyToOutbox, appendToOutbox, type NewEvent } from '../src/index.js';
 import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { Worker, WorkerGroup, type WorkerResult } from './child.js';
@@ -20,12 +20,13 @@ import {
   withPipeline,
   type Pipeline,
 } from './measure.js';
-import { publishWindowed } from './raw.js';
+import { benchEnvelope, publishWindowed } from './raw.js';
 import { rate, summarizeLatency, type LatencySummary } from './stats.js';
 
 /** Options the benchmark passes; `optional` ones are used only if the running src knows them. */
 export interface Tuning {
-  relayBatchSize: number;
+  /** undefined: the relay's default (the memory stage measures default options). */
+  relayBatchSize: number | undefined;
   relayOptional: Record<string, unknown>;
   consumerPrefetch: number;
   consumerOptional: Record<string, unknown>;
@@ -52,7 +53,7 @@ function newEvent(i: number): NewEvent {
   };
 }
 
-async function appliedInReadModel(pool: pg.Pool, schema: string): Promise<number> {
+export async function appliedInReadModel(pool: pg.Pool, schema: string): Promise<number> {
   const { rows } = await pool.query<{ applied: string }>(
     `SELECT coalesce(sum(version), 0) AS applied FROM ${quoteIdentifier(schema)}.${READ_TABLE}`,
   );
@@ -116,7 +117,7 @@ export async function seedBacklog(pool: pg.Pool, schema: string, rows: number): 
 }
 
 /** Same statistics and visibility map before every drain, with or without history, and no checkpoint debt from the seeding. */
-async function settle(pool: pg.Pool, tables: string[]): Promise<void> {
+export async function settle(pool: pg.Pool, tables: string[]): Promise<void> {
   for (const table of tables) await pool.query(`VACUUM (ANALYZE) ${table}`);
   await checkpoint(pool);
 }
@@ -143,6 +144,8 @@ export async function relayDrain(
     timeoutMs: number;
     tuning: Tuning;
     label: string;
+    /** Run the relay from compiled JavaScript in this directory (compileWorkers) instead of under tsx. */
+    compiledIn?: string;
   },
 ): Promise<ChildMeasurement> {
   const outbox = `${quoteIdentifier(options.schema)}.outbox`;
@@ -161,8 +164,8 @@ export async function relayDrain(
       target: options.rows,
       ttlMs: options.timeoutMs + 120_000,
     };
-    for (const worker of await Promise.all(Array.from({ length: options.relays }, () => Worker.spawn('relay', config))))
-      group.add(worker);
+    const spawnRelay = () => Worker.spawn('relay', config, undefined, options.compiledIn);
+    for (const worker of await Promise.all(Array.from({ length: options.relays }, spawnRelay))) group.add(worker);
     const started = performance.now();
     await group.startAll();
     const done = await waitUntil(options.label, {
@@ -205,34 +208,19 @@ export async function relayDrain(
 }
 
 /** N incremental envelopes through the wire format, versions in order per aggregate. */
-async function prefill(ctx: BenchContext, exchange: string, count: number, timeoutMs: number): Promise<void> {
+export async function prefill(ctx: BenchContext, exchange: string, count: number, timeoutMs: number): Promise<void> {
   const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
   const occurredAt = new Date().toISOString();
   const channel = await ctx.broker.createConfirmChannel();
   try {
     const work = publishWindowed(channel, count, (i) => {
-      const { aggregateId, version } = eventAt(i);
-      const envelope: EventEnvelope = {
-        eventId: randomUUID(),
-        aggregateType: 'order',
-        aggregateId,
-        aggregateVersion: version,
-        eventType: 'AmountAdded',
-        schemaVersion: 1,
-        kind: 'incremental',
-        payload: { delta: 1 },
-        occurredAt,
-      };
-      const message = encodeMessage(envelope, routingKey);
+      const message = encodeMessage(benchEnvelope(i, occurredAt), routingKey);
       return { exchange, routingKey: message.routingKey, content: message.content, options: message.options };
     });
     await Promise.race([
       work,
       new Promise((_, reject) =>
-        setTimeout(
-          () => reject(new TimeoutError('consumer_apply: pre-filling the queue (RabbitMQ) timed out')),
-          timeoutMs,
-        ).unref(),
+        setTimeout(() => reject(new TimeoutError('pre-filling the queue (RabbitMQ) timed out')), timeoutMs).unref(),
       ),
     ]);
   } finally {

@@ -4,7 +4,8 @@
  * Tables live in the run's schema; one partial index makes the claim an index scan, because a
  * naive design that rescans its whole history per claim would be a straw man.
  */
-import { Worker } from './child.js';
+import { Worker, WorkerGroup } from './child.js';
+import { appliedInReadModel, prefill, READ_TABLE, settle } from './converge.js';
 import { brokerNames, checkpoint, declareSink, type BenchContext } from './env.js';
 import {
   eventAt,
@@ -12,10 +13,11 @@ import {
   pacedRun,
   startConsumerThenRelay,
   sustainedRate,
+  waitUntil,
   withPipeline,
   type Pipeline,
 } from './measure.js';
-import type { LatencySummary } from './stats.js';
+import { rate, type LatencySummary } from './stats.js';
 
 export async function createNaiveTables(ctx: BenchContext): Promise<void> {
   const s = `"${ctx.schema}"`;
@@ -103,6 +105,55 @@ export async function naiveLatency(
       (pipeline) => pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, `naive latency at ${perSecond}/s`),
     );
     return latencyOf(results, value.total, 'naive latency');
+  } finally {
+    await names.remove();
+  }
+}
+
+/**
+ * naive_consumer_apply: the queue converge's consumer_apply gets (same envelopes, same count),
+ * drained by the naive consumer into the same read-model table with the same upsert, but no
+ * inbox, no version check and no projection state: the baseline for consumer_apply.
+ */
+export async function naiveConsumerApply(ctx: BenchContext, events: number, timeoutMs: number): Promise<number> {
+  const s = `"${ctx.schema}"`;
+  await ctx.pool.query(`TRUNCATE ${s}.${READ_TABLE}`);
+  await settle(ctx.pool, [`${s}.${READ_TABLE}`]);
+  const names = brokerNames(ctx, 'naiveapply');
+  const group = new WorkerGroup();
+  try {
+    await declareSink(ctx, names.exchange, names.queue);
+    await prefill(ctx, names.exchange, events, timeoutMs);
+    const worker = group.add(
+      await Worker.spawn('naive-consumer', {
+        schema: ctx.schema,
+        table: READ_TABLE,
+        shape: 'envelope',
+        queue: names.queue,
+        prefetch: 1000,
+        batch: 500,
+        lingerMs: 10,
+        latency: false,
+        target: events,
+        ttlMs: timeoutMs + 120_000,
+      }),
+    );
+    const started = performance.now();
+    await worker.start();
+    const done = await waitUntil('naive_consumer_apply', {
+      timeoutMs,
+      group,
+      target: events,
+      check: async () => {
+        const applied = await appliedInReadModel(ctx.pool, ctx.schema);
+        return { done: applied >= events, status: `${applied}/${events} applied` };
+      },
+    });
+    await group.stopAll();
+    return rate(events, done - started);
+  } catch (err) {
+    group.killAll();
+    throw err;
   } finally {
     await names.remove();
   }

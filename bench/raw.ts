@@ -2,9 +2,13 @@
  * Baselines with none of converge's code or guarantees: what the broker and the database do
  * on their own on this machine, measured in the same run so the ratios compare like with like.
  */
+import { randomUUID } from 'node:crypto';
 import type amqp from 'amqplib';
 import type pg from 'pg';
+import type { EventEnvelope } from '../src/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 import { brokerNames, declareSink, withTimeout, type BenchContext } from './env.js';
+import { eventAt } from './measure.js';
 import { rate } from './stats.js';
 
 export interface Outgoing {
@@ -86,6 +90,58 @@ export async function rawPublish(ctx: BenchContext, count: number, timeoutMs: nu
   } finally {
     await names.remove();
   }
+}
+
+/**
+ * The same loop as raw_publish, but each message is exactly what converge's relay sends for a
+ * bench event (encodeMessage: body, properties, headers, routing key): the ceiling a relay that
+ * added nothing but reading and marking the outbox would reach.
+ */
+export async function rawPublishSameShape(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  const names = brokerNames(ctx, 'rawshape');
+  const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
+  const occurredAt = new Date().toISOString();
+  try {
+    await declareSink(ctx, names.exchange, names.queue);
+    const channel = await ctx.broker.createConfirmChannel();
+    try {
+      const started = performance.now();
+      await withTimeout(
+        publishWindowed(channel, count, (i) => {
+          const message = encodeMessage(benchEnvelope(i, occurredAt), routingKey);
+          return {
+            exchange: names.exchange,
+            routingKey: message.routingKey,
+            content: message.content,
+            options: message.options,
+          };
+        }),
+        timeoutMs,
+        'raw_publish_same_shape (RabbitMQ)',
+      );
+      return rate(count, performance.now() - started);
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
+  } finally {
+    await names.remove();
+  }
+}
+
+/** The envelope of the i-th bench event, as the relay would build it from its outbox row. */
+export function benchEnvelope(i: number, occurredAt: string): EventEnvelope {
+  const { aggregateId, version } = eventAt(i);
+  return {
+    eventId: randomUUID(),
+    aggregateType: 'order',
+    aggregateId,
+    aggregateVersion: version,
+    eventType: 'AmountAdded',
+    schemaVersion: 1,
+    kind: 'incremental',
+    payload: { delta: 1 },
+    occurredAt,
+  };
 }
 
 /** Consumes a pre-filled queue with prefetch 1000 and one ack-multiple per 100 deliveries. */

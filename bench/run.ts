@@ -8,6 +8,7 @@
  * fails or times out is reported with its reason and the run goes on; everything the run
  * created is removed at the end, also after a failure or Ctrl-C.
  */
+import { rm } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { migrate } from '../src/index.js';
@@ -22,12 +23,12 @@ import {
   relayDrain,
   type Tuning,
 } from './converge.js';
-import { killAllWorkers } from './child.js';
+import { compileWorkers, killAllWorkers } from './child.js';
 import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';
 import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
-import { createNaiveTables, naiveLatency, naiveSustained } from './naive.js';
-import { rawConsume, rawPgBatchInsert, rawPgSingleCommit, rawPublish } from './raw.js';
-import { evaluateTargets, jsonLine, renderTable, type Results } from './report.js';
+import { createNaiveTables, naiveConsumerApply, naiveLatency, naiveSustained } from './naive.js';
+import { rawConsume, rawPgBatchInsert, rawPgSingleCommit, rawPublish, rawPublishSameShape } from './raw.js';
+import { derivedFigures, evaluateTargets, jsonLine, renderTable, type Results } from './report.js';
 import { median } from './stats.js';
 
 const USAGE = `usage: npm run bench -- [--quick] [--json] [--history] [--rss] [--rss-backlog N] [--reps K]
@@ -210,6 +211,12 @@ async function measureAll(ctx: BenchContext): Promise<void> {
     };
     await repeat(plan.reps, [
       {
+        key: 'raw_publish_same_shape',
+        run: async () => ({
+          raw_publish_same_shape: await rawPublishSameShape(ctx, plan.rawMessages, t.raw),
+        }),
+      },
+      {
         key: 'relay_drain',
         run: async () => {
           const r = await drain(1);
@@ -221,6 +228,12 @@ async function measureAll(ctx: BenchContext): Promise<void> {
   }
   if (wanted('consumer')) {
     await repeat(plan.reps, [
+      {
+        key: 'naive_consumer_apply',
+        run: async () => ({
+          naive_consumer_apply: await naiveConsumerApply(ctx, plan.consumerEvents, t.pipeline),
+        }),
+      },
       {
         key: 'consumer_apply',
         run: async () => {
@@ -351,6 +364,8 @@ async function measureAll(ctx: BenchContext): Promise<void> {
     // Generous: this stage exists to watch memory, not speed; it still ends with a message instead of hanging.
     const timeoutMs = Math.max(300_000, rows * 2);
     // One repetition whatever --reps says: a 1M drain takes minutes and peak RSS is not a noisy figure.
+    const compiledIn = await compileWorkers();
+    ctx.cleanup.add('remove the compiled workers', () => rm(compiledIn, { recursive: true, force: true }));
     await repeat(1, [
       {
         key: 'relay_backlog_peak_rss_mb',
@@ -361,11 +376,18 @@ async function measureAll(ctx: BenchContext): Promise<void> {
             relays: 1,
             truncate: true,
             timeoutMs,
-            tuning,
+            // The target is about default options: no batch size or concurrency of the bench's choosing.
+            tuning: { ...tuning, relayBatchSize: undefined, relayOptional: {} },
             label: 'relay_backlog',
+            compiledIn,
           });
-          workerOptions.relay ??= r.options;
-          return { relay_backlog_rows: rows, relay_backlog_drain: r.rate, relay_backlog_peak_rss_mb: r.peakRssMb };
+          workerOptions.relay_backlog = r.options;
+          return {
+            relay_backlog_rows: rows,
+            relay_backlog_drain: r.rate,
+            relay_backlog_peak_rss_mb: r.peakRssMb,
+            relay_backlog_baseline_rss_mb: r.baselineRssMb,
+          };
         },
       },
     ]);
@@ -375,16 +397,7 @@ async function measureAll(ctx: BenchContext): Promise<void> {
 function results(): Results {
   const r: Results = {};
   for (const key of Object.keys(samples)) r[key] = resultOf(key);
-  const ratio = (a: string, b: string) => {
-    const [x, y] = [r[a], r[b]];
-    return x != null && y != null && y > 0 ? x / y : null;
-  };
-  r.relay_vs_raw_publish = ratio('relay_drain', 'raw_publish');
-  r.consumer_vs_raw_consume = ratio('consumer_apply', 'raw_consume');
-  r.e2e_vs_naive = ratio('e2e_sustained', 'naive_pipeline');
-  r.relay_history_ratio = ratio('relay_drain_history', 'relay_drain');
-  r.consumer_history_ratio = ratio('consumer_apply_history', 'consumer_apply');
-  return r;
+  return { ...r, ...derivedFigures(r, samples) };
 }
 
 async function main(): Promise<number> {
@@ -444,6 +457,7 @@ async function main(): Promise<number> {
     },
     relay_options: workerOptions.relay ?? null,
     consumer_options: workerOptions.consumer ?? null,
+    relay_backlog_options: workerOptions.relay_backlog ?? null,
     cores: cpus().length,
     node: process.version,
     duration_s: Math.round(seconds),

@@ -9,6 +9,13 @@ import { runWorker, type BaseConfig } from './ipc.js';
 
 export interface NaiveConsumerConfig extends BaseConfig {
   schema: string;
+  /** Read-model table in `schema` (id, amount, version); `naive_projection` unless given. */
+  table?: string;
+  /**
+   * `naive`: the naive relay's body ({ aggregateId, version, payload, occurredAt }); `envelope`:
+   * converge's wire body (aggregateVersion), for the consumer baseline fed the very queue converge's consumer gets.
+   */
+  shape?: 'naive' | 'envelope';
   queue: string;
   prefetch: number;
   batch: number;
@@ -18,13 +25,15 @@ export interface NaiveConsumerConfig extends BaseConfig {
 
 interface Body {
   aggregateId: string;
-  version: number;
+  version?: number;
+  aggregateVersion?: number;
   payload: { delta: number };
   occurredAt: string;
 }
 
 void runWorker<NaiveConsumerConfig>(async (config, progress) => {
-  const table = `"${config.schema}".naive_projection`;
+  const table = `"${config.schema}"."${config.table ?? 'naive_projection'}"`;
+  const versionOf = (body: Body) => (config.shape === 'envelope' ? body.aggregateVersion : body.version) ?? 0;
   // One statement per batch; rows of one aggregate are folded first because ON CONFLICT may touch a row only once per statement.
   const upsert = `INSERT INTO ${table} AS p (id, amount, version) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
                   ON CONFLICT (id) DO UPDATE SET amount = p.amount + EXCLUDED.amount, version = GREATEST(p.version, EXCLUDED.version)`;
@@ -43,7 +52,7 @@ void runWorker<NaiveConsumerConfig>(async (config, progress) => {
       const seen = folded.get(body.aggregateId);
       folded.set(body.aggregateId, {
         delta: (seen?.delta ?? 0) + body.payload.delta,
-        version: Math.max(seen?.version ?? 0, body.version),
+        version: Math.max(seen?.version ?? 0, versionOf(body)),
       });
     }
     await client.query('BEGIN');

@@ -5,7 +5,8 @@ import { reportError, runWorker, type BaseConfig } from './ipc.js';
 export interface RelayWorkerConfig extends BaseConfig {
   schema: string;
   exchange: string;
-  batchSize: number;
+  /** Absent: the relay's default. */
+  batchSize?: number;
   /** Options that may or may not exist in this version of RelayOptions (e.g. `concurrency`), plus --relay-options. */
   optional: Record<string, unknown>;
   /** Record when the broker confirmed each event, for the latency breakdown. */
@@ -43,7 +44,7 @@ void runWorker<RelayWorkerConfig>(async (config, progress) => {
     amqpUrl: config.amqpUrl,
     schema: config.schema,
     exchange: config.exchange,
-    batchSize: config.batchSize,
+    ...(config.batchSize === undefined ? {} : { batchSize: config.batchSize }),
     logger: silentLogger,
     ...config.optional,
   };

@@ -1,0 +1,51 @@
+/** bench/report.ts: the figures derived within one run and how targets are judged from them. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { derivedFigures, evaluateTargets } from '../../bench/report.js';
+
+describe('bench report', () => {
+  test('ratios and the latency differences compare figures of the same run', () => {
+    const d = derivedFigures(
+      {
+        relay_drain: 9_000,
+        raw_publish_same_shape: 10_000,
+        consumer_apply: 7_000,
+        naive_consumer_apply: 10_000,
+        e2e_sustained: 6_000,
+        naive_pipeline: 8_000,
+        raw_publish: 12_000,
+        e2e_latency_1000_p50_ms: 21,
+        naive_latency_1000_p50_ms: 18,
+        e2e_latency_1000_p99_ms: 60,
+        naive_latency_1000_p99_ms: 40,
+      },
+      { raw_consume: [20_000, 40_000, 70_000] },
+    );
+    assert.equal(d.relay_vs_raw_publish_same_shape, 0.9);
+    assert.equal(d.consumer_vs_naive_consumer, 0.7);
+    assert.equal(d.e2e_vs_naive, 0.75);
+    assert.equal(d.e2e_vs_raw_publish, 0.5);
+    assert.equal(d.e2e_latency_1000_p50_over_naive_ms, 3);
+    assert.equal(d.e2e_latency_1000_p99_vs_naive, 1.5);
+    assert.equal(d.raw_consume_spread, 50_000 / 40_000);
+  });
+
+  test('a figure with a side missing is missing, never zero; one repetition has no spread', () => {
+    const d = derivedFigures({ relay_drain: 9_000 }, { raw_consume: [30_000] });
+    assert.equal(d.relay_vs_raw_publish_same_shape, null);
+    assert.equal(d.e2e_latency_1000_p50_over_naive_ms, null);
+    assert.equal(d.raw_consume_spread, null);
+  });
+
+  test('targets: met at the bound, not met past it, not measured when missing', () => {
+    const statuses = evaluateTargets(
+      { e2e_vs_naive: 0.75, e2e_vs_raw_publish: 0.59, e2e_latency_1000_p50_over_naive_ms: 5.01 },
+      {},
+    );
+    assert.deepEqual(statuses.e2e_vs_naive, { target: '≥ 0.75', met: true });
+    assert.deepEqual(statuses.e2e_vs_raw_publish, { target: '≥ 0.6', met: false });
+    assert.deepEqual(statuses.e2e_latency_1000_p50_over_naive_ms, { target: '≤ 5', met: false });
+    assert.equal(statuses.consumer_vs_naive_consumer?.met, null);
+    assert.equal(statuses.consumer_vs_naive_consumer?.why, 'not measured');
+  });
+});
