@@ -20,6 +20,7 @@ import {
   AMQP_URL,
   DATABASE_URL,
 } from '../support/rig.js';
+import { databaseAddress, literal } from '../support/database-url.js';
 
 let db: TestDatabase;
 let closedPort: number;
@@ -37,6 +38,8 @@ after(async () => {
 });
 
 const SECRET = 'cvt-not-the-password';
+/** The server under test, as its connection errors name it: "PostgreSQL at host:port: …". */
+const POSTGRES_AT = `PostgreSQL at ${literal(databaseAddress().where)}: `;
 const url = (base: string, change: (u: URL) => void) => {
   const u = new URL(base);
   change(u);
@@ -66,7 +69,7 @@ const RELAY_CASES: { name: string; args: string[]; code: string; says: RegExp }[
     name: 'nonexistent database',
     args: ['--database-url', url(DATABASE_URL, (u) => (u.pathname = '/cvt_no_such_db')), 'relay'],
     code: 'CONVERGE_DATABASE_NOT_FOUND',
-    says: /PostgreSQL at 127\.0\.0\.1:5432: database "cvt_no_such_db" does not exist \(3D000\)/,
+    says: new RegExp(`${POSTGRES_AT}database "cvt_no_such_db" does not exist \\(3D000\\)`),
   },
   {
     name: 'unknown role',
@@ -76,7 +79,7 @@ const RELAY_CASES: { name: string; args: string[]; code: string; says: RegExp }[
       'relay',
     ],
     code: 'CONVERGE_DATABASE_ACCESS_DENIED',
-    says: /PostgreSQL at 127\.0\.0\.1:5432: the role does not exist.*\(28000\)/,
+    says: new RegExp(`${POSTGRES_AT}the role does not exist.*\\(28000\\)`),
   },
   {
     name: 'unmigrated schema',
@@ -137,7 +140,7 @@ test('operator commands name the database failure and the unmigrated schema inst
   assert.equal(missing.code, 1);
   assert.match(
     missing.stderr,
-    /^converge: CONVERGE_DATABASE_NOT_FOUND: PostgreSQL at 127\.0\.0\.1:5432: database "cvt_no_such_db"/m,
+    new RegExp(`^converge: CONVERGE_DATABASE_NOT_FOUND: ${POSTGRES_AT}database "cvt_no_such_db"`, 'm'),
   );
   const closed = await cli(['--database-url', `postgres://postgres:${SECRET}@127.0.0.1:${closedPort}/test`, 'status']);
   assert.equal(closed.code, 1);

@@ -27,6 +27,7 @@ import {
   dropTestBroker,
   AMQP_URL,
 } from '../support/rig.js';
+import { urlAs } from '../support/database-url.js';
 
 describe('grantsSql', () => {
   test('quotes every name and grants only what each component runs', () => {
@@ -72,7 +73,8 @@ describe('grantsSql', () => {
   });
 });
 
-const roleUrl = (role: string) => `postgres://${role}@127.0.0.1:5432/test`;
+/** The suite's server and database, logged in as `role`. */
+const roleUrl = (role: string) => urlAs(role);
 
 /** Runs `sql` as `role` on its own connection and returns the SQLSTATE it failed with, or 'ok'. */
 async function sqlstateAs(role: string, sql: string): Promise<string> {

@@ -29,6 +29,7 @@ import {
   AMQP_URL,
   DATABASE_URL,
 } from '../support/rig.js';
+import { databaseAddress, literal } from '../support/database-url.js';
 
 /** A port nothing listens on: bound by the OS, then released. */
 async function freePort(): Promise<number> {
@@ -57,6 +58,9 @@ const withUrl = (base: string, change: (url: URL) => void) => {
   change(url);
   return url.toString();
 };
+
+/** The server under test, as its connection errors name it: "PostgreSQL at host:port: …". */
+const POSTGRES_AT = `^PostgreSQL at ${literal(databaseAddress().where)}: `;
 
 let db: TestDatabase;
 let closedPort: number;
@@ -95,13 +99,13 @@ const MISCONFIGURED: {
     name: 'nonexistent database',
     connectionString: withUrl(DATABASE_URL, (u) => (u.pathname = '/cvt_no_such_db')),
     code: 'CONVERGE_DATABASE_NOT_FOUND',
-    says: /^PostgreSQL at 127\.0\.0\.1:5432: database "cvt_no_such_db" does not exist \(3D000\)/,
+    says: new RegExp(`${POSTGRES_AT}database "cvt_no_such_db" does not exist \\(3D000\\)`),
   },
   {
     name: 'unknown role',
     connectionString: withUrl(DATABASE_URL, (u) => (u.username = 'cvt_no_such_role')),
     code: 'CONVERGE_DATABASE_ACCESS_DENIED',
-    says: /^PostgreSQL at 127\.0\.0\.1:5432: the role does not exist.*\(28000\)/,
+    says: new RegExp(`${POSTGRES_AT}the role does not exist.*\\(28000\\)`),
   },
   {
     name: 'unmigrated schema',
