@@ -10,7 +10,14 @@ import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { canonicalJson, fingerprint } from '../../src/envelope/fingerprint.js';
 import { DEFAULT_MAX_ENVELOPE_BYTES, MAX_JSON_DEPTH } from '../../src/envelope/validate.js';
 import { DEFAULT_EXCHANGE } from '../../src/runtime/defaults.js';
-import { DEFAULT_ROUTING_KEY, HEADER, encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
+import {
+  DEFAULT_ROUTING_KEY,
+  HEADER,
+  PARTITION_PROPERTY,
+  encodeMessage,
+  legacyHeaders,
+  routingKeyFromTemplate,
+} from '../../src/transport/wire.js';
 import { isCurrent, runGenerator } from './generated.js';
 
 export const WIRE_DOC = fileURLToPath(new URL('../../docs/reference/wire-format.md', import.meta.url));
@@ -36,6 +43,7 @@ export function renderWireReference(): string {
   const message = encodeMessage(EXAMPLE, routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
   const properties = message.options;
   const headers = (properties.headers ?? {}) as Record<string, unknown>;
+  const legacy = legacyHeaders(EXAMPLE);
   // The fields fingerprint() covers, to show its canonical JSON (the function keeps its own list).
   const fingerprinted = {
     eventId: EXAMPLE.eventId,
@@ -84,6 +92,7 @@ export function renderWireReference(): string {
     '| property | value in the example | from |',
     '|---|---|---|',
     `| \`messageId\` | ${code(properties.messageId)} | \`eventId\` |`,
+    `| \`correlationId\` | ${code(properties.correlationId)} | partition key: \`{aggregateType}/{aggregateId}\`, or \`sha256:\` and the hex SHA-256 of that when it is longer than 255 bytes |`,
     `| \`type\` | ${code(properties.type)} | \`eventType\` |`,
     `| \`contentType\` | ${code(properties.contentType)} | |`,
     `| \`timestamp\` | ${code(properties.timestamp)} | \`occurredAt\`, in seconds |`,
@@ -95,14 +104,27 @@ export function renderWireReference(): string {
     '',
     '| header | value in the example | from |',
     '|---|---|---|',
-    ...Object.entries(HEADER).map(
-      ([field, header]) =>
-        `| \`${header}\` | ${header in headers ? code(headers[header]) : ''} | \`${field}\`${field === 'tenantId' || field === 'traceparent' ? ', only when set' : ''} |`,
-    ),
+    `| \`${HEADER.traceparent}\` | ${code(headers[HEADER.traceparent])} | \`traceparent\`, only when set |`,
     '',
-    `The consistent-hash partitions hash \`${HEADER.aggregateId}\` ([scaling.md](../scaling.md)). A message that`,
-    '`converge dlq replay` sends again carries `x-converge-replay-of` (the quarantine row id), and a copy in a',
-    'retry queue carries `x-converge-attempt`; neither is part of the fingerprint.',
+    'An event without a `traceparent` is sent without a header table: everything is in the body, and a header',
+    'table costs RabbitMQ per message ([performance.md](../performance.md#wire-format)). The consistent-hash',
+    `exchange of a partitioned consumer group hashes the \`${PARTITION_PROPERTY}\` property (\`correlationId\`),`,
+    'so all events of one aggregate land in one partition ([scaling.md](../scaling.md)).',
+    '',
+    'Earlier versions also mirrored the envelope in headers, which consumers still accept (nothing reads them)',
+    'and the partition exchanges of those versions hashed `x-aggregate-id` of:',
+    '',
+    '| header | value in the example | from |',
+    '|---|---|---|',
+    ...Object.entries(HEADER)
+      .filter(([field]) => field !== 'traceparent')
+      .map(
+        ([field, header]) =>
+          `| \`${header}\` | ${code(legacy[header])} | \`${field}\`${field === 'tenantId' ? ', only when set' : ''} |`,
+      ),
+    '',
+    'A message that `converge dlq replay` sends again carries `x-converge-replay-of` (the quarantine row id),',
+    'and a copy in a retry queue carries `x-converge-attempt`; neither is part of the fingerprint.',
     '',
     '## Fingerprint',
     '',

@@ -4,12 +4,14 @@ import { z } from 'zod';
 import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import { DEFAULT_EXCHANGE } from '../runtime/defaults.js';
-import { HEADER } from './wire.js';
+import { PARTITION_PROPERTY } from './wire.js';
 import { DEFAULT_DELIVERY_LIMIT, deadQueueName, queueSetArguments, retryQueueName } from './queue-arguments.js';
 
 export interface PartitionedTopology {
   /** The consistent-hash exchange between the topic exchange and the partition queues. */
   hashExchange: string;
+  /** The exchange of earlier versions (`<queuePrefix>.partitions`, hashing a header) that this call removes if it exists. */
+  legacyHashExchange: string;
   queues: string[];
 }
 
@@ -54,12 +56,19 @@ export type PartitionedTopologyOptions = OptionsInput<typeof partitionedTopology
 /**
  * Declares a partitioned consumer group that keeps per-aggregate order while consumers
  * scale out: the topic exchange feeds an `x-consistent-hash` exchange that hashes the
- * `x-aggregate-id` header, so every event of one aggregate lands in the same partition
+ * message's `correlation_id` property, which the relay sets to the aggregate's partition key
+ * (partitionKey in wire.ts), so every event of one aggregate lands in the same partition
  * queue; each partition queue is single-active-consumer, so one consumer at a time takes
  * its deliveries and another takes over when it goes away. Each partition also gets its
  * `<queue>.retry` companion and, for quorum partitions, its `<queue>.dead` queue (see startConsumer). Needs the rabbitmq_consistent_hash_exchange
  * plugin. Run it once per deployment (or at every start: it is idempotent); start consumers
  * on the returned queues with `declare: false`.
+ *
+ * Earlier versions hashed the `x-aggregate-id` header in an exchange named
+ * `<queuePrefix>.partitions`. RabbitMQ keeps an exchange's arguments when it is declared again
+ * with others, so the hash exchange has a new name, `<queuePrefix>.by-aggregate`; once it is
+ * bound, the old one is deleted. Queues and the messages in them stay as they are; while both
+ * exchanges were bound a message could reach two partitions, which the inbox takes as a duplicate.
  */
 export async function declarePartitionedTopology(
   channel: amqp.Channel,
@@ -67,13 +76,13 @@ export async function declarePartitionedTopology(
 ): Promise<PartitionedTopology> {
   const options = partitionedTopologyOptions.parse(input);
   const { exchange } = options;
-  const hashExchange = `${options.queuePrefix}.partitions`;
+  const hashExchange = `${options.queuePrefix}.by-aggregate`;
+  const legacyHashExchange = `${options.queuePrefix}.partitions`;
   await channel.assertExchange(exchange, 'topic', { durable: true });
   await assertPluginExchange(channel, hashExchange, CONSISTENT_HASH, {
     durable: true,
-    arguments: { 'hash-header': HEADER.aggregateId },
+    arguments: { 'hash-property': PARTITION_PROPERTY },
   });
-  for (const pattern of options.bindings) await channel.bindExchange(hashExchange, exchange, pattern);
   const queues: string[] = [];
   for (let partition = 0; partition < options.partitions; partition++) {
     const queue = `${options.queuePrefix}.p${partition}`;
@@ -90,7 +99,11 @@ export async function declarePartitionedTopology(
     await channel.assertQueue(retryQueueName(queue), { durable: true, arguments: args.retry });
     queues.push(queue);
   }
-  return { hashExchange, queues };
+  // Fed only once every partition is bound, so no message is spread over a partial ring.
+  for (const pattern of options.bindings) await channel.bindExchange(hashExchange, exchange, pattern);
+  // Only now: until the new exchange feeds every partition, the old one must go on routing.
+  await channel.deleteExchange(legacyHashExchange);
+  return { hashExchange, legacyHashExchange, queues };
 }
 
 /** An exchange type RabbitMQ ships disabled, and the plugin that provides it. */

@@ -1,9 +1,16 @@
+import { createHash } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { ConfigError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 
 export const CONTENT_TYPE = 'application/json';
 
+/**
+ * Headers older converge versions (and tools that read headers only) know. The relay now sends
+ * `traceparent` alone, and only when the event has one: every field is in the body, and a header
+ * table costs the broker per message (docs/performance.md#wire-format). Consumers still accept
+ * messages that carry the others; nothing in converge reads them.
+ */
 export const HEADER = {
   aggregateType: 'x-aggregate-type',
   aggregateId: 'x-aggregate-id',
@@ -13,6 +20,26 @@ export const HEADER = {
   tenantId: 'x-tenant-id',
   traceparent: 'traceparent',
 } as const;
+
+/**
+ * The AMQP property that carries the partition key, which the consistent-hash exchange of a
+ * partitioned consumer group hashes (`hash-property`), so that needs no header table.
+ */
+export const PARTITION_PROPERTY = 'correlation_id';
+
+/** AMQP short strings (correlation_id among them) hold at most 255 bytes. */
+const SHORTSTR_MAX_BYTES = 255;
+
+/**
+ * The aggregate an event belongs to, as one short string: `{aggregateType}/{aggregateId}`
+ * (a type never contains `/`). An id too long for an AMQP property is replaced by the SHA-256
+ * of that string, which is just as stable: the same aggregate always gets the same key.
+ */
+export function partitionKey(envelope: Pick<EventEnvelope, 'aggregateType' | 'aggregateId'>): string {
+  const key = `${envelope.aggregateType}/${envelope.aggregateId}`;
+  if (Buffer.byteLength(key) <= SHORTSTR_MAX_BYTES) return key;
+  return `sha256:${createHash('sha256').update(key).digest('hex')}`;
+}
 
 /** Default routing key: `{aggregateType}.{eventType}`, e.g. `order.OrderPaid`. */
 export const DEFAULT_ROUTING_KEY = '{aggregateType}.{eventType}';
@@ -51,8 +78,35 @@ export interface EncodedMessage {
   options: Options.Publish;
 }
 
-/** The body is the whole envelope; properties and headers mirror it for brokers, routers and tracing. */
+/**
+ * The body is the whole envelope, which is all a consumer reads. The properties name the event
+ * for brokers and tools, `correlationId` carries the partition key, and the one header,
+ * `traceparent`, lets a consumer continue the trace before it parses the body.
+ */
 export function encodeMessage(envelope: EventEnvelope, routingKey: RoutingKeyFn): EncodedMessage {
+  const key = routingKey(envelope);
+  // AMQP caps routing keys at 255 bytes; a longer one would be refused by the client at publish time.
+  if (Buffer.byteLength(key) > 255)
+    throw new EnvelopeValidationError('routingKey', 'longer than 255 bytes once filled in');
+  const options: Options.Publish = {
+    messageId: envelope.eventId,
+    correlationId: partitionKey(envelope),
+    type: envelope.eventType,
+    contentType: CONTENT_TYPE,
+    timestamp: Math.floor(Date.parse(envelope.occurredAt) / 1000),
+    persistent: true,
+    mandatory: true,
+    appId: 'converge',
+  };
+  if (envelope.traceparent !== undefined) options.headers = { [HEADER.traceparent]: envelope.traceparent };
+  return { routingKey: key, content: Buffer.from(JSON.stringify(envelope)), options };
+}
+
+/**
+ * The header table earlier versions sent with every message (HEADER), for tests and for
+ * measuring what it costs; consumers accept messages with or without it.
+ */
+export function legacyHeaders(envelope: EventEnvelope): Record<string, string | number> {
   const headers: Record<string, string | number> = {
     [HEADER.aggregateType]: envelope.aggregateType,
     [HEADER.aggregateId]: envelope.aggregateId,
@@ -62,22 +116,5 @@ export function encodeMessage(envelope: EventEnvelope, routingKey: RoutingKeyFn)
   };
   if (envelope.tenantId !== undefined) headers[HEADER.tenantId] = envelope.tenantId;
   if (envelope.traceparent !== undefined) headers[HEADER.traceparent] = envelope.traceparent;
-  const key = routingKey(envelope);
-  // AMQP caps routing keys at 255 bytes; a longer one would be refused by the client at publish time.
-  if (Buffer.byteLength(key) > 255)
-    throw new EnvelopeValidationError('routingKey', 'longer than 255 bytes once filled in');
-  return {
-    routingKey: key,
-    content: Buffer.from(JSON.stringify(envelope)),
-    options: {
-      messageId: envelope.eventId,
-      type: envelope.eventType,
-      contentType: CONTENT_TYPE,
-      timestamp: Math.floor(Date.parse(envelope.occurredAt) / 1000),
-      persistent: true,
-      mandatory: true,
-      appId: 'converge',
-      headers,
-    },
-  };
+  return headers;
 }

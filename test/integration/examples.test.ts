@@ -116,7 +116,7 @@ test('partitioned consumers example: every order applied whole and in version or
   const partitions = 2;
   // Names the topology derives from the prefix, so the rig drops them and checks none is left.
   for (let p = 0; p < partitions; p++) registry.name(`${queuePrefix}.p${p}`);
-  registry.name(`${queuePrefix}.partitions`);
+  registry.name(`${queuePrefix}.by-aggregate`);
   const env = {
     EXAMPLE_SCHEMA: schema,
     EXAMPLE_EXCHANGE: uniqueName('exx'),

@@ -192,6 +192,83 @@ describe('partitioned topology', () => {
     }
   });
 
+  test('takes over from the header-hashing exchange of earlier versions, which it deletes, and loses no message of either shape', async () => {
+    const connection = await connectRabbit();
+    const exchange = uniqueName('cvt.topo.x');
+    const prefix = uniqueName('cvt.topo');
+    const channel = await connection.createConfirmChannel();
+    const legacy = `${prefix}.partitions`;
+    const queues = [0, 1, 2].map((p) => `${prefix}.p${p}`);
+    try {
+      // The topology as an earlier version declared it: `<prefix>.partitions` hashing the x-aggregate-id header.
+      await channel.assertExchange(exchange, 'topic', { durable: true });
+      await channel.assertExchange(legacy, 'x-consistent-hash', {
+        durable: true,
+        arguments: { 'hash-header': 'x-aggregate-id' },
+      });
+      await channel.bindExchange(legacy, exchange, '#');
+      for (const queue of queues) {
+        await channel.assertQueue(queue, { durable: true, arguments: { 'x-single-active-consumer': true } });
+        await channel.bindQueue(queue, legacy, '1');
+      }
+      const topology = await declare(channel, exchange, prefix, 3, 'classic');
+      assert.equal(topology.hashExchange, `${prefix}.by-aggregate`);
+      assert.equal(topology.legacyHashExchange, legacy);
+      assert.deepEqual(topology.queues, queues, 'the same queues, with what they hold');
+      const check = await connection.createChannel();
+      check.on('error', () => undefined);
+      await assert.rejects(check.checkExchange(legacy), /404/, 'the old exchange is gone');
+      await declare(channel, exchange, prefix, 3, 'classic'); // again: idempotent, also without the old exchange
+
+      const key = routingKeyFromTemplate('{aggregateType}.{eventType}');
+      for (let id = 0; id < 30; id++) {
+        const current = encodeMessage(
+          {
+            eventId: `n${id}`,
+            aggregateType: 'order',
+            aggregateId: `agg-${id}`,
+            aggregateVersion: 1,
+            eventType: 'AmountAdded',
+            schemaVersion: 1,
+            kind: 'incremental',
+            payload: {},
+            occurredAt: new Date().toISOString(),
+          },
+          key,
+        );
+        channel.publish(exchange, current.routingKey, current.content, current.options);
+        // A relay of an earlier version, still running: the header table and no correlation_id.
+        const { correlationId: _, ...old } = current.options;
+        channel.publish(exchange, current.routingKey, Buffer.from(current.content), {
+          ...old,
+          messageId: `o${id}`,
+          headers: { 'x-aggregate-id': `agg-${id}`, 'x-aggregate-type': 'order' },
+        });
+      }
+      await channel.waitForConfirms();
+      const ids: string[] = [];
+      for (const queue of queues) {
+        for (;;) {
+          const message = await channel.get(queue, { noAck: true });
+          if (!message) break;
+          ids.push(String(message.properties.messageId));
+        }
+      }
+      // Old-shape messages carry no partition key: they share one partition (in order), none is lost or doubled.
+      assert.equal(ids.length, 60, 'every message reached exactly one partition');
+      assert.equal(new Set(ids).size, 60);
+    } finally {
+      await dropBrokerNames(connection, [
+        ...queues,
+        ...queues.map((q) => `${q}.retry`),
+        `${prefix}.by-aggregate`,
+        legacy,
+        exchange,
+      ]);
+      await connection.close();
+    }
+  });
+
   // The shared broker has the plugin, so a type no plugin provides stands in for a missing one:
   // the broker refuses it the same way (connection close, 503 COMMAND_INVALID) through the same mapping.
   test('a broker without the plugin for an exchange type fails with BrokerPluginMissingError naming it', async () => {

@@ -7,10 +7,13 @@ import {
   CONTENT_TYPE,
   DEFAULT_ROUTING_KEY,
   HEADER,
+  PARTITION_PROPERTY,
   encodeMessage,
+  legacyHeaders,
+  partitionKey,
   routingKeyFromTemplate,
-  type EncodedMessage,
 } from '../../src/transport/wire.js';
+import { readAttempt, traceFields } from '../../src/inbox/headers.js';
 import { orderEvent } from '../support/builders.js';
 
 function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
@@ -21,11 +24,6 @@ function envelope(overrides: Partial<EventEnvelope> = {}): EventEnvelope {
     occurredAt: '2024-05-01T10:00:00.750Z',
     ...overrides,
   });
-}
-
-/** amqplib types `headers` as any; encodeMessage writes strings and numbers only. */
-function headersOf(options: EncodedMessage['options']): Record<string, string | number> {
-  return (options.headers ?? {}) as Record<string, string | number>;
 }
 
 const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -52,27 +50,24 @@ describe('encodeMessage', () => {
     assert.equal(offset.options.timestamp, Date.UTC(2024, 4, 1, 10, 0, 0) / 1000);
   });
 
-  it('carries aggregate, schema and kind headers, and omits the optional ones when absent', () => {
-    const { options } = encodeMessage(envelope(), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
-    assert.deepEqual(options.headers, {
-      'x-aggregate-type': 'order',
-      'x-aggregate-id': 'o-7',
-      'x-aggregate-version': 12,
-      'x-schema-version': 2,
-      'x-event-kind': 'incremental',
-    });
-    assert.equal(HEADER.tenantId in (options.headers ?? {}), false);
-    assert.equal(HEADER.traceparent in (options.headers ?? {}), false);
+  it('sends no header table for an event without a traceparent: every field is in the body', () => {
+    const { options } = encodeMessage(envelope({ tenantId: 'tenant-a' }), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+    assert.equal(options.headers, undefined);
   });
 
-  it('adds tenant and traceparent headers when present', () => {
+  it('carries the traceparent as the one header, so a consumer continues the trace before parsing', () => {
     const { options } = encodeMessage(
       envelope({ tenantId: 'tenant-a', traceparent, kind: 'snapshot' }),
       routingKeyFromTemplate(DEFAULT_ROUTING_KEY),
     );
-    assert.equal(headersOf(options)['x-tenant-id'], 'tenant-a');
-    assert.equal(headersOf(options)[HEADER.traceparent], traceparent);
-    assert.equal(headersOf(options)['x-event-kind'], 'snapshot');
+    assert.deepEqual(options.headers, { [HEADER.traceparent]: traceparent });
+  });
+
+  it('carries the partition key in correlation_id, the property the partition exchange hashes', () => {
+    const { options } = encodeMessage(envelope(), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+    assert.equal(PARTITION_PROPERTY, 'correlation_id');
+    assert.equal(options.correlationId, 'order/o-7');
+    assert.equal(options.correlationId, partitionKey(envelope()));
   });
 
   it('puts the whole envelope in the body, which parses back to the same envelope', () => {
@@ -142,5 +137,71 @@ describe('routingKeyFromTemplate', () => {
       (err: unknown) => err instanceof ConfigError && err.field === 'routingKey',
     );
     assert.equal(routingKeyFromTemplate('k'.repeat(255))(envelope()), 'k'.repeat(255));
+  });
+});
+
+describe('partitionKey', () => {
+  it('is the same for every event of one aggregate, and differs between aggregates', () => {
+    const key = partitionKey(envelope());
+    assert.equal(key, partitionKey(envelope({ aggregateVersion: 13, eventType: 'OrderShipped', tenantId: 't' })));
+    assert.notEqual(key, partitionKey(envelope({ aggregateId: 'o-8' })));
+    // Type and id both count: an id shared by two aggregate types is two aggregates.
+    assert.notEqual(key, partitionKey({ aggregateType: 'invoice', aggregateId: 'o-7' }));
+    // A type never contains '/', so type and id cannot trade characters.
+    assert.notEqual(
+      partitionKey({ aggregateType: 'a', aggregateId: 'b/c' }),
+      partitionKey({ aggregateType: 'a.b', aggregateId: 'c' }),
+    );
+  });
+
+  it('fits an AMQP short string whatever the id: a long one is replaced by its stable SHA-256', () => {
+    const long = { aggregateType: 'order', aggregateId: 'ü'.repeat(200) };
+    const key = partitionKey(long);
+    assert.match(key, /^sha256:[0-9a-f]{64}$/);
+    assert.equal(partitionKey({ ...long }), key);
+    assert.notEqual(partitionKey({ ...long, aggregateId: 'ü'.repeat(199) }), key);
+    const edge = { aggregateType: 'order', aggregateId: 'x'.repeat(255 - 'order/'.length) };
+    assert.equal(partitionKey(edge), `order/${edge.aggregateId}`);
+    assert.match(partitionKey({ ...edge, aggregateId: `${edge.aggregateId}x` }), /^sha256:/);
+    const { options } = encodeMessage(envelope(long), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+    assert.ok(Buffer.byteLength(options.correlationId!) <= 255);
+  });
+});
+
+describe('the consumer side reads both wire shapes', () => {
+  const traced = envelope({ tenantId: 'tenant-a', traceparent });
+  const current = encodeMessage(traced, routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+  // What earlier versions sent: the same body, the envelope mirrored in a header table, no correlation_id.
+  const { correlationId: _, ...oldProperties } = current.options;
+  const old = { ...current, options: { ...oldProperties, headers: legacyHeaders(traced) } };
+
+  it('legacyHeaders is the table earlier versions sent', () => {
+    assert.deepEqual(old.options.headers, {
+      'x-aggregate-type': 'order',
+      'x-aggregate-id': 'o-7',
+      'x-aggregate-version': 12,
+      'x-schema-version': 2,
+      'x-event-kind': 'incremental',
+      'x-tenant-id': 'tenant-a',
+      traceparent,
+    });
+  });
+
+  it('gets the same envelope, trace id and attempt from either', () => {
+    for (const message of [old, current]) {
+      const delivery = { properties: { headers: message.options.headers as Record<string, unknown> | undefined } };
+      assert.deepEqual(parseEnvelope(message.content), traced);
+      assert.deepEqual(traceFields(delivery), { traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
+      assert.deepEqual(traceFields(delivery, traced), { traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
+      assert.equal(readAttempt(delivery), 1);
+    }
+  });
+
+  it('takes the trace id from the envelope when a message has no header table at all', () => {
+    const untraced = encodeMessage(envelope(), routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+    const delivery = { properties: {} };
+    assert.deepEqual(traceFields(delivery, parseEnvelope(untraced.content)), {});
+    assert.deepEqual(traceFields(delivery, traced), { traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
+    assert.equal(readAttempt(delivery), 1);
   });
 });
