@@ -71,3 +71,78 @@ test('events committed in several transactions arrive once each, in commit order
     assert.ok(parseLsn(acknowledged.at(-1)!) <= parseLsn(walNow[0]!.lsn));
   });
 });
+
+test('an unroutable event stops the stream there; once routable, everything arrives in order and nothing is skipped', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started();
+    const retries: { eventId: string; attempts: number; reason: string }[] = [];
+    relay.on('retry', (info) => retries.push(info));
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    const [a1] = await rig.append(orderEvent('a', 1));
+    await waitFor(async () => (await rig.rows()).every((r) => r.status === 'published'), 'a1 marked');
+    await waitFor(() => rig.received.length === 1 && true, 'a1 received');
+    // Inside the transaction, before its commit record: a lower bound of its commit LSN.
+    const before = await withTransaction(rig.pool, async (client) => {
+      await appendToOutbox(client, orderEvent('i', 1, { aggregateType: 'invoice' }), { schema: rig.schema });
+      const { rows } = await client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+      return rows[0]!.lsn;
+    });
+    await rig.append(orderEvent('a', 2), orderEvent('b', 1));
+    await rig.append(orderEvent('a', 3));
+    await waitFor(() => retries.length >= 3, 'the stream to stop and retry the unroutable event three times');
+    assert.ok(retries.every((r) => r.reason === 'returned'));
+    assert.equal(new Set(retries.map((r) => r.eventId)).size, 1, 'always the same event, never one after it');
+    const slot = await rig.slotInfo();
+    assert.ok(
+      slot?.confirmedFlushLsn && parseLsn(slot.confirmedFlushLsn) <= parseLsn(before),
+      `the slot stays before the unroutable event (${slot?.confirmedFlushLsn} <= ${before})`,
+    );
+    const stuck = (await rig.rows()).find((r) => r.aggregate_id === 'i')!;
+    assert.equal(stuck.status, 'pending', 'never marked failed');
+    assert.ok(stuck.attempts >= 3 && stuck.last_error !== null, 'each stop counted on the row');
+
+    await rig.bind('invoice.#');
+    await waitFor(() => allPublished(rig), 'every row marked published after binding');
+    const rows = await rig.rows();
+    assert.deepEqual(new Set(rig.arrivals()), new Set(rows.map((r) => r.event_id)), 'nothing skipped');
+    assert.equal(rig.arrivals().filter((id) => id === a1).length, 1, 'a1, acknowledged before, is not resent');
+    // Per aggregate, each version's last copy arrives in order: the retry resends everything after the stop.
+    const last = new Map<string, number[]>();
+    for (const { envelope } of rig.received) {
+      const key = envelope.aggregateId;
+      last.set(key, [
+        ...(last.get(key) ?? []).filter((v) => v !== envelope.aggregateVersion),
+        envelope.aggregateVersion,
+      ]);
+    }
+    assert.deepEqual(Object.fromEntries(last), { a: [1, 2, 3], b: [1], i: [1] });
+    const invoice = rig.received.findIndex((r) => r.envelope.aggregateId === 'i');
+    const after = rig.received.slice(invoice).map((r) => `${r.envelope.aggregateId}${r.envelope.aggregateVersion}`);
+    assert.deepEqual(after, ['i1', 'a2', 'b1', 'a3'], 'the retried event first, then everything committed after it');
+  }, 'order.#');
+});
+
+test('a second relay on the same slot waits as standby and takes over when the first stops', async () => {
+  await withCdcRig(async (rig) => {
+    const first = rig.started({ relayId: 'first' });
+    await waitFor(() => first.state === 'active', 'the first relay to hold the slot');
+    const second = rig.started({ relayId: 'second' });
+    const standby: (number | null)[] = [];
+    second.on('standby', (pid) => standby.push(pid));
+    await waitFor(() => second.state === 'standby', 'the second relay to wait as standby');
+    assert.equal(typeof standby[0], 'number', 'the standby names the walsender holding the slot');
+    await rig.append(orderEvent('a', 1));
+    await waitFor(() => allPublished(rig), 'a1 published by the first relay');
+    assert.equal(second.state, 'standby');
+    await first.stop();
+    await waitFor(() => second.state === 'active', 'the second relay to take over');
+    await rig.append(orderEvent('a', 2));
+    await waitFor(async () => (await rig.rows()).length === 2 && allPublished(rig), 'a2 published by the second relay');
+    await waitFor(() => rig.received.length >= 2 && true, 'both messages');
+    assert.deepEqual(
+      rig.received.map((r) => r.envelope.aggregateVersion),
+      [1, 2],
+      'nothing lost or resent across the takeover (the first one acknowledged before stopping)',
+    );
+  });
+});

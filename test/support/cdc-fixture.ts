@@ -45,6 +45,17 @@ export async function connectCdcPostgres(max = 5): Promise<pg.Pool> {
   return pool;
 }
 
+export interface OutboxTestRow {
+  position: string;
+  event_id: string;
+  aggregate_id: string;
+  aggregate_version: string;
+  status: string;
+  attempts: number;
+  broker_retries: number;
+  last_error: string | null;
+}
+
 export class CdcRig {
   readonly relays: CdcRelay[] = [];
   readonly received: Received[] = [];
@@ -130,18 +141,8 @@ export class CdcRig {
     });
   }
 
-  async rows(): Promise<
-    {
-      event_id: string;
-      status: string;
-      attempts: number;
-      broker_retries: number;
-      last_error: string | null;
-      aggregate_id: string;
-      aggregate_version: string;
-    }[]
-  > {
-    const { rows } = await this.pool.query(`SELECT * FROM "${this.schema}".outbox ORDER BY position`);
+  async rows(): Promise<OutboxTestRow[]> {
+    const { rows } = await this.pool.query<OutboxTestRow>(`SELECT * FROM "${this.schema}".outbox ORDER BY position`);
     return rows;
   }
 
