@@ -3,6 +3,8 @@ import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../.
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';
 import { withTransaction, appendToOutbox } from '../../src/index.js';
 import { parseLsn } from '../../src/cdc/lsn.js';
+import client from 'prom-client';
+import { instrumentCdcRelay } from '../../src/metrics/index.js';
 import { test, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
 
@@ -144,5 +146,34 @@ test('a second relay on the same slot waits as standby and takes over when the f
       [1, 2],
       'nothing lost or resent across the takeover (the first one acknowledged before stopping)',
     );
+  });
+});
+
+test('metrics: the polling names for published and confirm latency, the slot gauges of its own', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started();
+    const registry = new client.Registry();
+    instrumentCdcRelay(relay, registry);
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    await rig.append(orderEvent('a', 1), orderEvent('a', 2));
+    await waitFor(() => allPublished(rig), 'both marked');
+    const value = async (name: string) => {
+      const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+      return metric?.values[0]?.value;
+    };
+    await waitFor(async () => (await value('converge_relay_published_total')) === 2, 'published_total = 2');
+    const confirms = (await registry.getMetricsAsJSON()).find((m) => m.name === 'converge_relay_confirm_seconds');
+    assert.equal(
+      (confirms?.values as { metricName?: string; value: number }[] | undefined)?.find(
+        (v) => v.metricName === 'converge_relay_confirm_seconds_count',
+      )?.value,
+      2,
+    );
+    assert.equal(await value('converge_cdc_relay_active'), 1);
+    assert.equal(await value('converge_cdc_oldest_unconfirmed_seconds'), 0);
+    const retained = await value('converge_cdc_slot_retained_wal_bytes');
+    assert.ok(typeof retained === 'number' && retained >= 0 && Number.isFinite(retained), `retained ${retained}`);
+    await relay.stop();
+    assert.equal(await value('converge_cdc_relay_active'), 0);
   });
 });
