@@ -63,8 +63,9 @@ const orders = Number(flags.orders);
 const ratePerSecond = Number(flags.rate);
 const quiesceMs = Number(flags['quiesce-timeout']) * 1000;
 const chosenKinds = flags.faults ? (flags.faults.split(',') as FaultKind[]) : undefined;
-const relayMode = flags.relay as 'polling' | 'cdc';
-if (relayMode !== 'polling' && relayMode !== 'cdc') throw new Error(`--relay must be polling or cdc, not ${relayMode}`);
+if (flags.relay !== 'polling' && flags.relay !== 'cdc')
+  throw new Error(`--relay must be polling or cdc, not ${flags.relay}`);
+const relayMode: 'polling' | 'cdc' = flags.relay;
 if (relayMode === 'cdc' && (flags.pg === 'embedded' || chosenKinds?.some(isPgFault)))
   throw new Error('--relay cdc runs on CDC_DATABASE_URL (wal_level=logical); PG restart faults need --pg embedded');
 const pgFaults = await PgFaults.start(pgMode(flags.pg, chosenKinds));

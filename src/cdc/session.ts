@@ -252,7 +252,16 @@ export class CdcSession {
   /** Graceful end: read nothing more, let the publishes in flight settle, mark and acknowledge them. */
   async #drain(): Promise<void> {
     this.#stream?.pause(true);
-    if (this.#outstanding > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
+    if (this.#outstanding > 0) {
+      // Publishes held by a blocked broker connection have no confirm timeout: give up on them after
+      // one; they were not acknowledged, so the next relay publishes them again.
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        this.#drained = resolve;
+        timer = setTimeout(resolve, this.#ctx.options.confirmTimeoutMs);
+      });
+      clearTimeout(timer);
+    }
     await this.#flush();
     await this.#flush();
   }
