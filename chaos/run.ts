@@ -284,6 +284,7 @@ async function inject(kind: FaultKind): Promise<void> {
     }
     case 'relay-dies-after-confirm':
     case 'consumer-dies-after-commit': {
+      if (kind === 'relay-dies-after-confirm' && relayMode === 'cdc') return cdcRelayDiesAfterConfirm();
       const group = kind === 'relay-dies-after-confirm' ? relays() : consumers();
       const victim = group[between(random, 0, group.length - 1)]!;
       await kill(victim);
@@ -332,6 +333,35 @@ async function inject(kind: FaultKind): Promise<void> {
       if (isClusterFault(kind) && clusterFaults) return clusterFaults.inject(kind);
       throw new Error(`${kind} needs --cluster`);
   }
+}
+
+/** The relay worker whose replication connection holds the slot now, if any. */
+async function activeCdcRelay(): Promise<Worker | undefined> {
+  const { rows } = await pool.query<{ name: string }>(
+    `SELECT a.application_name AS name FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
+      WHERE s.slot_name = $1`,
+    [cdcSlot.slot],
+  );
+  const name = rows[0]?.name;
+  return relays().find((w) => name?.endsWith(w.config.name));
+}
+
+/**
+ * Only the relay holding the slot confirms anything; a standby never reaches the failpoint. So the
+ * standby is restarted armed first, then the active one is killed: the armed one takes the slot
+ * over and dies at its first confirm, before marking and acknowledging.
+ */
+async function cdcRelayDiesAfterConfirm(): Promise<void> {
+  const active = await activeCdcRelay();
+  const standby = relays().find((w) => w !== active) ?? relays()[0]!;
+  await kill(standby);
+  await spawn(standby, { armed: true });
+  if (active) await kill(active);
+  const diedThere = await waitUntil(() => !standby.child, 15_000);
+  if (diedThere) failpointDeaths++;
+  else log(`${standby.config.name} reached no failpoint within 15 s; killed instead`);
+  await kill(standby);
+  return revive();
 }
 
 function rabbitmqctl(...args: string[]): Promise<string> {
