@@ -69,8 +69,10 @@ export class CdcSession {
   async run(onActive: () => void): Promise<SessionEnd> {
     const { options } = this.#ctx;
     try {
-      this.#broker = await this.#ctx.broker.open(() => this.#fail(undefined, new PublishError('channel-closed')));
       const slot = await showCdcSlot(this.#ctx.pool, options.slot);
+      // Held by another relay: no broker connection for a standby's every retry (the server would refuse anyway).
+      if (slot?.activePid != null) return { kind: 'standby' };
+      this.#broker = await this.#ctx.broker.open(() => this.#fail(undefined, new PublishError('channel-closed')));
       const stream = new ReplicationStream(
         { client: this.#ctx.client, schema: options.schema, slot: options.slot, publication: options.publication },
         {
