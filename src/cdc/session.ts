@@ -129,6 +129,11 @@ export class CdcSession {
   #publish(row: StreamedRow): void {
     const { options } = this.#ctx;
     this.progress.add(row.event_id, performance.now());
+    if (row.status !== 'pending') {
+      // Inserted as already published or failed (an import, a copy): the polling relay would not claim it either.
+      this.progress.confirm(row.event_id);
+      return;
+    }
     let message: EncodedMessage;
     try {
       message = encodeMessage(publishableEnvelope(row), options.routingKey);

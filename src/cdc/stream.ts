@@ -4,7 +4,12 @@ import type { OutboxEnvelopeRow } from '../relay/index.js';
 import { formatLsn } from './lsn.js';
 
 /** An outbox insert as the stream decodes it: the same columns, types and parsers node-postgres gives the polling relay. */
-export type StreamedRow = OutboxEnvelopeRow & { position: string; attempts: number; broker_retries: number };
+export type StreamedRow = OutboxEnvelopeRow & {
+  position: string;
+  status: 'pending' | 'published' | 'failed';
+  attempts: number;
+  broker_retries: number;
+};
 
 /** What one replication session reports, in stream order and synchronously, so stream order is publish order. */
 export interface StreamHandlers {

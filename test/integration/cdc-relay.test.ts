@@ -177,3 +177,18 @@ test('metrics: the polling names for published and confirm latency, the slot gau
     assert.equal(await value('converge_cdc_relay_active'), 0);
   });
 });
+
+test('a row inserted as already published is not published again, and does not hold back the rows after it', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started();
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    await rig.pool.query(
+      `INSERT INTO "${rig.schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, published_at)
+       VALUES ('imported-1', 'order', 'imp', 1, 'OrderChanged', '{}', 'published', now())`,
+    );
+    const [id] = await rig.append(orderEvent('a', 1));
+    await waitFor(async () => (await rig.rows()).every((r) => r.status === 'published'), 'a1 marked');
+    await waitFor(() => rig.received.length >= 1 && true, 'a1 received');
+    assert.deepEqual(rig.arrivals(), [id]);
+  });
+});
