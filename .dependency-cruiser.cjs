@@ -14,6 +14,7 @@ const LAYERS = [
   ['schema'],
   ['outbox', 'projection'],
   ['relay', 'inbox'],
+  ['cdc'],
   ['reconcile'],
   ['ops'],
   ['metrics'],
@@ -27,7 +28,16 @@ const LAYERS = [
  * behind it. A folder may name further files that other layers may use without making them
  * public API (ops/gauges.ts: the reads that metrics and status share).
  */
-const FACADES = { inbox: [], projection: [], reconcile: [], relay: [], ops: ['gauges'], metrics: [], dashboard: [] };
+const FACADES = {
+  inbox: [],
+  projection: [],
+  reconcile: [],
+  relay: [],
+  cdc: [],
+  ops: ['gauges'],
+  metrics: [],
+  dashboard: [],
+};
 
 const pathOf = (name) => (name === 'index' ? '^src/index\\.ts$' : `^src/${name}/`);
 

@@ -23,7 +23,15 @@ import { DEFAULT_DELIVERY_LIMIT, deadQueueName, queueSetArguments } from '../src
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
 import { ClusterFaults, faultKindsFor, isClusterFault, rotated } from './cluster-faults.js';
 import type { WorkerConfig } from './worker.js';
-import { AMQP_URL, DATABASE_URL, connectRabbit, dropBrokerNames, uniqueName } from '../kit/services.js';
+import {
+  AMQP_URL,
+  CDC_DATABASE_URL,
+  DATABASE_URL,
+  connectRabbit,
+  dropBrokerNames,
+  uniqueName,
+} from '../kit/services.js';
+import { createCdcSlot, dropCdcSlot } from '../src/cdc/index.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
 import { isPgFault, pgMode, PgFaults } from './pg-faults.js';
 
@@ -43,6 +51,8 @@ const { values: flags } = parseArgs({
     pg: { type: 'string' },
     // Goes on past --duration until each chosen fault kind ran once (a short CI pass on a slow machine).
     'every-kind': { type: 'boolean', default: false },
+    // polling: the usual relays; cdc: CDC relays (one active, one standby) on CDC_DATABASE_URL.
+    relay: { type: 'string', default: 'polling' },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
   },
@@ -53,13 +63,20 @@ const orders = Number(flags.orders);
 const ratePerSecond = Number(flags.rate);
 const quiesceMs = Number(flags['quiesce-timeout']) * 1000;
 const chosenKinds = flags.faults ? (flags.faults.split(',') as FaultKind[]) : undefined;
+if (flags.relay !== 'polling' && flags.relay !== 'cdc')
+  throw new Error(`--relay must be polling or cdc, not ${flags.relay}`);
+const relayMode: 'polling' | 'cdc' = flags.relay;
+if (relayMode === 'cdc' && (flags.pg === 'embedded' || chosenKinds?.some(isPgFault)))
+  throw new Error('--relay cdc runs on CDC_DATABASE_URL (wal_level=logical); PG restart faults need --pg embedded');
 const pgFaults = await PgFaults.start(pgMode(flags.pg, chosenKinds));
-const databaseUrl = pgFaults.server?.url ?? DATABASE_URL;
+const databaseUrl = relayMode === 'cdc' ? CDC_DATABASE_URL : (pgFaults.server?.url ?? DATABASE_URL);
 const amqpUrl = AMQP_URL;
 const schema = uniqueName('chaos');
 const runId = schema.slice('chaos_'.length);
 const q = `"${schema}"`;
 const exchange = `chaos.${runId}`;
+/** --relay cdc: the slot and publication both relays share (one streams, the other waits as standby). */
+const cdcSlot = { slot: `chaos_${runId}`, publication: `chaos_${runId}` };
 const queue = `chaos.${runId}.projection`;
 const random = seededRandom(seed);
 const quorum = flags.quorum || flags.cluster;
@@ -112,6 +129,8 @@ function worker(role: WorkerConfig['role'], name: string): Worker {
       armed: false,
       slowMs: 0,
       queueType,
+      relayMode,
+      ...cdcSlot,
     },
     child: undefined,
   };
@@ -176,6 +195,8 @@ async function setup(): Promise<void> {
   await pool.query(`CREATE INDEX ON ${q}.chaos_effects (event_id)`);
   await pool.query(`INSERT INTO ${q}.chaos_source (id) SELECT 'o' || i FROM generate_series(1, $1::int) i`, [orders]);
   await pool.query(`INSERT INTO ${q}.chaos_projection (id) SELECT id FROM ${q}.chaos_source`);
+  // Before the first event: a slot streams only what commits after it exists.
+  if (relayMode === 'cdc') await createCdcSlot(pool, { schema, ...cdcSlot });
   const connection = await connectBroker();
   const channel = await connection.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: true });
@@ -263,6 +284,7 @@ async function inject(kind: FaultKind): Promise<void> {
     }
     case 'relay-dies-after-confirm':
     case 'consumer-dies-after-commit': {
+      if (kind === 'relay-dies-after-confirm' && relayMode === 'cdc') return cdcRelayDiesAfterConfirm();
       const group = kind === 'relay-dies-after-confirm' ? relays() : consumers();
       const victim = group[between(random, 0, group.length - 1)]!;
       await kill(victim);
@@ -286,7 +308,8 @@ async function inject(kind: FaultKind): Promise<void> {
     case 'terminate-backends':
       await pool.query(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1 AND application_name NOT LIKE '%-injector'`,
-        [`chaos-${runId}-%`],
+        // Leading %: a CDC relay's replication connection is named `converge-cdc <relayId>`.
+        [`%chaos-${runId}-%`],
       );
       return;
     case 'hold-hot-row-lock':
@@ -310,6 +333,35 @@ async function inject(kind: FaultKind): Promise<void> {
       if (isClusterFault(kind) && clusterFaults) return clusterFaults.inject(kind);
       throw new Error(`${kind} needs --cluster`);
   }
+}
+
+/** The relay worker whose replication connection holds the slot now, if any. */
+async function activeCdcRelay(): Promise<Worker | undefined> {
+  const { rows } = await pool.query<{ name: string }>(
+    `SELECT a.application_name AS name FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
+      WHERE s.slot_name = $1`,
+    [cdcSlot.slot],
+  );
+  const name = rows[0]?.name;
+  return relays().find((w) => name?.endsWith(w.config.name));
+}
+
+/**
+ * Only the relay holding the slot confirms anything; a standby never reaches the failpoint. So the
+ * standby is restarted armed first, then the active one is killed: the armed one takes the slot
+ * over and dies at its first confirm, before marking and acknowledging.
+ */
+async function cdcRelayDiesAfterConfirm(): Promise<void> {
+  const active = await activeCdcRelay();
+  const standby = relays().find((w) => w !== active) ?? relays()[0]!;
+  await kill(standby);
+  await spawn(standby, { armed: true });
+  if (active) await kill(active);
+  const diedThere = await waitUntil(() => !standby.child, 15_000);
+  if (diedThere) failpointDeaths++;
+  else log(`${standby.config.name} reached no failpoint within 15 s; killed instead`);
+  await kill(standby);
+  return revive();
 }
 
 function rabbitmqctl(...args: string[]): Promise<string> {
@@ -553,6 +605,9 @@ async function cleanup(): Promise<void> {
     await dropBrokerNames(connection, [queue, exchange]);
     await connection.close().catch(() => undefined);
   }
+  // A slot left behind would keep WAL forever.
+  if (relayMode === 'cdc')
+    await dropCdcSlot(pool, cdcSlot).catch((err: unknown) => log(`slot: ${(err as Error).message}`));
   await pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`).catch(() => undefined);
   await pool.end();
   await pgFaults.stop();
@@ -561,7 +616,7 @@ async function cleanup(): Promise<void> {
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
   log(
-    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${pgFaults.server ? `embedded:${pgFaults.server.port}` : 'shared'}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${relayMode === 'cdc' ? 'cdc' : pgFaults.server ? `embedded:${pgFaults.server.port}` : 'shared'} relay=${relayMode}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
   );
   if (flags.cluster) {
     clusterFaults = await ClusterFaults.start(queue, random, log);

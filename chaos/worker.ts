@@ -11,10 +11,12 @@ import {
   applySnapshot,
   silentLogger,
   startConsumer,
+  startCdcRelay,
   startRelay,
   type EventEnvelope,
   type HandlerContext,
 } from '../src/index.js';
+import { cdcTestHooks } from '../src/cdc/test-hooks.js';
 
 export interface WorkerConfig {
   role: 'relay' | 'consumer';
@@ -33,6 +35,10 @@ export interface WorkerConfig {
   slowMs: number;
   /** As the run declared the queues; the consumer declares them again (the same arguments) and, for quorum, consumes `<queue>.dead`. */
   queueType: 'classic' | 'quorum';
+  /** polling relays, or CDC relays sharing `slot` and `publication`. */
+  relayMode: 'polling' | 'cdc';
+  slot: string;
+  publication: string;
 }
 
 const config = JSON.parse(process.env.CHAOS_WORKER ?? '{}') as WorkerConfig;
@@ -51,6 +57,7 @@ process.once('SIGTERM', () => {
 });
 
 function runRelay(): () => Promise<void> {
+  if (config.relayMode === 'cdc') return runCdcRelay();
   const relay = startRelay({
     amqpUrl: config.amqpUrl,
     pool,
@@ -69,6 +76,30 @@ function runRelay(): () => Promise<void> {
         if (config.armed) die();
       },
     },
+  });
+  process.send?.({ ready: true });
+  return () => relay.stop();
+}
+
+/** The failpoint sits after the broker confirmed and before the rows are marked and the slot acknowledged. */
+function runCdcRelay(): () => Promise<void> {
+  cdcTestHooks.beforeAcknowledge = (eventIds) => {
+    if (config.armed && eventIds.length > 0) die();
+  };
+  const relay = startCdcRelay({
+    amqpUrl: config.amqpUrl,
+    pool,
+    schema: config.schema,
+    exchange: config.exchange,
+    relayId: config.name,
+    slot: config.slot,
+    publication: config.publication,
+    createSlot: false,
+    confirmTimeoutMs: 5_000,
+    standbyRetryMs: 200,
+    backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
+    reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
+    logger: silentLogger,
   });
   process.send?.({ ready: true });
   return () => relay.stop();

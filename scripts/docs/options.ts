@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { OptionsSpec } from '../../src/runtime/options.js';
 import { relayOptions } from '../../src/relay/options.js';
+import { cdcRelayOptions } from '../../src/cdc/options.js';
 import { consumerOptions, processorOptions } from '../../src/inbox/options.js';
 import { partitionedConsumerOptions } from '../../src/inbox/partitioned.js';
 import { partitionedTopologyOptions } from '../../src/transport/topology.js';
@@ -41,6 +42,7 @@ export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.m
 export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: string][] = [
   [outboxOptions, 'appendToOutbox(executor, event, options) / appendManyToOutbox(executor, events, options)'],
   [relayOptions, 'new Relay(options) / startRelay(options)'],
+  [cdcRelayOptions, 'new CdcRelay(options) / startCdcRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
   [processorOptions, "new DeliveryProcessor(options) (from 'converge-events/testing')"],
   [partitionedTopologyOptions, 'declarePartitionedTopology(channel, options)'],

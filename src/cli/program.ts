@@ -5,6 +5,7 @@ import { describeError } from '../runtime/logger.js';
 import { commandContext, type CommandContext } from './context.js';
 import { LOCAL_DATABASE_URL } from './env.js';
 import { packageVersion } from './version.js';
+import { registerCdc } from './commands/cdc.js';
 import { registerCleanup } from './commands/cleanup.js';
 import { registerCompaction } from './commands/compaction.js';
 import { registerDashboard } from './commands/dashboard.js';
@@ -22,6 +23,7 @@ import { registerTopology } from './commands/topology.js';
 const COMMAND_GROUPS: ((program: Command, context: CommandContext) => void)[] = [
   registerSchema,
   registerRelay,
+  registerCdc,
   registerTopology,
   registerStatus,
   registerGaps,

@@ -12,3 +12,4 @@ export {
 } from './metrics.js';
 export { serveMetrics, serveMetricsOptions } from './server.js';
 export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics.js';
+export { instrumentCdcRelay, serveCdcRelayMetrics } from './cdc.js';

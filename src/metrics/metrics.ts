@@ -79,7 +79,7 @@ function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema:
 }
 
 /** Outbox rows by status and the age of the oldest pending one: the relay's backlog, from the database. */
-function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef): void {
+export function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef): void {
   const read = databaseRead(registry, () => readOutboxByStatus(pool, schema));
   new client.Gauge({
     name: 'converge_outbox_rows',
@@ -107,7 +107,7 @@ function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, schema: 
 }
 
 /** Seconds; from a millisecond confirm to an hour of lag. */
-const CONFIRM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+export const CONFIRM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 
 /** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on, a blocked broker connection. */
@@ -267,7 +267,7 @@ export function serveConsumerMetrics(consumer: Consumer, input: MetricsEndpoint)
   });
 }
 
-function serveUntilClosed(
+export function serveUntilClosed(
   registry: client.Registry,
   endpoint: { port: number; host: string },
   probes: { ready: () => boolean | Promise<boolean>; live: () => boolean },

@@ -42,6 +42,9 @@ const EXPECTED: Record<string, string[]> = {
   migrate: ['--print-sql'],
   grants: ['--relay-role', '--consumer-role', '--producer-role', '--projection-table'],
   relay: [
+    '--mode',
+    '--slot',
+    '--publication',
     '--amqp-url',
     '--exchange',
     '--routing-key',
@@ -53,6 +56,11 @@ const EXPECTED: Record<string, string[]> = {
     '--metrics-port',
     '--metrics-host',
   ],
+  cdc: [],
+  'cdc slot': [],
+  'cdc slot create': ['--slot', '--publication'],
+  'cdc slot drop': ['--slot', '--publication'],
+  'cdc slot show': ['--slot', '--publication', '--json'],
   topology: [
     '--queue-prefix!',
     '--partitions!',

@@ -1,6 +1,8 @@
 import { Option, type Command } from 'commander';
-import { serveRelayMetrics } from '../../metrics/index.js';
+import { serveCdcRelayMetrics, serveRelayMetrics } from '../../metrics/index.js';
 import { startRelay } from '../../relay/index.js';
+import { DEFAULT_CDC_SLOT, startCdcRelay } from '../../cdc/index.js';
+import type { Logger } from '../../runtime/logger.js';
 import { createLogger } from '../../runtime/logger.js';
 import {
   duration,
@@ -13,6 +15,9 @@ import {
 import { amqpUrl, logLevel, relayFlagDefaults } from '../env.js';
 
 interface RelayCliOptions {
+  mode: 'polling' | 'cdc';
+  slot: string;
+  publication: string;
   amqpUrl?: string;
   exchange: string;
   routingKey: string;
@@ -30,6 +35,20 @@ export function registerRelay(program: Command, context: CommandContext): void {
   program
     .command('relay')
     .description('publish committed outbox events to RabbitMQ until SIGTERM/SIGINT')
+    .addOption(
+      new Option(
+        '--mode <mode>',
+        'polling: claim rows from the outbox; cdc: read committed inserts from a replication slot',
+      )
+        .choices(['polling', 'cdc'])
+        .default('polling'),
+    )
+    .option(
+      '--slot <name>',
+      'cdc: replication slot to read (created with its publication when missing)',
+      DEFAULT_CDC_SLOT,
+    )
+    .option('--publication <name>', "cdc: publication of the outbox's inserts", DEFAULT_CDC_SLOT)
     .option('--amqp-url <url>', AMQP_URL_HELP)
     .option('--exchange <name>', 'topic exchange to publish to', relayFlagDefaults.exchange)
     .option('--routing-key <template>', 'routing key template', relayFlagDefaults.routingKey)
@@ -52,6 +71,7 @@ export function registerRelay(program: Command, context: CommandContext): void {
     .action(async (options: RelayCliOptions) => {
       const { databaseUrl, schema } = context.globals();
       const logger = createLogger('converge-relay', logLevel());
+      if (options.mode === 'cdc') return runCdcRelay(options, { databaseUrl, schema }, logger);
       const relay = startRelay({
         connectionString: databaseUrl,
         amqpUrl: amqpUrl(options.amqpUrl),
@@ -82,4 +102,36 @@ export function registerRelay(program: Command, context: CommandContext): void {
       }
       logger.info({ relayId: relay.options.relayId }, 'relay stopped');
     });
+}
+
+/** `relay --mode cdc`: the batch, lease, poll and attempt flags do not apply (the slot orders and hands out rows). */
+async function runCdcRelay(
+  options: RelayCliOptions,
+  target: { databaseUrl: string; schema: string },
+  logger: Logger,
+): Promise<void> {
+  const relay = startCdcRelay({
+    connectionString: target.databaseUrl,
+    amqpUrl: amqpUrl(options.amqpUrl),
+    schema: target.schema,
+    exchange: options.exchange,
+    routingKey: options.routingKey,
+    slot: options.slot,
+    publication: options.publication,
+    ...(options.relayId ? { relayId: options.relayId } : {}),
+    logger,
+  });
+  const metrics =
+    options.metricsPort === undefined
+      ? undefined
+      : serveCdcRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
+  const started = { relayId: relay.options.relayId, schema: target.schema, slot: options.slot };
+  logger.info({ ...started, metrics: metrics ? await metrics.url : undefined }, 'CDC relay started');
+  try {
+    await untilShutdownSignal();
+  } finally {
+    await relay.stop();
+    await metrics?.close();
+  }
+  logger.info({ relayId: relay.options.relayId }, 'CDC relay stopped');
 }

@@ -1,0 +1,171 @@
+import { EventEmitter } from 'node:events';
+import type pg from 'pg';
+import { leasePool } from '../db/pool.js';
+import { backoffDelay } from '../runtime/backoff.js';
+import { schemaRef } from '../runtime/identifier.js';
+import { describeError } from '../runtime/logger.js';
+import { Idle, onShutdownSignals } from '../runtime/sleep.js';
+import { checkSchema } from '../schema/migrate.js';
+import { CdcBroker } from './broker.js';
+import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
+import { CdcSession, type SessionContext } from './session.js';
+import { createCdcSlot, showCdcSlot } from './slot-sql.js';
+import { cdcSql } from './sql.js';
+import type { CdcRelayEvents, CdcRelayState } from './types.js';
+
+/**
+ * Moves committed outbox inserts to RabbitMQ by reading a logical replication slot instead of
+ * polling: PostgreSQL hands over each committed transaction's rows in commit order. Each event is
+ * published with confirms and `mandatory`; the slot is advanced only to a commit LSN up to which
+ * every event is confirmed and marked published. A return, nack or lost confirm stops the stream
+ * at that event and restarts it from the slot after a backoff, so the event is retried in order
+ * and nothing after it is skipped. Duplicates after a restart, never losses.
+ *
+ * PostgreSQL lets one connection use a slot: a second relay on the same slot waits as a standby
+ * and takes over from the acknowledged LSN when the first one goes.
+ */
+export class CdcRelay extends EventEmitter<CdcRelayEvents> {
+  readonly options: ResolvedCdcRelayOptions;
+  readonly #pool: pg.Pool;
+  readonly #releasePool: () => Promise<void>;
+  readonly #context: SessionContext;
+  readonly #idle = new Idle();
+  #state: CdcRelayState = 'starting';
+  #session: CdcSession | undefined;
+  #setUp = false;
+  #stopping = false;
+  #loop: Promise<void> | undefined;
+  #stopped: Promise<void> | undefined;
+  #removeSignals: (() => void) | undefined;
+
+  /** Throws ConfigError for options that can never work. */
+  constructor(options: CdcRelayOptions) {
+    super();
+    this.options = resolveCdcRelayOptions(options);
+    const lease = leasePool(this.options.pool, {
+      connectionString: this.options.connectionString,
+      max: 2,
+      applicationName: 'converge-cdc-relay',
+      logger: this.options.logger,
+    });
+    this.#pool = lease.pool;
+    this.#releasePool = () => lease.release();
+    const base: pg.ClientConfig = this.options.connectionString
+      ? { connectionString: this.options.connectionString }
+      : { ...(lease.pool.options as pg.ClientConfig) };
+    this.#context = {
+      options: this.options,
+      pool: this.#pool,
+      sql: cdcSql(schemaRef(this.options.schema)),
+      events: this,
+      client: { ...base, application_name: `converge-cdc ${this.options.relayId}`.slice(0, 63) },
+      broker: new CdcBroker(this.options),
+    };
+  }
+
+  /** Starts streaming (or waiting as a standby) in the background and returns at once. */
+  start(): this {
+    if (this.#loop) return this;
+    if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
+    this.#loop = this.#run();
+    return this;
+  }
+
+  get state(): CdcRelayState {
+    return this.#state;
+  }
+
+  /** The pool it marks with, for read-only companions such as the slot and outbox gauges. */
+  get pool(): pg.Pool {
+    return this.#pool;
+  }
+
+  /** Age in ms of the oldest event received from the slot and not yet confirmed by the broker (0 if none). */
+  get oldestUnconfirmedAgeMs(): number {
+    return this.#session?.progress.oldestUnconfirmedAgeMs(performance.now()) ?? 0;
+  }
+
+  /** Lets the events in flight get their confirms, marks and acknowledges them, then closes everything. */
+  stop(): Promise<void> {
+    this.#stopped ??= this.#shutdown();
+    return this.#stopped;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#stopping = true;
+    this.#idle.close();
+    this.#session?.stop();
+    await this.#loop;
+    this.#removeSignals?.();
+    await this.#releasePool();
+  }
+
+  async #run(): Promise<void> {
+    let failures = 0;
+    while (!this.#stopping) {
+      try {
+        await this.#setUpOnce();
+        const session = new CdcSession(this.#context);
+        this.#session = session;
+        if (this.#stopping) session.stop();
+        const end = await session.run(() => {
+          failures = 0;
+          this.#setState('active');
+        });
+        if (end.kind === 'standby') {
+          if (this.#state !== 'standby') await this.#enterStandby();
+          await this.#idle.backoff(this.options.standbyRetryMs);
+        } else if (end.kind === 'retry') {
+          await this.#idle.backoff(end.delayMs);
+        }
+      } catch (err) {
+        if (this.#stopping) break;
+        failures++;
+        const delayMs = backoffDelay(failures, this.options.reconnectBackoff);
+        this.options.logger.warn(
+          { ...describeError(err), relayId: this.options.relayId, attempt: failures, delayMs },
+          'CDC relay session failed; retrying',
+        );
+        if (this.listenerCount('error') > 0) this.emit('error', err as Error);
+        await this.#idle.backoff(delayMs);
+      } finally {
+        this.#session = undefined;
+      }
+    }
+    this.#state = 'stopped';
+  }
+
+  async #setUpOnce(): Promise<void> {
+    if (this.#setUp) return;
+    await checkSchema(this.#pool, this.options.schema);
+    if (this.options.createSlot)
+      await createCdcSlot(this.#pool, {
+        schema: this.options.schema,
+        slot: this.options.slot,
+        publication: this.options.publication,
+      });
+    this.#setUp = true;
+  }
+
+  async #enterStandby(): Promise<void> {
+    const holder = await showCdcSlot(this.#pool, this.options.slot).catch(() => undefined);
+    this.#setState('standby', holder?.activePid ?? null);
+  }
+
+  #setState(state: 'active' | 'standby', holderPid: number | null = null): void {
+    this.#state = state;
+    const fields = { relayId: this.options.relayId, slot: this.options.slot };
+    if (state === 'active') {
+      this.options.logger.info(fields, 'CDC relay streaming from its slot');
+      this.emit('active');
+    } else {
+      this.options.logger.info({ ...fields, holderPid }, 'slot held by another relay: waiting as standby');
+      this.emit('standby', holderPid);
+    }
+  }
+}
+
+/** Creates and starts a CDC relay. */
+export function startCdcRelay(options: CdcRelayOptions): CdcRelay {
+  return new CdcRelay(options).start();
+}

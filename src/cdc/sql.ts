@@ -1,0 +1,37 @@
+import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+
+/**
+ * What the CDC relay writes to the outbox. It claims nothing (the slot orders and hands out the
+ * rows), so unlike the polling relay's statements these are not fenced by claimed_by; they touch
+ * only rows still pending, so a row another tool marked meanwhile is left as it is.
+ */
+export const cdcSql = perSchema((schema: SchemaRef) => {
+  const outbox = `${schema.quoted}.outbox`;
+  return {
+    /** $1 positions the broker confirmed. */
+    markPublished: `
+      UPDATE ${outbox}
+         SET status = 'published', published_at = now(), claimed_by = NULL, claim_expires_at = NULL, last_error = NULL
+       WHERE position = ANY($1::bigint[]) AND status = 'pending'
+      RETURNING event_id`,
+
+    /**
+     * One stop of the stream at $1: a return counts as an attempt ($3), a nack or lost confirm as a
+     * broker retry; the row is never failed for it, the stream retries it in order until it goes.
+     */
+    countRetry: `
+      UPDATE ${outbox}
+         SET attempts = attempts + CASE WHEN $3::boolean THEN 1 ELSE 0 END,
+             broker_retries = broker_retries + CASE WHEN $3::boolean THEN 0 ELSE 1 END,
+             last_error = $2
+       WHERE position = $1 AND status = 'pending'
+      RETURNING event_id, attempts, broker_retries`,
+
+    /** A row no consumer could accept (EnvelopeValidationError): kept as failed with why, never published. */
+    markUnencodable: `
+      UPDATE ${outbox}
+         SET status = 'failed', attempts = attempts + 1, last_error = $2
+       WHERE position = $1 AND status = 'pending'
+      RETURNING event_id, attempts, broker_retries`,
+  };
+});

@@ -1,0 +1,103 @@
+/** The CDC relay from the command line: `converge cdc slot create|show|drop` and `converge relay --mode cdc`. */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { AMQP_URL, CDC_DATABASE_URL, test, waitFor } from '../support/rig.js';
+import { orderEvent, withCdcRig } from '../support/cdc-fixture.js';
+
+function converge(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/main.ts', '--database-url', CDC_DATABASE_URL, ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
+    },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return once(child, 'exit').then(([code]) => ({ code: code as number | null, stdout, stderr }));
+}
+
+test('`converge cdc slot show` reports the retained WAL growing while no relay runs', async () => {
+  await withCdcRig(async (rig) => {
+    const created = await converge([
+      '--schema',
+      rig.schema,
+      'cdc',
+      'slot',
+      'create',
+      '--slot',
+      rig.slot,
+      '--publication',
+      rig.publication,
+    ]);
+    assert.equal(created.code, 0, created.stderr);
+    assert.match(created.stdout, new RegExp(`slot ${rig.slot} created`));
+    const show = async () => {
+      const result = await converge(['cdc', 'slot', 'show', '--slot', rig.slot]);
+      assert.equal(result.code, 0, result.stderr);
+      const retained = /retained wal bytes\s+(\d+)/.exec(result.stdout);
+      assert.ok(retained, result.stdout);
+      assert.match(result.stdout, /active pid\s+-/);
+      assert.match(result.stdout, /confirmed lsn\s+[0-9A-F]+\/[0-9A-F]+/);
+      return Number(retained[1]);
+    };
+    const first = await show();
+    // New WAL while nobody reads the slot: it keeps all of it.
+    for (let i = 0; i < 20; i++) await rig.append(orderEvent(`w${i}`, 1, { payload: { pad: 'x'.repeat(2000) } }));
+    const second = await show();
+    assert.ok(second > first, `retained WAL grew (${first} -> ${second})`);
+    const json = await converge(['cdc', 'slot', 'show', '--slot', rig.slot, '--json']);
+    assert.equal((JSON.parse(json.stdout) as { slot: string }).slot, rig.slot);
+    const missing = await converge(['cdc', 'slot', 'show', '--slot', 'cvt_no_such_slot']);
+    assert.equal(missing.code, 1);
+    const dropped = await converge(['cdc', 'slot', 'drop', '--slot', rig.slot, '--publication', rig.publication]);
+    assert.equal(dropped.code, 0, dropped.stderr);
+    assert.equal(await rig.slotInfo(), undefined);
+  });
+});
+
+test('`converge relay --mode cdc` creates its slot, publishes and marks, and stops on SIGTERM', async () => {
+  await withCdcRig(async (rig) => {
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'src/cli/main.ts',
+        '--database-url',
+        CDC_DATABASE_URL,
+        '--schema',
+        rig.schema,
+        'relay',
+        '--mode',
+        'cdc',
+        '--slot',
+        rig.slot,
+        '--publication',
+        rig.publication,
+        '--amqp-url',
+        AMQP_URL,
+        '--exchange',
+        rig.exchange,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' } },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = once(child, 'exit');
+    try {
+      await waitFor(async () => (await rig.slotInfo())?.activePid != null, 'the CLI relay to hold its slot', 30_000);
+      const [id] = await rig.append(orderEvent('a', 1));
+      await waitFor(async () => (await rig.rows())[0]?.status === 'published', 'the event marked published');
+      assert.deepEqual(rig.arrivals(), [id]);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 0, stderr);
+  });
+});

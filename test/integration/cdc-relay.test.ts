@@ -1,0 +1,194 @@
+import assert from 'node:assert/strict';
+import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
+import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';
+import { withTransaction, appendToOutbox } from '../../src/index.js';
+import { parseLsn } from '../../src/cdc/lsn.js';
+import client from 'prom-client';
+import { instrumentCdcRelay } from '../../src/metrics/index.js';
+import { test, waitFor } from '../support/rig.js';
+import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
+
+/** Per aggregate, the versions in the order of their first arrival. */
+function firstArrivalOrder(rig: CdcRig): Map<string, number[]> {
+  const seen = new Set<string>();
+  const order = new Map<string, number[]>();
+  for (const { envelope } of rig.received) {
+    if (seen.has(envelope.eventId)) continue;
+    seen.add(envelope.eventId);
+    const key = `${envelope.aggregateType}/${envelope.aggregateId}`;
+    order.set(key, [...(order.get(key) ?? []), envelope.aggregateVersion]);
+  }
+  return order;
+}
+
+async function allPublished(rig: CdcRig): Promise<boolean> {
+  const rows = await rig.rows();
+  return rows.length > 0 && rows.every((row) => row.status === 'published');
+}
+
+test('events committed in several transactions arrive once each, in commit order per aggregate, and are marked', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started();
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    const acknowledged: string[] = [];
+    relay.on('acknowledged', (lsn) => acknowledged.push(lsn));
+    await rig.append(orderEvent('a', 1), orderEvent('b', 1));
+    await rig.append(orderEvent('a', 2));
+    await assert.rejects(
+      withTransaction(rig.pool, async (client) => {
+        await appendToOutbox(client, orderEvent('c', 1), { schema: rig.schema });
+        throw new Error('rolled back');
+      }),
+      /rolled back/,
+    );
+    await rig.append(orderEvent('b', 2), orderEvent('a', 3));
+    await waitFor(() => allPublished(rig), 'every outbox row marked published');
+    await waitFor(() => rig.received.length >= 5 && true, 'five messages');
+    const rows = await rig.rows();
+    assert.equal(rows.length, 5, 'the rolled-back event never reached the outbox');
+    assert.deepEqual(rig.arrivals().sort(), rows.map((row) => row.event_id).sort(), 'each event exactly once');
+    assert.deepEqual(
+      Object.fromEntries(firstArrivalOrder(rig)),
+      { 'order/a': [1, 2, 3], 'order/b': [1, 2] },
+      'commit order per aggregate',
+    );
+    // The wire format is the polling relay's, byte for byte.
+    const { rows: full } = await rig.pool.query<OutboxEnvelopeRow>(`SELECT * FROM "${rig.schema}".outbox`);
+    const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
+    for (const row of full) {
+      const expected = encodeMessage(outboxRowToEnvelope(row), routingKey);
+      const got = rig.received.find((r) => r.envelope.eventId === row.event_id)!;
+      assert.equal(got.content.toString(), expected.content.toString());
+      assert.equal(got.routingKey, expected.routingKey);
+      assert.equal(got.properties.messageId, row.event_id);
+      assert.deepEqual(got.properties.headers, expected.options.headers);
+    }
+    // The slot follows: acknowledged past the last commit once everything is confirmed and marked.
+    await waitFor(() => acknowledged.length > 0, 'an acknowledgement');
+    const { rows: walNow } = await rig.pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+    await waitFor(async () => {
+      const slot = await rig.slotInfo();
+      return slot?.confirmedFlushLsn && parseLsn(slot.confirmedFlushLsn) >= parseLsn(acknowledged.at(-1)!);
+    }, 'the slot to confirm the last acknowledged commit');
+    assert.ok(parseLsn(acknowledged.at(-1)!) <= parseLsn(walNow[0]!.lsn));
+  });
+});
+
+test('an unroutable event stops the stream there; once routable, everything arrives in order and nothing is skipped', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started();
+    const retries: { eventId: string; attempts: number; reason: string }[] = [];
+    relay.on('retry', (info) => retries.push(info));
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    const [a1] = await rig.append(orderEvent('a', 1));
+    await waitFor(async () => (await rig.rows()).every((r) => r.status === 'published'), 'a1 marked');
+    await waitFor(() => rig.received.length === 1 && true, 'a1 received');
+    // Inside the transaction, before its commit record: a lower bound of its commit LSN.
+    const before = await withTransaction(rig.pool, async (client) => {
+      await appendToOutbox(client, orderEvent('i', 1, { aggregateType: 'invoice' }), { schema: rig.schema });
+      const { rows } = await client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+      return rows[0]!.lsn;
+    });
+    await rig.append(orderEvent('a', 2), orderEvent('b', 1));
+    await rig.append(orderEvent('a', 3));
+    await waitFor(() => retries.length >= 3, 'the stream to stop and retry the unroutable event three times');
+    assert.ok(retries.every((r) => r.reason === 'returned'));
+    assert.equal(new Set(retries.map((r) => r.eventId)).size, 1, 'always the same event, never one after it');
+    const slot = await rig.slotInfo();
+    assert.ok(
+      slot?.confirmedFlushLsn && parseLsn(slot.confirmedFlushLsn) <= parseLsn(before),
+      `the slot stays before the unroutable event (${slot?.confirmedFlushLsn} <= ${before})`,
+    );
+    const stuck = (await rig.rows()).find((r) => r.aggregate_id === 'i')!;
+    assert.equal(stuck.status, 'pending', 'never marked failed');
+    assert.ok(stuck.attempts >= 3 && stuck.last_error !== null, 'each stop counted on the row');
+
+    await rig.bind('invoice.#');
+    await waitFor(() => allPublished(rig), 'every row marked published after binding');
+    const rows = await rig.rows();
+    assert.deepEqual(new Set(rig.arrivals()), new Set(rows.map((r) => r.event_id)), 'nothing skipped');
+    assert.equal(rig.arrivals().filter((id) => id === a1).length, 1, 'a1, acknowledged before, is not resent');
+    // Per aggregate, each version's last copy arrives in order: the retry resends everything after the stop.
+    const last = new Map<string, number[]>();
+    for (const { envelope } of rig.received) {
+      const key = envelope.aggregateId;
+      last.set(key, [
+        ...(last.get(key) ?? []).filter((v) => v !== envelope.aggregateVersion),
+        envelope.aggregateVersion,
+      ]);
+    }
+    assert.deepEqual(Object.fromEntries(last), { a: [1, 2, 3], b: [1], i: [1] });
+    const invoice = rig.received.findIndex((r) => r.envelope.aggregateId === 'i');
+    const after = rig.received.slice(invoice).map((r) => `${r.envelope.aggregateId}${r.envelope.aggregateVersion}`);
+    assert.deepEqual(after, ['i1', 'a2', 'b1', 'a3'], 'the retried event first, then everything committed after it');
+  }, 'order.#');
+});
+
+test('a second relay on the same slot waits as standby and takes over when the first stops', async () => {
+  await withCdcRig(async (rig) => {
+    const first = rig.started({ relayId: 'first' });
+    await waitFor(() => first.state === 'active', 'the first relay to hold the slot');
+    const second = rig.started({ relayId: 'second' });
+    const standby: (number | null)[] = [];
+    second.on('standby', (pid) => standby.push(pid));
+    await waitFor(() => second.state === 'standby', 'the second relay to wait as standby');
+    assert.equal(typeof standby[0], 'number', 'the standby names the walsender holding the slot');
+    await rig.append(orderEvent('a', 1));
+    await waitFor(() => allPublished(rig), 'a1 published by the first relay');
+    assert.equal(second.state, 'standby');
+    await first.stop();
+    await waitFor(() => second.state === 'active', 'the second relay to take over');
+    await rig.append(orderEvent('a', 2));
+    await waitFor(async () => (await rig.rows()).length === 2 && allPublished(rig), 'a2 published by the second relay');
+    await waitFor(() => rig.received.length >= 2 && true, 'both messages');
+    assert.deepEqual(
+      rig.received.map((r) => r.envelope.aggregateVersion),
+      [1, 2],
+      'nothing lost or resent across the takeover (the first one acknowledged before stopping)',
+    );
+  });
+});
+
+test('metrics: the polling names for published and confirm latency, the slot gauges of its own', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started();
+    const registry = new client.Registry();
+    instrumentCdcRelay(relay, registry);
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    await rig.append(orderEvent('a', 1), orderEvent('a', 2));
+    await waitFor(() => allPublished(rig), 'both marked');
+    const value = async (name: string) => {
+      const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+      return metric?.values[0]?.value;
+    };
+    await waitFor(async () => (await value('converge_relay_published_total')) === 2, 'published_total = 2');
+    const confirms = (await registry.getMetricsAsJSON()).find((m) => m.name === 'converge_relay_confirm_seconds');
+    assert.equal(
+      (confirms?.values as { metricName?: string; value: number }[] | undefined)?.find(
+        (v) => v.metricName === 'converge_relay_confirm_seconds_count',
+      )?.value,
+      2,
+    );
+    assert.equal(await value('converge_cdc_relay_active'), 1);
+    assert.equal(await value('converge_cdc_oldest_unconfirmed_seconds'), 0);
+    const retained = await value('converge_cdc_slot_retained_wal_bytes');
+    assert.ok(typeof retained === 'number' && retained >= 0 && Number.isFinite(retained), `retained ${retained}`);
+    await relay.stop();
+    assert.equal(await value('converge_cdc_relay_active'), 0);
+  });
+});
+
+test('a row inserted as already published is not published again, and does not hold back the rows after it', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started();
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    await rig.pool.query(
+      `INSERT INTO "${rig.schema}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, status, published_at)
+       VALUES ('imported-1', 'order', 'imp', 1, 'OrderChanged', '{}', 'published', now())`,
+    );
+    const [id] = await rig.append(orderEvent('a', 1));
+    await waitFor(async () => (await rig.rows()).every((r) => r.status === 'published'), 'a1 marked');
+    await waitFor(() => rig.received.length >= 1 && true, 'a1 received');
+    assert.deepEqual(rig.arrivals(), [id]);
+  });
+});

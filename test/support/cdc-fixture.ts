@@ -1,0 +1,196 @@
+/**
+ * The CDC relay's test fixture: a migrated schema on the logical-replication PostgreSQL
+ * (CDC_DATABASE_URL, never the shared server), a slot and publication of its own, a broker
+ * exchange and a queue whose messages are collected. close() stops the relays and drops the slot
+ * first (a leftover slot retains WAL forever), then the publication, schema and broker objects.
+ */
+import type amqp from 'amqplib';
+import pg from 'pg';
+import { appendToOutbox, silentLogger, withTransaction, type EventEnvelope, type NewEvent } from '../../src/index.js';
+import { CdcRelay, createCdcSlot, dropCdcSlot, showCdcSlot, type CdcRelayOptions } from '../../src/cdc/index.js';
+import { migrate } from '../../src/schema/migrate.js';
+import {
+  AMQP_URL,
+  CDC_DATABASE_URL,
+  CDC_PG_HINT,
+  KEEP_FAILED,
+  connectRabbit,
+  dropBrokerNames,
+  redactUrl,
+  registry,
+  uniqueName,
+} from './rig.js';
+
+export interface Received {
+  envelope: EventEnvelope;
+  content: Buffer;
+  properties: amqp.MessageProperties;
+  routingKey: string;
+}
+
+/** A pool on the logical-replication server; a missing server fails naming it and how to start it. */
+export async function connectCdcPostgres(max = 5): Promise<pg.Pool> {
+  const pool = new pg.Pool({ connectionString: CDC_DATABASE_URL, max, connectionTimeoutMillis: 5000 });
+  pool.on('error', () => undefined);
+  try {
+    const { rows } = await pool.query<{ wal_level: string }>('SHOW wal_level');
+    if (rows[0]?.wal_level !== 'logical') throw new Error(`wal_level is ${rows[0]?.wal_level}, not logical`);
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw new Error(
+      `PostgreSQL with wal_level=logical is not reachable at ${redactUrl(CDC_DATABASE_URL)} (${(err as Error).message}); ${CDC_PG_HINT}`,
+    );
+  }
+  registry.pool(pool);
+  return pool;
+}
+
+export interface OutboxTestRow {
+  position: string;
+  event_id: string;
+  aggregate_id: string;
+  aggregate_version: string;
+  status: string;
+  attempts: number;
+  broker_retries: number;
+  last_error: string | null;
+}
+
+export class CdcRig {
+  readonly relays: CdcRelay[] = [];
+  readonly received: Received[] = [];
+  readonly exchange = uniqueName('cvt_cdc_x');
+  readonly queue = uniqueName('cvt_cdc_q');
+  readonly slot = uniqueName('cvt_cdc_slot');
+  readonly publication = uniqueName('cvt_cdc_pub');
+
+  private constructor(
+    readonly pool: pg.Pool,
+    readonly schema: string,
+    readonly connection: amqp.ChannelModel,
+    readonly channel: amqp.Channel,
+  ) {}
+
+  /** `bind`: the routing key pattern the collecting queue is bound with (omit for none yet). */
+  static async open(bind: string | undefined = '#'): Promise<CdcRig> {
+    const pool = await connectCdcPostgres();
+    const schema = uniqueName('cvt_cdc');
+    await migrate(pool, { schema });
+    const connection = await connectRabbit();
+    connection.on('error', () => undefined);
+    const channel = await connection.createChannel();
+    channel.on('error', () => undefined);
+    const rig = new CdcRig(pool, schema, connection, channel);
+    await channel.assertExchange(rig.exchange, 'topic', { durable: true });
+    await channel.assertQueue(rig.queue, { durable: false });
+    if (bind !== undefined) await rig.bind(bind);
+    await channel.consume(
+      rig.queue,
+      (message) => {
+        if (!message) return;
+        rig.received.push({
+          envelope: JSON.parse(message.content.toString()) as EventEnvelope,
+          content: message.content,
+          properties: message.properties,
+          routingKey: message.fields.routingKey,
+        });
+      },
+      { noAck: true },
+    );
+    return rig;
+  }
+
+  async bind(pattern: string): Promise<void> {
+    await this.channel.bindQueue(this.queue, this.exchange, pattern);
+  }
+
+  async createSlot(): Promise<void> {
+    await createCdcSlot(this.pool, { schema: this.schema, slot: this.slot, publication: this.publication });
+  }
+
+  options(overrides: Partial<CdcRelayOptions> = {}): CdcRelayOptions {
+    return {
+      connectionString: CDC_DATABASE_URL,
+      amqpUrl: AMQP_URL,
+      schema: this.schema,
+      exchange: this.exchange,
+      slot: this.slot,
+      publication: this.publication,
+      logger: silentLogger,
+      markIntervalMs: 20,
+      standbyRetryMs: 50,
+      backoff: { initialDelayMs: 20, maxDelayMs: 100, factor: 2 },
+      reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 100, factor: 2 },
+      ...overrides,
+    };
+  }
+
+  started(overrides: Partial<CdcRelayOptions> = {}): CdcRelay {
+    const relay = new CdcRelay(this.options(overrides));
+    relay.on('error', () => undefined);
+    this.relays.push(relay);
+    return relay.start();
+  }
+
+  /** Appends events in one committed transaction. */
+  async append(...events: NewEvent[]): Promise<string[]> {
+    return withTransaction(this.pool, async (client) => {
+      const ids: string[] = [];
+      for (const event of events) ids.push((await appendToOutbox(client, event, { schema: this.schema })).eventId);
+      return ids;
+    });
+  }
+
+  async rows(): Promise<OutboxTestRow[]> {
+    const { rows } = await this.pool.query<OutboxTestRow>(`SELECT * FROM "${this.schema}".outbox ORDER BY position`);
+    return rows;
+  }
+
+  async slotInfo() {
+    return showCdcSlot(this.pool, this.slot);
+  }
+
+  /** Event ids in the order they arrived. */
+  arrivals(): string[] {
+    return this.received.map((r) => r.envelope.eventId);
+  }
+
+  async close(): Promise<void> {
+    const problems: unknown[] = [];
+    const attempt = async (work: () => Promise<unknown>) => {
+      try {
+        await work();
+      } catch (err) {
+        problems.push(err);
+      }
+    };
+    for (const relay of this.relays) await attempt(() => relay.stop());
+    // Whatever else happened: a slot left behind would keep WAL forever.
+    await attempt(() => dropCdcSlot(this.pool, { slot: this.slot, publication: this.publication }));
+    if (!KEEP_FAILED) await attempt(() => dropBrokerNames(this.connection, [this.queue, this.exchange]));
+    await attempt(() => this.connection.close());
+    await attempt(() => this.pool.query(`DROP SCHEMA IF EXISTS "${this.schema}" CASCADE`));
+    await attempt(() => this.pool.end());
+    if (problems.length > 0) throw new AggregateError(problems, 'CDC test cleanup failed');
+  }
+}
+
+export async function withCdcRig(work: (rig: CdcRig) => Promise<void>, bind: string | undefined = '#'): Promise<void> {
+  const rig = await CdcRig.open(bind);
+  try {
+    await work(rig);
+  } finally {
+    await rig.close();
+  }
+}
+
+export function orderEvent(aggregateId: string, version: number, overrides: Partial<NewEvent> = {}): NewEvent {
+  return {
+    aggregateType: 'order',
+    aggregateId,
+    aggregateVersion: version,
+    eventType: 'OrderChanged',
+    payload: { aggregateId, version },
+    ...overrides,
+  };
+}

@@ -1,0 +1,25 @@
+/**
+ * A CDC relay that SIGKILLs its own process right after the broker confirmed events and before
+ * they are marked or their LSN acknowledged: the crash window of the CDC relay. Started by
+ * test/integration/cdc-relay-crash.test.ts with its settings in CDC_WORKER (JSON). Uses the
+ * internal test hook, which is no public option.
+ */
+import { startCdcRelay } from '../../src/cdc/index.js';
+import { cdcTestHooks } from '../../src/cdc/test-hooks.js';
+
+const settings = JSON.parse(process.env.CDC_WORKER ?? '{}') as {
+  connectionString: string;
+  amqpUrl: string;
+  schema: string;
+  exchange: string;
+  slot: string;
+  publication: string;
+};
+
+cdcTestHooks.beforeAcknowledge = (eventIds) => {
+  if (eventIds.length === 0) return;
+  process.stdout.write(`confirmed ${eventIds.join(',')}\n`);
+  process.kill(process.pid, 'SIGKILL');
+};
+
+startCdcRelay({ ...settings, markIntervalMs: 200 });
