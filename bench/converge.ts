@@ -8,7 +8,7 @@ import { appendManyToOutbox, appendToOutbox, type NewEvent } from '../src/index.
 import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { Worker, WorkerGroup, type WorkerResult } from './child.js';
-import { brokerNames, checkpoint, declareSink, TimeoutError, type BenchContext } from './env.js';
+import { brokerNames, checkpoint, DATABASE_URL, declareSink, TimeoutError, type BenchContext } from './env.js';
 import {
   AGGREGATES,
   eventAt,
@@ -319,6 +319,26 @@ function consumerConfig(
   };
 }
 
+/** Which relay process a pipeline runs: the polling relay unless told otherwise (bench/cdc.ts). */
+export interface RelayChoice {
+  worker: 'relay' | 'cdc-relay';
+  config: (exchange: string, ttlMs: number) => Record<string, unknown>;
+}
+
+function pollingRelay(tuning: Tuning, latency: boolean, schema: string): RelayChoice {
+  return {
+    worker: 'relay',
+    config: (exchange, ttlMs) => ({
+      schema,
+      exchange,
+      batchSize: tuning.relayBatchSize,
+      optional: tuning.relayOptional,
+      latency,
+      ttlMs,
+    }),
+  };
+}
+
 /** Relay and consumer processes on empty tables; the producer runs in this process. */
 function openConverge(
   ctx: BenchContext,
@@ -327,24 +347,21 @@ function openConverge(
   latency: boolean,
   target: number,
   timeoutMs: number,
+  relay: RelayChoice = pollingRelay(tuning, latency, ctx.schema),
 ) {
   return async (group: Pipeline['group']): Promise<Omit<Pipeline, 'group'>> => {
     const s = quoteIdentifier(ctx.schema);
     await ctx.pool.query(`TRUNCATE ${s}.outbox, ${s}.inbox, ${s}.projection_state, ${s}.${READ_TABLE}`);
     await checkpoint(ctx.pool);
-    const [consumer, relay] = await Promise.all([
-      Worker.spawn('consumer', consumerConfig(ctx.schema, names, 'bench_e2e', tuning, latency, target, timeoutMs)),
-      Worker.spawn('relay', {
-        schema: ctx.schema,
-        exchange: names.exchange,
-        batchSize: tuning.relayBatchSize,
-        optional: tuning.relayOptional,
-        latency,
-        target,
-        ttlMs: timeoutMs + 120_000,
+    const databaseUrl = { databaseUrl: ctx.databaseUrl ?? DATABASE_URL };
+    const [consumer, relayWorker] = await Promise.all([
+      Worker.spawn('consumer', {
+        ...consumerConfig(ctx.schema, names, 'bench_e2e', tuning, latency, target, timeoutMs),
+        ...databaseUrl,
       }),
+      Worker.spawn(relay.worker, { ...relay.config(names.exchange, timeoutMs + 120_000), target, ...databaseUrl }),
     ]);
-    await startConsumerThenRelay(group, consumer, relay);
+    await startConsumerThenRelay(group, consumer, relayWorker);
     return {
       consumer,
       insert: async (client, from, to) => {
@@ -385,13 +402,14 @@ export async function e2eLatency(
   timeoutMs: number,
   tuning: Tuning,
   label: string,
+  relay?: RelayChoice,
 ): Promise<LatencySummary & { offered: number; applied: number; stages: StageBreakdown }> {
   const names = brokerNames(ctx, 'e2elat');
   try {
     const target = Math.round((perSecond * durationMs) / 1000);
     const { value, results } = await withPipeline(
       label,
-      openConverge(ctx, names, tuning, true, target, durationMs + timeoutMs),
+      openConverge(ctx, names, tuning, true, target, durationMs + timeoutMs, relay),
       (pipeline) => pacedRun(ctx.pool, pipeline, perSecond, durationMs, timeoutMs, label),
     );
     return {

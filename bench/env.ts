@@ -5,7 +5,16 @@
  */
 import amqp from 'amqplib';
 import pg from 'pg';
-import { AMQP_HINT, AMQP_URL, DATABASE_URL, PG_HINT, redactUrl as redact, uniqueName } from '../kit/services.js';
+import {
+  AMQP_HINT,
+  AMQP_URL,
+  CDC_DATABASE_URL,
+  CDC_PG_HINT,
+  DATABASE_URL,
+  PG_HINT,
+  redactUrl as redact,
+  uniqueName,
+} from '../kit/services.js';
 
 export { AMQP_URL, DATABASE_URL };
 
@@ -13,6 +22,7 @@ export { AMQP_URL, DATABASE_URL };
 export function assertLoopback(): void {
   for (const [variable, url] of [
     ['DATABASE_URL', DATABASE_URL],
+    ['CDC_DATABASE_URL', CDC_DATABASE_URL],
     ['AMQP_URL', AMQP_URL],
   ] as const) {
     const host = new URL(url).hostname;
@@ -48,9 +58,14 @@ export async function withTimeout<T>(work: Promise<T>, ms: number, message: stri
   }
 }
 
-export async function openPool(max: number): Promise<pg.Pool> {
+export function openPool(max: number): Promise<pg.Pool> {
+  return openPoolAt(DATABASE_URL, max);
+}
+
+/** A pool on `url`, checked once; a server that does not answer ends the run with how to start it. */
+export async function openPoolAt(url: string, max: number): Promise<pg.Pool> {
   const pool = new pg.Pool({
-    connectionString: DATABASE_URL,
+    connectionString: url,
     max,
     connectionTimeoutMillis: 5000,
     application_name: 'converge-bench',
@@ -60,7 +75,8 @@ export async function openPool(max: number): Promise<pg.Pool> {
     await pool.query('SELECT 1');
   } catch (err) {
     await pool.end().catch(() => undefined);
-    throw new Error(`PostgreSQL is not reachable at ${redact(DATABASE_URL)} (${(err as Error).message}); ${PG_HINT}`);
+    const hint = url === DATABASE_URL ? PG_HINT : CDC_PG_HINT;
+    throw new Error(`PostgreSQL is not reachable at ${redact(url)} (${(err as Error).message}); ${hint}`);
   }
   return pool;
 }
@@ -143,6 +159,8 @@ export interface BenchContext {
   broker: amqp.ChannelModel;
   /** The run's converge schema (migrated); measurements truncate what they use. */
   schema: string;
+  /** The server `pool` is on, for the workers; DATABASE_URL unless set (the CDC measurements' logical server). */
+  databaseUrl?: string;
   cleanup: Cleanup;
 }
 

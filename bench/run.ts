@@ -23,6 +23,7 @@ import {
   relayDrain,
   type Tuning,
 } from './converge.js';
+import { cdcRelayChoice, cdcRelayDrain, openCdc, type CdcBench } from './cdc.js';
 import { compileWorkers, killAllWorkers } from './child.js';
 import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';
 import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
@@ -171,6 +172,10 @@ const resultOf = (key: string): number | null => {
   return Number.isFinite(value) ? value : null;
 };
 
+/** The CDC relay's schema, slot and publication on the logical server, made once per run when first needed. */
+let cdcBench: Promise<CdcBench> | undefined;
+const cdc = (ctx: BenchContext) => (cdcBench ??= openCdc(ctx));
+
 async function measureAll(ctx: BenchContext): Promise<void> {
   const t = plan.timeoutMs;
   if (wanted('raw')) {
@@ -224,6 +229,10 @@ async function measureAll(ctx: BenchContext): Promise<void> {
         },
       },
       { key: 'relay_drain_2relays', run: async () => ({ relay_drain_2relays: (await drain(2)).rate }) },
+      {
+        key: 'cdc_relay_drain',
+        run: async () => ({ cdc_relay_drain: await cdcRelayDrain(await cdc(ctx), plan.drainRows, t.pipeline) }),
+      },
     ]);
   }
   if (wanted('consumer')) {
@@ -289,6 +298,26 @@ async function measureAll(ctx: BenchContext): Promise<void> {
         run: async () => {
           const l = await naiveLatency(ctx, 1000, plan.latencyMs, t.latencyDrain);
           return { naive_latency_1000_p50_ms: l.p50, naive_latency_1000_p99_ms: l.p99 };
+        },
+      },
+      {
+        key: 'cdc_latency_1000_p50_ms',
+        run: async () => {
+          const bench = await cdc(ctx);
+          const l = await e2eLatency(
+            bench.ctx,
+            1000,
+            plan.latencyMs,
+            t.latencyDrain,
+            tuning,
+            'cdc_latency_1000',
+            cdcRelayChoice(bench),
+          );
+          return {
+            cdc_latency_1000_p50_ms: l.p50,
+            cdc_latency_1000_p99_ms: l.p99,
+            cdc_latency_1000_applied_rate: l.applied,
+          };
         },
       },
     ]);

@@ -1,0 +1,99 @@
+/**
+ * The CDC relay (src/cdc) measured like the polling one: a drain of a seeded backlog, and the
+ * end-to-end latency at a paced rate. It needs a PostgreSQL with wal_level=logical
+ * (CDC_DATABASE_URL, which `npm run services` prepares), so it gets a schema, a slot and a
+ * publication of its own there, removed at the end of the run.
+ */
+import { CDC_DATABASE_URL } from '../kit/services.js';
+import { createCdcSlot, dropCdcSlot, migrate } from '../src/index.js';
+import { quoteIdentifier } from '../src/runtime/identifier.js';
+import { Worker, WorkerGroup } from './child.js';
+import { createReadTable, seedBacklog, settle, type RelayChoice } from './converge.js';
+import { brokerNames, declareSink, openPoolAt, unique, type BenchContext } from './env.js';
+import { waitUntil } from './measure.js';
+import { rate } from './stats.js';
+
+export interface CdcBench {
+  /** The run's context with its pool and schema on CDC_DATABASE_URL (broker and cleanup shared). */
+  ctx: BenchContext;
+  databaseUrl: string;
+  slot: string;
+  publication: string;
+}
+
+/** Schema, read table, publication and slot on the logical server; all removed by the run's cleanup. */
+export async function openCdc(ctx: BenchContext): Promise<CdcBench> {
+  const pool = await openPoolAt(CDC_DATABASE_URL, 4);
+  ctx.cleanup.add('close the CDC pool', () => pool.end());
+  const schema = unique('bench_cdc');
+  const slot = schema;
+  const publication = schema;
+  ctx.cleanup.add(`drop schema ${schema} (CDC)`, () =>
+    pool.query(`DROP SCHEMA IF EXISTS ${quoteIdentifier(schema)} CASCADE`),
+  );
+  // Registered before the slot exists: a slot left behind would retain WAL on that server for good.
+  ctx.cleanup.add(`drop slot ${slot}`, () => dropCdcSlot(pool, { slot, publication }));
+  await migrate(pool, { schema });
+  await createReadTable(pool, schema);
+  // Before any row is written: the slot streams what is committed after it exists.
+  await createCdcSlot(pool, { schema, slot, publication });
+  return {
+    ctx: { ...ctx, pool, schema, databaseUrl: CDC_DATABASE_URL },
+    databaseUrl: CDC_DATABASE_URL,
+    slot,
+    publication,
+  };
+}
+
+export function cdcRelayConfig(cdc: CdcBench, exchange: string, ttlMs: number): Record<string, unknown> {
+  return {
+    databaseUrl: cdc.databaseUrl,
+    schema: cdc.ctx.schema,
+    exchange,
+    slot: cdc.slot,
+    publication: cdc.publication,
+    ttlMs,
+  };
+}
+
+/** cdc_relay_drain: a seeded backlog, one CDC relay process, until every row is marked published. */
+export async function cdcRelayDrain(cdc: CdcBench, rows: number, timeoutMs: number): Promise<number> {
+  const { ctx } = cdc;
+  const outbox = `${quoteIdentifier(ctx.schema)}.outbox`;
+  await ctx.pool.query(`TRUNCATE ${outbox}`);
+  await seedBacklog(ctx.pool, ctx.schema, rows);
+  await settle(ctx.pool, [outbox]);
+  const names = brokerNames(ctx, 'cdcdrain');
+  const group = new WorkerGroup();
+  try {
+    await declareSink(ctx, names.exchange, names.queue);
+    const worker = group.add(
+      await Worker.spawn('cdc-relay', { ...cdcRelayConfig(cdc, names.exchange, timeoutMs + 120_000), target: rows }),
+    );
+    const started = performance.now();
+    await worker.start();
+    const done = await waitUntil('cdc_relay_drain', {
+      timeoutMs,
+      group,
+      target: rows,
+      check: async () => {
+        const { rows: pending } = await ctx.pool.query(
+          `SELECT position FROM ${outbox} WHERE status = 'pending' ORDER BY position LIMIT 1`,
+        );
+        return { done: pending.length === 0, status: 'rows still pending' };
+      },
+    });
+    await group.stopAll();
+    return rate(rows, done - started);
+  } catch (err) {
+    group.killAll();
+    throw err;
+  } finally {
+    await names.remove();
+  }
+}
+
+/** The CDC relay as the relay process of bench/converge.ts's pipelines (the e2e latency at 1,000/s). */
+export function cdcRelayChoice(cdc: CdcBench): RelayChoice {
+  return { worker: 'cdc-relay', config: (exchange, ttlMs) => cdcRelayConfig(cdc, exchange, ttlMs) };
+}
