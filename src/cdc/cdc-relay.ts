@@ -1,10 +1,11 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
-import { leasePool } from '../db/pool.js';
+import { leasePool, poolTarget } from '../db/pool.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { schemaRef } from '../runtime/identifier.js';
-import { describeError } from '../runtime/logger.js';
 import { Idle, onShutdownSignals } from '../runtime/sleep.js';
+import { Readiness } from '../runtime/readiness.js';
+import type { ConnectionTarget } from '../runtime/connection-target.js';
 import { checkSchema } from '../schema/migrate.js';
 import { CdcBroker } from './broker.js';
 import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
@@ -37,6 +38,9 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   #loop: Promise<void> | undefined;
   #stopped: Promise<void> | undefined;
   #removeSignals: (() => void) | undefined;
+  readonly #readiness: Readiness;
+  readonly #databaseTarget: ConnectionTarget;
+  #fatal: Error | undefined;
 
   /** Throws ConfigError for options that can never work. */
   constructor(options: CdcRelayOptions) {
@@ -50,6 +54,8 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
     });
     this.#pool = lease.pool;
     this.#releasePool = () => lease.release();
+    this.#readiness = new Readiness(`CDC relay ${this.options.relayId}`);
+    this.#databaseTarget = poolTarget(lease.pool);
     const base: pg.ClientConfig = this.options.connectionString
       ? { connectionString: this.options.connectionString }
       : { ...(lease.pool.options as pg.ClientConfig) };
@@ -68,7 +74,24 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
     if (this.#loop) return this;
     if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
     this.#loop = this.#run();
+    // A permanent failure ended the loop: close what it opened, as stop() would.
+    void this.#loop.then(() => (this.#fatal ? this.stop() : undefined));
     return this;
+  }
+
+  /**
+   * Resolves once the relay streams from its slot or waits as a standby (its database, schema and
+   * slot are usable). Rejects with the typed error of a permanent misconfiguration
+   * (SchemaNotMigratedError, ConnectionConfigError), after which the relay has stopped; with
+   * `timeoutMs`, rejects with ReadyTimeoutError naming the last failure while it keeps retrying.
+   */
+  ready(options: { timeoutMs?: number } = {}): Promise<void> {
+    return this.#readiness.wait(options);
+  }
+
+  /** The permanent misconfiguration that stopped the relay, if one did. */
+  get failure(): Error | undefined {
+    return this.#fatal;
   }
 
   get state(): CdcRelayState {
@@ -122,11 +145,19 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
         if (this.#stopping) break;
         failures++;
         const delayMs = backoffDelay(failures, this.options.reconnectBackoff);
-        this.options.logger.warn(
-          { ...describeError(err), relayId: this.options.relayId, attempt: failures, delayMs },
-          'CDC relay session failed; retrying',
-        );
-        if (this.listenerCount('error') > 0) this.emit('error', err as Error);
+        const judged = this.#readiness.attemptFailed(err, {
+          databaseTarget: this.#databaseTarget,
+          logger: this.options.logger,
+          fields: { relayId: this.options.relayId, slot: this.options.slot },
+          attempt: failures,
+          delayMs,
+          what: 'CDC relay session',
+        });
+        if (this.listenerCount('error') > 0) this.emit('error', (judged.fatal ?? err) as Error);
+        if (judged.fatal) {
+          this.#fatal = judged.fatal;
+          break;
+        }
         await this.#idle.backoff(delayMs);
       } finally {
         this.#session = undefined;
@@ -154,6 +185,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
 
   #setState(state: 'active' | 'standby', holderPid: number | null = null): void {
     this.#state = state;
+    if (!this.#readiness.settled) this.#readiness.resolve();
     const fields = { relayId: this.options.relayId, slot: this.options.slot };
     if (state === 'active') {
       this.options.logger.info(fields, 'CDC relay streaming from its slot');

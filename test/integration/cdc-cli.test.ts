@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { AMQP_URL, CDC_DATABASE_URL, test, waitFor } from '../support/rig.js';
+import { AMQP_URL, CDC_DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig } from '../support/cdc-fixture.js';
 
 function converge(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -100,4 +100,20 @@ test('`converge relay --mode cdc` creates its slot, publishes and marks, and sto
     const [code] = (await exited) as [number | null];
     assert.equal(code, 0, stderr);
   });
+});
+
+test('`converge relay --mode cdc` on a schema never migrated exits 1 with the reason, instead of retrying', async () => {
+  const run = await converge([
+    '--schema',
+    uniqueName('cvt_cdc_never_migrated'),
+    'relay',
+    '--mode',
+    'cdc',
+    '--slot',
+    uniqueName('cvt_cdc_slot'),
+    '--amqp-url',
+    AMQP_URL,
+  ]);
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(run.stderr, /CONVERGE_SCHEMA_NOT_MIGRATED: .*run `converge migrate`/);
 });

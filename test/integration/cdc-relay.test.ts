@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';
-import { withTransaction, appendToOutbox } from '../../src/index.js';
+import { withTransaction, appendToOutbox, SchemaNotMigratedError } from '../../src/index.js';
 import { parseLsn } from '../../src/cdc/lsn.js';
 import client from 'prom-client';
 import { instrumentCdcRelay } from '../../src/metrics/index.js';
-import { test, waitFor } from '../support/rig.js';
+import { test, uniqueName, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
 
 /** Per aggregate, the versions in the order of their first arrival. */
@@ -192,5 +192,26 @@ test('a row inserted as already published is not published again, and does not h
     await waitFor(async () => (await rig.rows()).every((r) => r.status === 'published'), 'a1 marked');
     await waitFor(() => rig.received.length >= 1 && true, 'a1 received');
     assert.deepEqual(rig.arrivals(), [id]);
+  });
+});
+
+test('ready() resolves once the relay streams, and again for a standby', async () => {
+  await withCdcRig(async (rig) => {
+    const active = rig.started();
+    await active.ready({ timeoutMs: 30_000 });
+    assert.equal(active.state, 'active');
+    const standby = rig.started();
+    await standby.ready({ timeoutMs: 30_000 });
+    assert.equal(standby.state, 'standby');
+    assert.equal(standby.failure, undefined);
+  });
+});
+
+test('ready() rejects with SchemaNotMigratedError for a schema never migrated, and the relay stops', async () => {
+  await withCdcRig(async (rig) => {
+    const relay = rig.started({ schema: uniqueName('cvt_cdc_missing'), createSlot: false });
+    await assert.rejects(relay.ready({ timeoutMs: 30_000 }), SchemaNotMigratedError);
+    assert.ok(relay.failure instanceof SchemaNotMigratedError, 'failure names the cause');
+    await waitFor(() => relay.state === 'stopped', 'the relay stopped by itself');
   });
 });

@@ -127,8 +127,10 @@ async function runCdcRelay(
       : serveCdcRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
   const started = { relayId: relay.options.relayId, schema: target.schema, slot: options.slot };
   logger.info({ ...started, metrics: metrics ? await metrics.url : undefined }, 'CDC relay started');
+  // As the polling relay: a permanent misconfiguration ends the command with its message.
+  const misconfigured = relay.ready().then(() => new Promise<never>(() => undefined));
   try {
-    await untilShutdownSignal();
+    await Promise.race([untilShutdownSignal(), misconfigured]);
   } finally {
     await relay.stop();
     await metrics?.close();
