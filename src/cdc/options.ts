@@ -2,7 +2,6 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { DEFAULT_BACKOFF } from '../runtime/backoff.js';
-import { ConfigError } from '../runtime/errors.js';
 import {
   amqpUrlOption,
   amqpUrlRequired,
@@ -11,7 +10,6 @@ import {
   connectionRequired,
   connectionShape,
   defineOptions,
-  functionOption,
   identifierOption,
   loggerOption,
   requireConnection,
@@ -19,7 +17,7 @@ import {
   type OptionsOutput,
 } from '../runtime/options.js';
 import { silentLogger } from '../runtime/logger.js';
-import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
+import { routingKeyOption } from '../relay/index.js';
 import {
   DEFAULT_CONFIRM_TIMEOUT_MS,
   DEFAULT_EXCHANGE,
@@ -30,20 +28,6 @@ import type { AmqpSocketOptions } from '../transport/connection.js';
 
 /** Slot and publication a CDC relay uses unless told otherwise. */
 export const DEFAULT_CDC_SLOT = 'converge_cdc';
-
-const routingKeyOption = z
-  .union([z.string().min(1), functionOption<RoutingKeyFn>('(envelope) => string')])
-  .default(DEFAULT_ROUTING_KEY)
-  .transform((value, ctx): RoutingKeyFn => {
-    if (typeof value === 'function') return value;
-    try {
-      return routingKeyFromTemplate(value);
-    } catch (err) {
-      if (!(err instanceof ConfigError)) throw err;
-      ctx.issues.push({ code: 'custom', message: err.problems[0]?.message ?? 'invalid', input: value });
-      return z.NEVER;
-    }
-  });
 
 export const cdcRelayOptions = defineOptions(
   'CdcRelay',

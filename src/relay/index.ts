@@ -7,3 +7,4 @@ export { relayOptions } from './options.js';
 // For the CDC relay (src/cdc), which publishes the same rows the same way.
 export { publishableEnvelope } from './row.js';
 export { chargedToEvent } from './failures.js';
+export { routingKeyOption } from './options.js';

@@ -40,8 +40,11 @@ export interface RelayHooks {
   afterConfirm?: (eventIds: string[]) => void | Promise<void>;
 }
 
-/** A template is checked when the options are parsed, so a bad placeholder is one more listed problem. */
-const routingKeyOption = z
+/**
+ * A template is checked when the options are parsed, so a bad placeholder is one more listed problem.
+ * The CDC relay declares its routingKey with this too.
+ */
+export const routingKeyOption = z
   .union([z.string().min(1), functionOption<RoutingKeyFn>('(envelope) => string')])
   .default(DEFAULT_ROUTING_KEY)
   .transform((value, ctx): RoutingKeyFn => {
