@@ -19,6 +19,7 @@ import {
   waitUntil,
   withPipeline,
   type Pipeline,
+  type SustainedResult,
 } from './measure.js';
 import { benchEnvelope, publishWindowed } from './raw.js';
 import { rate, summarizeLatency, type LatencySummary } from './stats.js';
@@ -381,7 +382,7 @@ export async function e2eSustained(
   total: number,
   timeoutMs: number,
   tuning: Tuning,
-): Promise<number> {
+): Promise<SustainedResult> {
   const names = brokerNames(ctx, 'e2e');
   try {
     const { value } = await withPipeline(

@@ -3,6 +3,7 @@
  * same way: same events, same producer, same "done" condition (read from the database,
  * i.e. committed), same clock.
  */
+import { cpuPerEvent, postmasterPid, readCpu } from './cpu.js';
 import type pg from 'pg';
 import { note, sleep, TimeoutError, withTimeout } from './env.js';
 import { WorkerGroup, type Worker, type WorkerResult } from './child.js';
@@ -177,16 +178,27 @@ function appliedCheck(pipeline: Pipeline, total: number): () => Promise<DoneChec
   };
 }
 
-/** N events as fast as the producer goes; rate = N / (first insert → last projection commit seen). */
+export interface SustainedResult {
+  rate: number;
+  /** CPU milliseconds per event in the same window, per party (bench/cpu.ts). */
+  cpu: ReturnType<typeof cpuPerEvent>;
+}
+
+/**
+ * N events as fast as the producer goes; rate = N / (first insert → last projection commit seen),
+ * and the CPU time each party spent per event in that window.
+ */
 export async function sustainedRate(
   pool: pg.Pool,
   pipeline: Pipeline,
   total: number,
   timeoutMs: number,
   label: string,
-): Promise<number> {
+): Promise<SustainedResult> {
+  const postmaster = await postmasterPid(pool);
   const client = await pool.connect();
   try {
+    const cpuBefore = readCpu(postmaster);
     const started = performance.now();
     await Promise.race([
       withTimeout(produceFlat(client, total, 100, pipeline.insert), timeoutMs, `${label}: producer`),
@@ -200,7 +212,7 @@ export async function sustainedRate(
       counting: [pipeline.consumer],
       target: total,
     });
-    return (total * 1000) / (done - started);
+    return { rate: (total * 1000) / (done - started), cpu: cpuPerEvent(cpuBefore, readCpu(postmaster), total) };
   } finally {
     client.release();
   }

@@ -16,6 +16,7 @@ import {
   waitUntil,
   withPipeline,
   type Pipeline,
+  type SustainedResult,
 } from './measure.js';
 import { rate, type LatencySummary } from './stats.js';
 
@@ -76,7 +77,7 @@ function openNaive(ctx: BenchContext, names: { exchange: string; queue: string }
 }
 
 /** naive_pipeline: N events in transactions of 100, rate = N / (first insert → last projection commit). */
-export async function naiveSustained(ctx: BenchContext, total: number, timeoutMs: number): Promise<number> {
+export async function naiveSustained(ctx: BenchContext, total: number, timeoutMs: number): Promise<SustainedResult> {
   const names = brokerNames(ctx, 'naive');
   try {
     const { value } = await withPipeline(

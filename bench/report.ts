@@ -139,6 +139,30 @@ export const SECTIONS: Section[] = [
     ],
   },
   {
+    title: 'CPU per event in the sustained runs (all parties on the same cores)',
+    rows: [
+      { key: 'naive_pipeline_cpu_ms', unit: 'ms', note: 'node (bench + workers) + PostgreSQL + RabbitMQ' },
+      { key: 'naive_pipeline_cpu_ms_node', unit: 'ms' },
+      { key: 'naive_pipeline_cpu_ms_postgres', unit: 'ms' },
+      { key: 'naive_pipeline_cpu_ms_rabbitmq', unit: 'ms' },
+      { key: 'e2e_sustained_cpu_ms', unit: 'ms', note: 'node (bench + workers) + PostgreSQL + RabbitMQ' },
+      { key: 'e2e_sustained_cpu_ms_node', unit: 'ms' },
+      { key: 'e2e_sustained_cpu_ms_postgres', unit: 'ms' },
+      { key: 'e2e_sustained_cpu_ms_rabbitmq', unit: 'ms' },
+      {
+        key: 'naive_pipeline_cores_busy',
+        unit: 'cores',
+        note: 'CPU per event × rate: how many cores the run kept busy',
+      },
+      { key: 'e2e_sustained_cores_busy', unit: 'cores' },
+      {
+        key: 'e2e_vs_naive_cpu_bound',
+        unit: '×',
+        note: 'naive CPU per event / converge CPU per event: e2e_vs_naive when both are CPU-bound',
+      },
+    ],
+  },
+  {
     title: 'history (5M published outbox rows, 5M inbox rows)',
     rows: [
       { key: 'relay_drain_history', unit: 'events/s' },
@@ -269,6 +293,10 @@ export function derivedFigures(r: Results, samples: Record<string, number[]>): R
     const [x, y] = [r[a], r[b]];
     return x != null && y != null ? x - y : null;
   };
+  const product = (a: string, b: string, scale: number) => {
+    const [x, y] = [r[a], r[b]];
+    return x != null && y != null ? x * y * scale : null;
+  };
   return {
     relay_vs_raw_publish: ratio('relay_drain', 'raw_publish'),
     relay_vs_raw_publish_same_shape: ratio('relay_drain', 'raw_publish_same_shape'),
@@ -281,6 +309,9 @@ export function derivedFigures(r: Results, samples: Record<string, number[]>): R
     e2e_vs_raw_publish: ratio('e2e_sustained', 'raw_publish'),
     e2e_latency_1000_p50_over_naive_ms: difference('e2e_latency_1000_p50_ms', 'naive_latency_1000_p50_ms'),
     e2e_latency_1000_p99_vs_naive: ratio('e2e_latency_1000_p99_ms', 'naive_latency_1000_p99_ms'),
+    naive_pipeline_cores_busy: product('naive_pipeline_cpu_ms', 'naive_pipeline', 1 / 1000),
+    e2e_sustained_cores_busy: product('e2e_sustained_cpu_ms', 'e2e_sustained', 1 / 1000),
+    e2e_vs_naive_cpu_bound: ratio('naive_pipeline_cpu_ms', 'e2e_sustained_cpu_ms'),
     relay_history_ratio: ratio('relay_drain_history', 'relay_drain'),
     consumer_history_ratio: ratio('consumer_apply_history', 'consumer_apply'),
     raw_consume_spread: spread(samples.raw_consume ?? []),

@@ -27,6 +27,7 @@ import { cdcRelayChoice, cdcRelayDrain, openCdc, type CdcBench } from './cdc.js'
 import { compileWorkers, killAllWorkers } from './child.js';
 import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';
 import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
+import type { SustainedResult } from './measure.js';
 import { createNaiveTables, naiveConsumerApply, naiveLatency, naiveSustained } from './naive.js';
 import { rawConsume, rawPgBatchInsert, rawPgSingleCommit, rawPublish, rawPublishSameShape } from './raw.js';
 import { derivedFigures, evaluateTargets, jsonLine, renderTable, type Results } from './report.js';
@@ -167,6 +168,15 @@ async function repeat(reps: number, measurements: Measurement[]): Promise<void> 
   }
 }
 
+/** A sustained rate and the CPU milliseconds per event each party spent in its window. */
+const sustainedFigures = (key: string, r: SustainedResult): Record<string, number> => ({
+  [key]: r.rate,
+  [`${key}_cpu_ms`]: r.cpu.total,
+  [`${key}_cpu_ms_node`]: r.cpu.node,
+  [`${key}_cpu_ms_postgres`]: r.cpu.postgres,
+  [`${key}_cpu_ms_rabbitmq`]: r.cpu.rabbitmq,
+});
+
 const resultOf = (key: string): number | null => {
   const value = median(samples[key] ?? []);
   return Number.isFinite(value) ? value : null;
@@ -265,11 +275,11 @@ async function measureAll(ctx: BenchContext): Promise<void> {
     await repeat(plan.reps, [
       {
         key: 'naive_pipeline',
-        run: async () => ({ naive_pipeline: await naiveSustained(ctx, plan.e2eEvents, t.pipeline) }),
+        run: async () => sustainedFigures('naive_pipeline', await naiveSustained(ctx, plan.e2eEvents, t.pipeline)),
       },
       {
         key: 'e2e_sustained',
-        run: async () => ({ e2e_sustained: await e2eSustained(ctx, plan.e2eEvents, t.pipeline, tuning) }),
+        run: async () => sustainedFigures('e2e_sustained', await e2eSustained(ctx, plan.e2eEvents, t.pipeline, tuning)),
       },
     ]);
   }

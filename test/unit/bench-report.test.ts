@@ -30,6 +30,16 @@ describe('bench report', () => {
     assert.equal(d.raw_consume_spread, 50_000 / 40_000);
   });
 
+  test('CPU per event: cores kept busy and the rate ratio CPU allows', () => {
+    const d = derivedFigures(
+      { naive_pipeline: 8_000, naive_pipeline_cpu_ms: 0.25, e2e_sustained: 4_000, e2e_sustained_cpu_ms: 0.5 },
+      {},
+    );
+    assert.equal(d.naive_pipeline_cores_busy, 2);
+    assert.equal(d.e2e_sustained_cores_busy, 2);
+    assert.equal(d.e2e_vs_naive_cpu_bound, 0.5);
+  });
+
   test('a figure with a side missing is missing, never zero; one repetition has no spread', () => {
     const d = derivedFigures({ relay_drain: 9_000 }, { raw_consume: [30_000] });
     assert.equal(d.relay_vs_raw_publish_same_shape, null);
