@@ -382,13 +382,15 @@ export async function e2eSustained(
   total: number,
   timeoutMs: number,
   tuning: Tuning,
+  label = 'e2e_sustained',
+  relay?: RelayChoice,
 ): Promise<SustainedResult> {
   const names = brokerNames(ctx, 'e2e');
   try {
     const { value } = await withPipeline(
-      'e2e_sustained',
-      openConverge(ctx, names, tuning, false, total, timeoutMs),
-      (pipeline) => sustainedRate(ctx.pool, pipeline, total, timeoutMs, 'e2e_sustained'),
+      label,
+      openConverge(ctx, names, tuning, false, total, timeoutMs, relay),
+      (pipeline) => sustainedRate(ctx.pool, pipeline, total, timeoutMs, label),
     );
     return value;
   } finally {

@@ -281,6 +281,15 @@ async function measureAll(ctx: BenchContext): Promise<void> {
         key: 'e2e_sustained',
         run: async () => sustainedFigures('e2e_sustained', await e2eSustained(ctx, plan.e2eEvents, t.pipeline, tuning)),
       },
+      {
+        key: 'cdc_e2e_sustained',
+        run: async () => {
+          const bench = await cdc(ctx);
+          const label = 'cdc_e2e_sustained';
+          const r = await e2eSustained(bench.ctx, plan.e2eEvents, t.pipeline, tuning, label, cdcRelayChoice(bench));
+          return sustainedFigures(label, r);
+        },
+      },
     ]);
   }
   if (wanted('latency')) {

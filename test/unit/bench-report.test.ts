@@ -32,9 +32,18 @@ describe('bench report', () => {
 
   test('CPU per event: cores kept busy and the rate ratio CPU allows', () => {
     const d = derivedFigures(
-      { naive_pipeline: 8_000, naive_pipeline_cpu_ms: 0.25, e2e_sustained: 4_000, e2e_sustained_cpu_ms: 0.5 },
+      {
+        naive_pipeline: 8_000,
+        naive_pipeline_cpu_ms: 0.25,
+        e2e_sustained: 4_000,
+        e2e_sustained_cpu_ms: 0.5,
+        cdc_e2e_sustained: 2_000,
+        cdc_e2e_sustained_cpu_ms: 0.75,
+      },
       {},
     );
+    assert.equal(d.cdc_e2e_sustained_cores_busy, 1.5);
+    assert.equal(d.cdc_e2e_vs_naive, 0.25);
     assert.equal(d.naive_pipeline_cores_busy, 2);
     assert.equal(d.e2e_sustained_cores_busy, 2);
     assert.equal(d.e2e_vs_naive_cpu_bound, 0.5);
