@@ -218,6 +218,26 @@ export async function rawPgSingleCommit(ctx: BenchContext, count: number, timeou
   }
 }
 
+/**
+ * One statement's round trip to PostgreSQL (a prepared `SELECT $1`, one at a time on one connection):
+ * microseconds. What query pipelining could save is at most this per statement it overlaps.
+ */
+export async function rawPgRoundTrip(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
+  const client = await ctx.pool.connect();
+  try {
+    const deadline = performance.now() + timeoutMs;
+    const started = performance.now();
+    for (let i = 0; i < count; i++) {
+      await client.query({ name: 'bench_round_trip', text: 'SELECT $1::int AS i', values: [i] });
+      if (performance.now() > deadline)
+        throw new Error(`raw_pg_round_trip (PostgreSQL): only ${i + 1}/${count} round trips in ${timeoutMs / 1000} s`);
+    }
+    return ((performance.now() - started) * 1000) / count;
+  } finally {
+    client.release();
+  }
+}
+
 /** Set-based inserts (unnest of 1,000-element arrays, one statement and commit each): rows/s. */
 export async function rawPgBatchInsert(ctx: BenchContext, count: number, timeoutMs: number): Promise<number> {
   const table = await rawTable(ctx.pool, ctx.schema, 'raw_batch');

@@ -48,6 +48,11 @@ export const SECTIONS: Section[] = [
       },
       { key: 'raw_pg_single_commit', unit: 'tx/s', note: 'informative' },
       { key: 'raw_pg_batch_insert', unit: 'rows/s', note: 'informative' },
+      {
+        key: 'raw_pg_round_trip_us',
+        unit: 'µs',
+        note: 'one prepared statement, one at a time: the most pipelining saves per statement',
+      },
       { key: 'naive_pipeline', unit: 'events/s', note: 'no inbox, no ordering, no leases' },
       { key: 'naive_latency_1000_p50_ms', unit: 'ms', note: 'reference' },
       { key: 'naive_latency_1000_p99_ms', unit: 'ms', note: 'reference' },

@@ -29,7 +29,14 @@ import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, 
 import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
 import type { SustainedResult } from './measure.js';
 import { createNaiveTables, naiveConsumerApply, naiveLatency, naiveSustained } from './naive.js';
-import { rawConsume, rawPgBatchInsert, rawPgSingleCommit, rawPublish, rawPublishSameShape } from './raw.js';
+import {
+  rawConsume,
+  rawPgBatchInsert,
+  rawPgRoundTrip,
+  rawPgSingleCommit,
+  rawPublish,
+  rawPublishSameShape,
+} from './raw.js';
 import { derivedFigures, evaluateTargets, jsonLine, renderTable, type Results } from './report.js';
 import { median } from './stats.js';
 
@@ -197,6 +204,10 @@ async function measureAll(ctx: BenchContext): Promise<void> {
       {
         key: 'raw_pg_single_commit',
         run: async () => ({ raw_pg_single_commit: await rawPgSingleCommit(ctx, plan.pgSingle, t.raw) }),
+      },
+      {
+        key: 'raw_pg_round_trip_us',
+        run: async () => ({ raw_pg_round_trip_us: await rawPgRoundTrip(ctx, plan.pgSingle, t.raw) }),
       },
       {
         key: 'raw_pg_batch_insert',
