@@ -74,6 +74,18 @@ export const pipelineStatusOptions = defineOptions(
         .min(0)
         .default(30_000)
         .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
+      cdcSlots: z
+        .array(identifierOption)
+        .default([])
+        .describe(
+          "CDC relays' replication slots to check: whether one exists, whether a relay streams from it, the WAL it retains.",
+        ),
+      cdcRetainedWalWarnBytes: z
+        .number()
+        .int()
+        .min(0)
+        .default(1024 ** 3)
+        .describe('A slot retaining this much WAL or more is a warning even while a relay streams from it, in bytes.'),
       sourceLookbackMs: z
         .number()
         .int()

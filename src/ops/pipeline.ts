@@ -1,6 +1,7 @@
 import type amqp from 'amqplib';
 import type pg from 'pg';
 import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
+import { showCdcSlot } from '../cdc/index.js';
 import { readGaps } from '../inbox/index.js';
 import { silentLogger } from '../runtime/logger.js';
 import { openConnection } from '../transport/connection.js';
@@ -11,6 +12,7 @@ import {
   queueThroughput,
   relayThroughput,
   type Finding,
+  type CdcSlotFacts,
   type GapFacts,
   type OutboxFacts,
   type PipelineFacts,
@@ -36,6 +38,7 @@ export interface PipelineStatus {
   stallAfterSeconds: number;
   sources: SourceFacts[];
   outbox: OutboxFacts & { throughput: Throughput };
+  cdcSlots: CdcSlotFacts[];
   queues: (QueueFacts & { throughput: Throughput })[];
   gaps: GapFacts;
   failures: PipelineFacts['failures'];
@@ -129,6 +132,8 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       stallAfterSeconds: stallAfterMs / 1000,
       sources: await checkSources(pool, schema, options.sources, options.sourceLookbackMs),
       outbox,
+      cdcSlots: await cdcSlotFacts(pool, options.cdcSlots),
+      cdcRetainedWalWarnBytes: options.cdcRetainedWalWarnBytes,
       queues: queueFacts,
       gaps: await gapFacts(pool, schema, stallAfterMs),
       failures: {
@@ -146,6 +151,7 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       stallAfterSeconds: facts.stallAfterSeconds,
       sources: facts.sources,
       outbox: { ...outbox, throughput: relayThroughput(outbox) },
+      cdcSlots: facts.cdcSlots,
       queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
       gaps: facts.gaps,
       failures: facts.failures,
@@ -156,6 +162,21 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
   } finally {
     await broker?.close().catch(() => undefined);
   }
+}
+
+async function cdcSlotFacts(pool: pg.Pool, slots: string[]): Promise<CdcSlotFacts[]> {
+  const facts: CdcSlotFacts[] = [];
+  for (const slot of slots) {
+    const info = await showCdcSlot(pool, slot);
+    facts.push({
+      slot,
+      exists: info !== undefined,
+      active: info?.activePid != null,
+      retainedWalBytes: info?.retainedWalBytes ?? 0,
+      walStatus: info?.walStatus ?? null,
+    });
+  }
+  return facts;
 }
 
 async function sampleOutbox(pool: pg.Pool, sql: ReturnType<typeof opsSql>) {

@@ -78,6 +78,8 @@ const EXPECTED: Record<string, string[]> = {
     '--sample-ms',
     '--stall-after-ms',
     '--source-lookback-ms',
+    '--cdc-slot',
+    '--cdc-wal-warn-bytes',
     '--json',
   ],
   gaps: ['--consumer', '--older-than', '--limit', '--json'],

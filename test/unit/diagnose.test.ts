@@ -16,6 +16,8 @@ function healthy(): PipelineFacts {
       arrivalPerSecond: 300,
       publishedPerSecond: 300.4,
     },
+    cdcSlots: [],
+    cdcRetainedWalWarnBytes: 1024 ** 3,
     queues: [
       {
         queue: 'search',
@@ -170,5 +172,60 @@ describe('diagnose', () => {
     const [finding] = diagnose(facts);
     assert.deepEqual([finding!.kind, finding!.severity], ['quarantined', 'warning']);
     assert.match(finding!.evidence, /3 open.*handler-permanent 2, invalid-envelope 1/);
+  });
+
+  describe('CDC slots', () => {
+    const slot = {
+      slot: 'converge_cdc',
+      exists: true,
+      active: true,
+      retainedWalBytes: 64 * 1024,
+      walStatus: 'reserved',
+    };
+
+    it('says nothing about a slot a relay streams from with little WAL retained', () => {
+      const facts = { ...healthy(), cdcSlots: [slot] };
+      assert.deepEqual(diagnose(facts), []);
+    });
+
+    it('calls a slot nothing reads a warning while events are young, a stall once the oldest is past the threshold', () => {
+      const facts = { ...healthy(), cdcSlots: [{ ...slot, active: false, retainedWalBytes: 3 * 1024 ** 2 }] };
+      const [young] = diagnose(facts);
+      assert.deepEqual(
+        [young!.kind, young!.severity, young!.stage, young!.subject],
+        ['cdc-slot-inactive', 'warning', 'relay', 'converge_cdc'],
+      );
+      assert.match(young!.evidence, /retains 3\.0 MiB of WAL/);
+      facts.outbox = { ...facts.outbox, oldestPendingAgeSeconds: 31 };
+      const stalled = diagnose(facts).find((f) => f.kind === 'cdc-slot-inactive');
+      assert.equal(stalled?.severity, 'stalled');
+    });
+
+    it('warns about retained WAL at the threshold even while a relay streams, not below it', () => {
+      const facts = { ...healthy(), cdcRetainedWalWarnBytes: 1024 ** 3 };
+      facts.cdcSlots = [{ ...slot, retainedWalBytes: 1024 ** 3 - 1 }];
+      assert.deepEqual(diagnose(facts), []);
+      facts.cdcSlots = [{ ...slot, retainedWalBytes: 1024 ** 3 }];
+      const [finding] = diagnose(facts);
+      assert.deepEqual([finding!.kind, finding!.severity], ['cdc-slot-retaining-wal', 'warning']);
+      assert.match(finding!.evidence, /1\.0 GiB of WAL \(warning at 1\.0 GiB\)/);
+    });
+
+    it('calls a missing or invalidated slot a stall, whatever the WAL', () => {
+      const missing = diagnose({
+        ...healthy(),
+        cdcSlots: [{ ...slot, exists: false, active: false, walStatus: null }],
+      });
+      assert.deepEqual(
+        missing.map((f) => [f.kind, f.severity]),
+        [['cdc-slot-missing', 'stalled']],
+      );
+      assert.match(missing[0]!.lookAt, /converge cdc slot create --slot converge_cdc/);
+      const lost = diagnose({ ...healthy(), cdcSlots: [{ ...slot, active: false, walStatus: 'lost' }] });
+      assert.deepEqual(
+        lost.map((f) => [f.kind, f.severity]),
+        [['cdc-slot-lost', 'stalled']],
+      );
+    });
   });
 });

@@ -8,6 +8,7 @@ import {
   type SourceTable,
   type WatchedQueue,
 } from '../../ops/index.js';
+import { formatBytes } from '../../runtime/bytes.js';
 import { duration, withPool, type CommandContext } from '../context.js';
 import { amqpUrl, LOCAL_AMQP_URL, schemaDefault } from '../env.js';
 import { rate, seconds, table } from '../format.js';
@@ -20,6 +21,8 @@ export interface StatusCliOptions {
   sampleMs: number;
   stallAfterMs: number;
   sourceLookbackMs: number;
+  cdcSlot: string[];
+  cdcWalWarnBytes: number;
   json?: boolean;
 }
 
@@ -59,6 +62,18 @@ export function registerStatus(program: Command, context: CommandContext): void 
       duration,
       statusDefault('sourceLookbackMs'),
     )
+    .option(
+      '--cdc-slot <name>',
+      "a CDC relay's replication slot to check: exists, streamed from, WAL retained (repeatable)",
+      (value: string, previous: string[]) => [...previous, value],
+      [],
+    )
+    .option(
+      '--cdc-wal-warn-bytes <bytes>',
+      'a slot retaining this much WAL is a warning even while a relay streams from it',
+      byteCount,
+      statusDefault('cdcRetainedWalWarnBytes'),
+    )
     .option('--json', 'one JSON document instead of the table')
     .action(async (options: StatusCliOptions) => {
       const { databaseUrl, schema } = context.globals();
@@ -77,9 +92,17 @@ export async function statusCommand(pool: pg.Pool, schema: string, options: Stat
     sampleMs: options.sampleMs,
     stallAfterMs: options.stallAfterMs,
     sourceLookbackMs: options.sourceLookbackMs,
+    cdcSlots: options.cdcSlot,
+    cdcRetainedWalWarnBytes: options.cdcWalWarnBytes,
   });
   console.log(options.json ? JSON.stringify(status, null, 2) : formatStatus(status));
   return status.stalled ? 2 : 0;
+}
+
+function byteCount(value: string): number {
+  const bytes = Number(value);
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new InvalidArgumentError('a whole number of bytes');
+  return bytes;
 }
 
 /** `table=public.orders,type=order[,id=id][,version=version][,changed-at=updated_at]`, repeatable. */
@@ -176,6 +199,14 @@ function checkRows(status: PipelineStatus): string[][] {
       `${status.outbox.pending} pending, oldest ${seconds(status.outbox.oldestPendingAgeSeconds)}`,
     ],
     ['relay', 'failed events', state((f) => f.kind === 'outbox-failed'), String(status.outbox.failed)],
+    ...status.cdcSlots.map((slot) => [
+      'relay',
+      `CDC slot ${slot.slot}`,
+      state((f) => f.kind.startsWith('cdc-slot-') && f.subject === slot.slot),
+      !slot.exists
+        ? 'missing'
+        : `${slot.active ? 'streamed from' : 'no relay streams'}, ${formatBytes(slot.retainedWalBytes)} WAL retained${slot.walStatus && slot.walStatus !== 'reserved' ? ` (${slot.walStatus})` : ''}`,
+    ]),
     ...status.queues.flatMap((q) => {
       const rows = [
         [
