@@ -7,10 +7,10 @@
 import { CDC_DATABASE_URL } from '../kit/services.js';
 import { createCdcSlot, dropCdcSlot, migrate } from '../src/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
-import { Worker, WorkerGroup } from './child.js';
-import { createReadTable, seedBacklog, settle, type RelayChoice } from './converge.js';
-import { brokerNames, declareSink, openPoolAt, unique, type BenchContext } from './env.js';
-import { waitUntil } from './measure.js';
+import { Worker } from './child.js';
+import { createReadTable, noPendingRows, seedBacklog, settle, type RelayChoice } from './converge.js';
+import { openPoolAt, unique, type BenchContext } from './env.js';
+import { drain } from './measure.js';
 import { rate } from './stats.js';
 
 export interface CdcBench {
@@ -63,34 +63,16 @@ export async function cdcRelayDrain(cdc: CdcBench, rows: number, timeoutMs: numb
   await ctx.pool.query(`TRUNCATE ${outbox}`);
   await seedBacklog(ctx.pool, ctx.schema, rows);
   await settle(ctx.pool, [outbox]);
-  const names = brokerNames(ctx, 'cdcdrain');
-  const group = new WorkerGroup();
-  try {
-    await declareSink(ctx, names.exchange, names.queue);
-    const worker = group.add(
-      await Worker.spawn('cdc-relay', { ...cdcRelayConfig(cdc, names.exchange, timeoutMs + 120_000), target: rows }),
-    );
-    const started = performance.now();
-    await worker.start();
-    const done = await waitUntil('cdc_relay_drain', {
-      timeoutMs,
-      group,
-      target: rows,
-      check: async () => {
-        const { rows: pending } = await ctx.pool.query(
-          `SELECT position FROM ${outbox} WHERE status = 'pending' ORDER BY position LIMIT 1`,
-        );
-        return { done: pending.length === 0, status: 'rows still pending' };
-      },
-    });
-    await group.stopAll();
-    return rate(rows, done - started);
-  } catch (err) {
-    group.killAll();
-    throw err;
-  } finally {
-    await names.remove();
-  }
+  const { elapsedMs } = await drain(ctx, 'cdc_relay_drain', {
+    prefix: 'cdcdrain',
+    spawn: async ({ exchange }) => [
+      await Worker.spawn('cdc-relay', { ...cdcRelayConfig(cdc, exchange, timeoutMs + 120_000), target: rows }),
+    ],
+    target: rows,
+    timeoutMs,
+    check: noPendingRows(ctx.pool, outbox),
+  });
+  return rate(rows, elapsedMs);
 }
 
 /** The CDC relay as the relay process of bench/converge.ts's pipelines (the e2e latency at 1,000/s). */

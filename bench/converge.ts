@@ -7,17 +7,18 @@ import type pg from 'pg';
 import { appendManyToOutbox, appendToOutbox, type NewEvent } from '../src/index.js';
 import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
-import { Worker, WorkerGroup, type WorkerResult } from './child.js';
-import { brokerNames, checkpoint, DATABASE_URL, declareSink, TimeoutError, type BenchContext } from './env.js';
+import { Worker, type WorkerResult } from './child.js';
+import { brokerNames, checkpoint, DATABASE_URL, TimeoutError, type BenchContext } from './env.js';
 import {
   AGGREGATES,
+  drain,
   eventAt,
   latencyOf,
   pacedRun,
   startConsumerThenRelay,
   sustainedRate,
-  waitUntil,
   withPipeline,
+  type DoneCheck,
   type Pipeline,
   type SustainedResult,
 } from './measure.js';
@@ -153,59 +154,61 @@ export async function relayDrain(
   if (options.truncate) await ctx.pool.query(`TRUNCATE ${outbox}`);
   await seedBacklog(ctx.pool, options.schema, options.rows);
   await settle(ctx.pool, [outbox]);
-  const names = brokerNames(ctx, 'drain');
-  const group = new WorkerGroup();
-  try {
-    await declareSink(ctx, names.exchange, names.queue);
-    const config = {
-      schema: options.schema,
-      exchange: names.exchange,
-      batchSize: options.tuning.relayBatchSize,
-      optional: options.tuning.relayOptional,
-      target: options.rows,
-      ttlMs: options.timeoutMs + 120_000,
-    };
-    const spawnRelay = () => Worker.spawn('relay', config, undefined, options.compiledIn);
-    for (const worker of await Promise.all(Array.from({ length: options.relays }, spawnRelay))) group.add(worker);
-    const started = performance.now();
-    await group.startAll();
-    const done = await waitUntil(options.label, {
-      timeoutMs: options.timeoutMs,
-      group,
-      target: options.rows,
-      // Shaped to match the partial index on pending positions: an EXISTS over `status <> 'published'`
-      // may be planned as a sequential scan, which on a 5M-row history table would load the
-      // machine 10× a second during the very measurement.
-      check: async () => {
-        const { rows } = await ctx.pool.query(
-          `SELECT position FROM ${outbox} WHERE status = 'pending' ORDER BY position LIMIT 1`,
-        );
-        return { done: rows.length === 0, status: 'rows still pending' };
-      },
-      describe: async () => {
-        const { rows } = await ctx.pool.query<{ status: string; n: string }>(
-          `SELECT status, count(*) AS n FROM ${outbox} GROUP BY status ORDER BY status`,
-        );
-        return rows.map((r) => `${r.status}=${r.n}`).join(' ');
-      },
-    });
-    const results = await group.stopAll();
-    const failed = await ctx.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${outbox} WHERE status = 'failed'`);
-    const failedCount = Number(failed.rows[0]?.n ?? 0);
-    if (failedCount > 0)
-      throw new Error(`${options.label}: ${failedCount} events ended as failed instead of published`);
-    return {
-      rate: rate(options.rows, done - started),
-      peakRssMb: Math.max(...results.map((r) => r.maxRssMb)),
-      baselineRssMb: Number(group.workers[0]!.info.rssMb),
-      options: group.workers[0]!.info.options,
-    };
-  } catch (err) {
-    group.killAll();
-    throw err;
-  } finally {
-    await names.remove();
-  }
+  const { elapsedMs, workers, results } = await drain(ctx, options.label, {
+    prefix: 'drain',
+    spawn: ({ exchange }) => {
+      const config = {
+        schema: options.schema,
+        exchange,
+        batchSize: options.tuning.relayBatchSize,
+        optional: options.tuning.relayOptional,
+        target: options.rows,
+        ttlMs: options.timeoutMs + 120_000,
+      };
+      const spawnRelay = () => Worker.spawn('relay', config, undefined, options.compiledIn);
+      return Promise.all(Array.from({ length: options.relays }, spawnRelay));
+    },
+    target: options.rows,
+    timeoutMs: options.timeoutMs,
+    check: noPendingRows(ctx.pool, outbox),
+    describe: async () => {
+      const { rows } = await ctx.pool.query<{ status: string; n: string }>(
+        `SELECT status, count(*) AS n FROM ${outbox} GROUP BY status ORDER BY status`,
+      );
+      return rows.map((r) => `${r.status}=${r.n}`).join(' ');
+    },
+  });
+  const failed = await ctx.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${outbox} WHERE status = 'failed'`);
+  const failedCount = Number(failed.rows[0]?.n ?? 0);
+  if (failedCount > 0) throw new Error(`${options.label}: ${failedCount} events ended as failed instead of published`);
+  return {
+    rate: rate(options.rows, elapsedMs),
+    peakRssMb: Math.max(...results.map((r) => r.maxRssMb)),
+    baselineRssMb: Number(workers[0]!.info.rssMb),
+    options: workers[0]!.info.options,
+  };
+}
+
+/**
+ * Done once no outbox row is pending. Shaped to match the partial index on pending positions: an
+ * EXISTS over `status <> 'published'` may be planned as a sequential scan, which on a 5M-row
+ * history table would load the machine 10× a second during the very measurement.
+ */
+export function noPendingRows(pool: pg.Pool, outbox: string): () => Promise<DoneCheck> {
+  return async () => {
+    const { rows } = await pool.query(
+      `SELECT position FROM ${outbox} WHERE status = 'pending' ORDER BY position LIMIT 1`,
+    );
+    return { done: rows.length === 0, status: 'rows still pending' };
+  };
+}
+
+/** Done once the read model holds `total` applied versions. */
+export function appliedInReadModelCheck(pool: pg.Pool, schema: string, total: number): () => Promise<DoneCheck> {
+  return async () => {
+    const applied = await appliedInReadModel(pool, schema);
+    return { done: applied >= total, status: `${applied}/${total} applied` };
+  };
 }
 
 /** N incremental envelopes through the wire format, versions in order per aggregate. */
@@ -251,12 +254,10 @@ export async function consumerApply(
   await ctx.pool.query(`DELETE FROM ${s}.projection_state WHERE projection = $1`, [PROJECTION]);
   if (options.truncateInbox) await ctx.pool.query(`TRUNCATE ${s}.inbox`);
   await settle(ctx.pool, [`${s}.inbox`, `${s}.projection_state`]);
-  const names = brokerNames(ctx, 'apply');
-  const group = new WorkerGroup();
-  try {
-    await declareSink(ctx, names.exchange, names.queue);
-    await prefill(ctx, names.exchange, options.events, options.timeoutMs);
-    const worker = group.add(
+  const { elapsedMs, workers, results } = await drain(ctx, options.label, {
+    prefix: 'apply',
+    fill: ({ exchange }) => prefill(ctx, exchange, options.events, options.timeoutMs),
+    spawn: async (names) => [
       await Worker.spawn(
         'consumer',
         consumerConfig(
@@ -269,31 +270,17 @@ export async function consumerApply(
           options.timeoutMs,
         ),
       ),
-    );
-    const started = performance.now();
-    await worker.start();
-    const done = await waitUntil(options.label, {
-      timeoutMs: options.timeoutMs,
-      group,
-      target: options.events,
-      check: async () => {
-        const applied = await appliedInReadModel(ctx.pool, options.schema);
-        return { done: applied >= options.events, status: `${applied}/${options.events} applied` };
-      },
-    });
-    const [result] = await group.stopAll();
-    return {
-      rate: rate(options.events, done - started),
-      peakRssMb: result!.maxRssMb,
-      baselineRssMb: Number(worker.info.rssMb),
-      options: worker.info.options,
-    };
-  } catch (err) {
-    group.killAll();
-    throw err;
-  } finally {
-    await names.remove();
-  }
+    ],
+    target: options.events,
+    timeoutMs: options.timeoutMs,
+    check: appliedInReadModelCheck(ctx.pool, options.schema, options.events),
+  });
+  return {
+    rate: rate(options.events, elapsedMs),
+    peakRssMb: results[0]!.maxRssMb,
+    baselineRssMb: Number(workers[0]!.info.rssMb),
+    options: workers[0]!.info.options,
+  };
 }
 
 function consumerConfig(

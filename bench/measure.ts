@@ -5,7 +5,7 @@
  */
 import { cpuPerEvent, postmasterPid, readCpu } from './cpu.js';
 import type pg from 'pg';
-import { note, sleep, TimeoutError, withTimeout } from './env.js';
+import { brokerNames, declareSink, note, sleep, TimeoutError, withTimeout, type BenchContext } from './env.js';
 import { WorkerGroup, type Worker, type WorkerResult } from './child.js';
 import { summarizeLatency, type LatencySummary } from './stats.js';
 
@@ -73,6 +73,65 @@ export async function waitUntil(
     }
   } finally {
     for (const worker of counting) worker.off('progress', onProgress);
+  }
+}
+
+/** The exchange and sink queue of one drain (brokerNames). */
+export interface SinkNames {
+  exchange: string;
+  queue: string;
+}
+
+export interface Drain {
+  /** From sending the workers their start to the check that saw the work done, in ms. */
+  elapsedMs: number;
+  workers: Worker[];
+  /** The workers' final reports, in spawn order. */
+  results: WorkerResult[];
+}
+
+/**
+ * One drain measurement, the same for every relay and consumer: declares an exchange with a sink
+ * queue bound to everything, lets `fill` put in what the workers are to drain, spawns them, starts
+ * them all at once (the clock starts here), waits until `check` reports done and stops them. On
+ * any failure the workers are killed; the broker objects are removed either way.
+ */
+export async function drain(
+  ctx: BenchContext,
+  label: string,
+  options: {
+    /** Names the exchange and queue (brokerNames). */
+    prefix: string;
+    fill?: (names: SinkNames) => Promise<void>;
+    spawn: (names: SinkNames) => Promise<Worker[]>;
+    target: number;
+    timeoutMs: number;
+    check: () => Promise<DoneCheck>;
+    describe?: () => Promise<string>;
+  },
+): Promise<Drain> {
+  const names = brokerNames(ctx, options.prefix);
+  const group = new WorkerGroup();
+  try {
+    await declareSink(ctx, names.exchange, names.queue);
+    await options.fill?.(names);
+    for (const worker of await options.spawn(names)) group.add(worker);
+    const started = performance.now();
+    await group.startAll();
+    const done = await waitUntil(label, {
+      timeoutMs: options.timeoutMs,
+      group,
+      target: options.target,
+      check: options.check,
+      describe: options.describe,
+    });
+    const results = await group.stopAll();
+    return { elapsedMs: done - started, workers: group.workers, results };
+  } catch (err) {
+    group.killAll();
+    throw err;
+  } finally {
+    await names.remove();
   }
 }
 

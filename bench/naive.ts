@@ -4,16 +4,16 @@
  * Tables live in the run's schema; one partial index makes the claim an index scan, because a
  * naive design that rescans its whole history per claim would be a straw man.
  */
-import { Worker, WorkerGroup } from './child.js';
-import { appliedInReadModel, prefill, READ_TABLE, settle } from './converge.js';
+import { Worker } from './child.js';
+import { appliedInReadModelCheck, prefill, READ_TABLE, settle } from './converge.js';
 import { brokerNames, checkpoint, declareSink, type BenchContext } from './env.js';
 import {
+  drain,
   eventAt,
   latencyOf,
   pacedRun,
   startConsumerThenRelay,
   sustainedRate,
-  waitUntil,
   withPipeline,
   type Pipeline,
   type SustainedResult,
@@ -120,17 +120,15 @@ export async function naiveConsumerApply(ctx: BenchContext, events: number, time
   const s = `"${ctx.schema}"`;
   await ctx.pool.query(`TRUNCATE ${s}.${READ_TABLE}`);
   await settle(ctx.pool, [`${s}.${READ_TABLE}`]);
-  const names = brokerNames(ctx, 'naiveapply');
-  const group = new WorkerGroup();
-  try {
-    await declareSink(ctx, names.exchange, names.queue);
-    await prefill(ctx, names.exchange, events, timeoutMs);
-    const worker = group.add(
+  const { elapsedMs } = await drain(ctx, 'naive_consumer_apply', {
+    prefix: 'naiveapply',
+    fill: ({ exchange }) => prefill(ctx, exchange, events, timeoutMs),
+    spawn: async ({ queue }) => [
       await Worker.spawn('naive-consumer', {
         schema: ctx.schema,
         table: READ_TABLE,
         shape: 'envelope',
-        queue: names.queue,
+        queue,
         prefetch: 1000,
         batch: 500,
         lingerMs: 10,
@@ -138,24 +136,10 @@ export async function naiveConsumerApply(ctx: BenchContext, events: number, time
         target: events,
         ttlMs: timeoutMs + 120_000,
       }),
-    );
-    const started = performance.now();
-    await worker.start();
-    const done = await waitUntil('naive_consumer_apply', {
-      timeoutMs,
-      group,
-      target: events,
-      check: async () => {
-        const applied = await appliedInReadModel(ctx.pool, ctx.schema);
-        return { done: applied >= events, status: `${applied}/${events} applied` };
-      },
-    });
-    await group.stopAll();
-    return rate(events, done - started);
-  } catch (err) {
-    group.killAll();
-    throw err;
-  } finally {
-    await names.remove();
-  }
+    ],
+    target: events,
+    timeoutMs,
+    check: appliedInReadModelCheck(ctx.pool, ctx.schema, events),
+  });
+  return rate(events, elapsedMs);
 }

@@ -3,7 +3,8 @@ import type pg from 'pg';
 import { leasePool, poolTarget } from '../db/pool.js';
 import { backoffDelay } from '../runtime/backoff.js';
 import { schemaRef } from '../runtime/identifier.js';
-import { Idle, onShutdownSignals } from '../runtime/sleep.js';
+import { Idle } from '../runtime/sleep.js';
+import { BackgroundLoop } from '../runtime/background-loop.js';
 import { Readiness } from '../runtime/readiness.js';
 import type { ConnectionTarget } from '../runtime/connection-target.js';
 import { checkSchema } from '../schema/migrate.js';
@@ -35,9 +36,8 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   #session: CdcSession | undefined;
   #setUp = false;
   #stopping = false;
-  #loop: Promise<void> | undefined;
+  readonly #background = new BackgroundLoop();
   #stopped: Promise<void> | undefined;
-  #removeSignals: (() => void) | undefined;
   readonly #readiness: Readiness;
   readonly #databaseTarget: ConnectionTarget;
   #fatal: Error | undefined;
@@ -71,11 +71,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
 
   /** Starts streaming (or waiting as a standby) in the background and returns at once. */
   start(): this {
-    if (this.#loop) return this;
-    if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
-    this.#loop = this.#run();
-    // A permanent failure ended the loop: close what it opened, as stop() would.
-    void this.#loop.then(() => (this.#fatal ? this.stop() : undefined));
+    this.#background.start(this, () => this.#run(), this.options.handleSignals);
     return this;
   }
 
@@ -118,8 +114,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
     this.#stopping = true;
     this.#idle.close();
     this.#session?.stop();
-    await this.#loop;
-    this.#removeSignals?.();
+    await this.#background.ended();
     await this.#releasePool();
   }
 

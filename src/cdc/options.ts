@@ -24,7 +24,7 @@ import {
   DEFAULT_RECONNECT_BACKOFF,
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
-import type { AmqpSocketOptions } from '../transport/connection.js';
+import { amqpSocketOptionsOption } from '../transport/transport-option.js';
 
 /** Slot and publication a CDC relay uses unless told otherwise. */
 export const DEFAULT_CDC_SLOT = 'converge_cdc';
@@ -35,11 +35,9 @@ export const cdcRelayOptions = defineOptions(
     .strictObject({
       ...connectionShape,
       amqpUrl: amqpUrlOption.describe("RabbitMQ URL, or a cluster's node URLs to fail over between (required)."),
-      amqpSocketOptions: z
-        .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
-        .meta({ typeName: 'AmqpSocketOptions' })
-        .default({})
-        .describe('Socket options for amqplib, as for the polling relay. Never logged.'),
+      amqpSocketOptions: amqpSocketOptionsOption.describe(
+        'Socket options for amqplib, as for the polling relay. Never logged.',
+      ),
       schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
       exchange: z
         .string()

@@ -24,8 +24,7 @@ import {
   DEFAULT_RECONNECT_BACKOFF,
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
-import type { AmqpSocketOptions } from '../transport/connection.js';
-import { transportOption } from '../transport/transport-option.js';
+import { amqpSocketOptionsOption, transportOption } from '../transport/transport-option.js';
 import { DEFAULT_DELIVERY_LIMIT, deadQueueName, retryQueueName } from '../transport/queue-arguments.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
 import type { SchemaEvolution, Upcaster } from './upcast.js';
@@ -181,13 +180,7 @@ export const consumerOptions = defineOptions(
       transport: transportOption.describe(
         'The broker to consume from instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
       ),
-      amqpSocketOptions: z
-        .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
-        .meta({ typeName: 'AmqpSocketOptions' })
-        .default({})
-        .describe(
-          'Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.',
-        ),
+      amqpSocketOptions: amqpSocketOptionsOption,
       exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Exchange the queue is bound to.'),
       bindings: z.array(z.string().min(1).max(255)).min(1).default(['#']).describe('Binding patterns on the exchange.'),
       declare: z.boolean().default(true).describe('Declare exchange, queues and bindings on start.'),

@@ -4,7 +4,7 @@ import { showCdcSlot } from '../cdc/index.js';
 import { schemaRef } from '../runtime/identifier.js';
 import { databaseRead, registerBrokerConnected } from './health.js';
 import {
-  CONFIRM_BUCKETS,
+  instrumentPublishing,
   metricsEndpointOptions,
   registerOutboxGauges,
   serveUntilClosed,
@@ -19,29 +19,7 @@ import {
  * yet confirmed, and whether this relay streams or waits as a standby.
  */
 export function instrumentCdcRelay(relay: CdcRelay, registry: client.Registry): void {
-  const published = new client.Counter({
-    name: 'converge_relay_published_total',
-    help: 'Events confirmed by the broker and marked published.',
-    registers: [registry],
-  });
-  const confirmLatency = new client.Histogram({
-    name: 'converge_relay_confirm_seconds',
-    help: 'Time from writing a publish to the broker confirm.',
-    buckets: CONFIRM_BUCKETS,
-    registers: [registry],
-  });
-  const failures = new client.Counter({
-    name: 'converge_relay_publish_failures_total',
-    help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).',
-    labelNames: ['reason'],
-    registers: [registry],
-  });
-  relay.on('published', (eventIds) => published.inc(eventIds.length));
-  relay.on('confirmed', (latenciesMs) => {
-    for (const ms of latenciesMs) confirmLatency.observe(ms / 1000);
-  });
-  relay.on('retry', (info) => failures.inc({ reason: info.reason }));
-  relay.on('failed', (info) => failures.inc({ reason: info.reason }));
+  instrumentPublishing(relay, registry);
   const readSlot = databaseRead(registry, () => showCdcSlot(relay.pool, relay.options.slot));
   new client.Gauge({
     name: 'converge_cdc_slot_retained_wal_bytes',

@@ -6,7 +6,7 @@ import { defineOptions, identifierOption, parseOptions, poolOption, type Options
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { readOutboxByStatus, readReorderBuffer, type ReorderBufferCount } from '../ops/gauges.js';
-import type { Relay } from '../relay/index.js';
+import type { Relay, RelayEvents } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
 import { databaseRead, registerBrokerConnected } from './health.js';
 import { pingDatabase } from '../db/pool.js';
@@ -107,11 +107,21 @@ export function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, s
 }
 
 /** Seconds; from a millisecond confirm to an hour of lag. */
-export const CONFIRM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const CONFIRM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
 
-/** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on, a blocked broker connection. */
-export function instrumentRelay(relay: Relay, registry: client.Registry): void {
+/** The events a polling relay and a CDC relay both emit for what they publish; they mean the same in both. */
+interface PublishingRelay {
+  on(event: 'published', listener: (...args: RelayEvents['published']) => void): unknown;
+  on(event: 'confirmed', listener: (...args: RelayEvents['confirmed']) => void): unknown;
+  on(event: 'retry' | 'failed', listener: (...args: RelayEvents['retry']) => void): unknown;
+}
+
+/**
+ * Published, confirm latency and publish failures by reason: the instruments both relays share, under
+ * the same names, so a dashboard or alert reads either.
+ */
+export function instrumentPublishing(relay: PublishingRelay, registry: client.Registry): void {
   const published = new client.Counter({
     name: 'converge_relay_published_total',
     help: 'Events confirmed by the broker and marked published.',
@@ -123,15 +133,23 @@ export function instrumentRelay(relay: Relay, registry: client.Registry): void {
     buckets: CONFIRM_BUCKETS,
     registers: [registry],
   });
-  relay.on('confirmed', (latenciesMs) => {
-    for (const ms of latenciesMs) confirmLatency.observe(ms / 1000);
-  });
   const failures = new client.Counter({
     name: 'converge_relay_publish_failures_total',
     help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).',
     labelNames: ['reason'],
     registers: [registry],
   });
+  relay.on('published', (eventIds) => published.inc(eventIds.length));
+  relay.on('confirmed', (latenciesMs) => {
+    for (const ms of latenciesMs) confirmLatency.observe(ms / 1000);
+  });
+  relay.on('retry', (info) => failures.inc({ reason: info.reason }));
+  relay.on('failed', (info) => failures.inc({ reason: info.reason }));
+}
+
+/** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on, a blocked broker connection. */
+export function instrumentRelay(relay: Relay, registry: client.Registry): void {
+  instrumentPublishing(relay, registry);
   const failed = new client.Counter({
     name: 'converge_relay_failed_total',
     help: 'Events that reached maxAttempts and are kept as failed.',
@@ -145,12 +163,7 @@ export function instrumentRelay(relay: Relay, registry: client.Registry): void {
   blocked.set(0);
   relay.on('blocked', () => blocked.set(1));
   relay.on('unblocked', () => blocked.set(0));
-  relay.on('published', (eventIds) => published.inc(eventIds.length));
-  relay.on('retry', (info) => failures.inc({ reason: info.reason }));
-  relay.on('failed', (info) => {
-    failures.inc({ reason: info.reason });
-    failed.inc();
-  });
+  relay.on('failed', () => failed.inc());
 }
 
 /** Counts a consumer's settlements by outcome, quarantines by reason, and events drained from the reorder buffer. */

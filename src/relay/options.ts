@@ -27,8 +27,7 @@ import {
   DEFAULT_RECONNECT_BACKOFF,
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
-import type { AmqpSocketOptions } from '../transport/connection.js';
-import { transportOption } from '../transport/transport-option.js';
+import { amqpSocketOptionsOption, transportOption } from '../transport/transport-option.js';
 
 export interface RelayHooks {
   /**
@@ -69,13 +68,7 @@ export const relayOptions = defineOptions(
       transport: transportOption.describe(
         'The broker to publish to instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
       ),
-      amqpSocketOptions: z
-        .custom<AmqpSocketOptions>((v) => typeof v === 'object' && v !== null, 'must be an object')
-        .meta({ typeName: 'AmqpSocketOptions' })
-        .default({})
-        .describe(
-          'Socket options for amqplib: with amqps:// they go to tls.connect (ca, cert, key, passphrase, servername, rejectUnauthorized); credentials can select EXTERNAL auth. Never logged.',
-        ),
+      amqpSocketOptions: amqpSocketOptionsOption,
       schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
       exchange: z
         .string()

@@ -4,7 +4,8 @@ import { schemaRef } from '../runtime/identifier.js';
 import { databaseFailure, leasePool, poolTarget } from '../db/pool.js';
 import { PublishError } from '../runtime/errors.js';
 import { backoffDelay } from '../runtime/backoff.js';
-import { Idle, onShutdownSignals } from '../runtime/sleep.js';
+import { Idle } from '../runtime/sleep.js';
+import { BackgroundLoop } from '../runtime/background-loop.js';
 import { describeError } from '../runtime/logger.js';
 import { Readiness } from '../runtime/readiness.js';
 import type { ConnectionTarget } from '../runtime/connection-target.js';
@@ -40,8 +41,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   readonly #broker: BrokerLink;
   #stopping = false;
   #stopped: Promise<void> | undefined;
-  #loop: Promise<void> | undefined;
-  #removeSignals: (() => void) | undefined;
+  readonly #background = new BackgroundLoop();
   readonly #readiness: Readiness;
   readonly #databaseTarget: ConnectionTarget;
   #schemaChecked = false;
@@ -75,11 +75,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   /** Starts the background loop and returns at once. */
   start(): this {
-    if (this.#loop) return this;
-    if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
-    this.#loop = this.#run();
-    // A permanent failure ended the loop: close what it opened, as stop() would.
-    void this.#loop.then(() => (this.#fatal ? this.stop() : undefined));
+    this.#background.start(this, () => this.#run(), this.options.handleSignals);
     return this;
   }
 
@@ -134,8 +130,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.#stopping = true;
     this.#idle.close();
     this.#broker.interrupt();
-    await this.#loop;
-    this.#removeSignals?.();
+    await this.#background.ended();
     await this.#broker.close();
     await this.#releasePool();
   }

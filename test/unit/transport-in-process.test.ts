@@ -5,9 +5,21 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { createInProcessTransport, topicMatches } from '../../src/transport/in-process.js';
+import type { QueueSet } from '../../src/transport/transport.js';
 import { transportConformance } from '../conformance/transport.js';
 
 let names = 0;
+
+/** Queue `q` (retry `q.retry`, no dead queue) bound to everything on exchange `x`. */
+const QUEUES: QueueSet = {
+  queue: 'q',
+  retryQueue: 'q.retry',
+  deadQueue: null,
+  exchange: 'x',
+  bindings: ['#'],
+  queueType: 'classic',
+  deliveryLimit: 20,
+};
 
 async function waitFor<T>(condition: () => T | undefined | false, description: string, timeoutMs = 5_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -45,15 +57,7 @@ describe('in-process transport', () => {
       signal: new AbortController().signal,
       onClose: () => closed++,
     });
-    await connection.declareQueues({
-      queue: 'q',
-      retryQueue: 'q.retry',
-      deadQueue: null,
-      exchange: 'x',
-      bindings: ['#'],
-      queueType: 'classic',
-      deliveryLimit: 20,
-    });
+    await connection.declareQueues(QUEUES);
     const publisher = await connection.openPublisher();
     await publisher.publish('', 'q.retry', Buffer.from('x'), { messageId: 'a', expiration: '60000' }, 1000);
     assert.equal(transport.depth('q.retry'), 1);
@@ -70,15 +74,7 @@ describe('in-process transport', () => {
     const transport = createInProcessTransport();
     const abort = new AbortController();
     const connection = await transport.connect({ name: 't', signal: abort.signal, onClose: () => undefined });
-    await connection.declareQueues({
-      queue: 'q',
-      retryQueue: 'q.retry',
-      deadQueue: null,
-      exchange: 'x',
-      bindings: ['#'],
-      queueType: 'classic',
-      deliveryLimit: 20,
-    });
+    await connection.declareQueues(QUEUES);
     await (await connection.openPublisher()).publish('x', 'k', Buffer.from('x'), { messageId: 'a' }, 1000);
     let got = 0;
     await connection.subscribe('q', () => got++, { prefetch: 1 });

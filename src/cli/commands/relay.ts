@@ -1,5 +1,10 @@
 import { Option, type Command } from 'commander';
-import { serveCdcRelayMetrics, serveRelayMetrics } from '../../metrics/index.js';
+import {
+  serveCdcRelayMetrics,
+  serveRelayMetrics,
+  type MetricsEndpoint,
+  type ServedMetrics,
+} from '../../metrics/index.js';
 import { startRelay } from '../../relay/index.js';
 import { DEFAULT_CDC_SLOT, startCdcRelay } from '../../cdc/index.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -85,22 +90,8 @@ export function registerRelay(program: Command, context: CommandContext): void {
         ...(options.relayId ? { relayId: options.relayId } : {}),
         logger,
       });
-      const metrics =
-        options.metricsPort === undefined
-          ? undefined
-          : serveRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
       const started = { relayId: relay.options.relayId, schema, exchange: options.exchange };
-      logger.info({ ...started, metrics: metrics ? await metrics.url : undefined }, 'relay started');
-      // A permanent misconfiguration (wrong password, missing database, unmigrated schema) rejects
-      // ready() and stops the relay: the command then fails with that message instead of retrying.
-      const misconfigured = relay.ready().then(() => new Promise<never>(() => undefined));
-      try {
-        await Promise.race([untilShutdownSignal(), misconfigured]);
-      } finally {
-        await relay.stop();
-        await metrics?.close();
-      }
-      logger.info({ relayId: relay.options.relayId }, 'relay stopped');
+      await runUntilShutdown(relay, serveRelayMetrics, { options, logger, name: 'relay', started });
     });
 }
 
@@ -121,13 +112,34 @@ async function runCdcRelay(
     ...(options.relayId ? { relayId: options.relayId } : {}),
     logger,
   });
+  const started = { relayId: relay.options.relayId, schema: target.schema, slot: options.slot };
+  await runUntilShutdown(relay, serveCdcRelayMetrics, { options, logger, name: 'CDC relay', started });
+}
+
+/** What runUntilShutdown needs of a started relay, polling or CDC. */
+interface StartedRelay {
+  readonly options: { readonly relayId: string };
+  ready(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Serves the relay's metrics when --metrics-port is given, logs `<name> started` with `started`,
+ * and runs until SIGTERM/SIGINT. A permanent misconfiguration (wrong password, missing database,
+ * unmigrated schema) rejects ready() and stops the relay: the command then fails with that message
+ * instead of retrying.
+ */
+async function runUntilShutdown<R extends StartedRelay>(
+  relay: R,
+  serveMetrics: (relay: R, endpoint: MetricsEndpoint) => ServedMetrics,
+  run: { options: RelayCliOptions; logger: Logger; name: string; started: Record<string, unknown> },
+): Promise<void> {
+  const { options, logger, name } = run;
   const metrics =
     options.metricsPort === undefined
       ? undefined
-      : serveCdcRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
-  const started = { relayId: relay.options.relayId, schema: target.schema, slot: options.slot };
-  logger.info({ ...started, metrics: metrics ? await metrics.url : undefined }, 'CDC relay started');
-  // As the polling relay: a permanent misconfiguration ends the command with its message.
+      : serveMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
+  logger.info({ ...run.started, metrics: metrics ? await metrics.url : undefined }, `${name} started`);
   const misconfigured = relay.ready().then(() => new Promise<never>(() => undefined));
   try {
     await Promise.race([untilShutdownSignal(), misconfigured]);
@@ -135,5 +147,5 @@ async function runCdcRelay(
     await relay.stop();
     await metrics?.close();
   }
-  logger.info({ relayId: relay.options.relayId }, 'CDC relay stopped');
+  logger.info({ relayId: relay.options.relayId }, `${name} stopped`);
 }
