@@ -10,7 +10,7 @@ import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { Worker } from './child.js';
 import { createReadTable, noPendingRows, seedBacklog, settle, type RelayChoice } from './converge.js';
 import { openPoolAt, unique, type BenchContext } from './env.js';
-import { drain } from './measure.js';
+import { drain, type DrainCost } from './measure.js';
 import { rate } from './stats.js';
 
 export interface CdcBench {
@@ -57,13 +57,17 @@ export function cdcRelayConfig(cdc: CdcBench, exchange: string, ttlMs: number): 
 }
 
 /** cdc_relay_drain: a seeded backlog, one CDC relay process, until every row is marked published. */
-export async function cdcRelayDrain(cdc: CdcBench, rows: number, timeoutMs: number): Promise<number> {
+export async function cdcRelayDrain(
+  cdc: CdcBench,
+  rows: number,
+  timeoutMs: number,
+): Promise<{ rate: number; cost: DrainCost }> {
   const { ctx } = cdc;
   const outbox = `${quoteIdentifier(ctx.schema)}.outbox`;
   await ctx.pool.query(`TRUNCATE ${outbox}`);
   await seedBacklog(ctx.pool, ctx.schema, rows);
   await settle(ctx.pool, [outbox]);
-  const { elapsedMs } = await drain(ctx, 'cdc_relay_drain', {
+  const { elapsedMs, cost } = await drain(ctx, 'cdc_relay_drain', {
     prefix: 'cdcdrain',
     spawn: async ({ exchange }) => [
       await Worker.spawn('cdc-relay', { ...cdcRelayConfig(cdc, exchange, timeoutMs + 120_000), target: rows }),
@@ -72,7 +76,7 @@ export async function cdcRelayDrain(cdc: CdcBench, rows: number, timeoutMs: numb
     timeoutMs,
     check: noPendingRows(ctx.pool, outbox),
   });
-  return rate(rows, elapsedMs);
+  return { rate: rate(rows, elapsedMs), cost };
 }
 
 /** The CDC relay as the relay process of bench/converge.ts's pipelines (the e2e latency at 1,000/s). */

@@ -19,6 +19,7 @@ import {
   sustainedRate,
   withPipeline,
   type DoneCheck,
+  type DrainCost,
   type Pipeline,
   type SustainedResult,
 } from './measure.js';
@@ -126,6 +127,7 @@ export async function settle(pool: pg.Pool, tables: string[]): Promise<void> {
 
 export interface ChildMeasurement {
   rate: number;
+  cost: DrainCost;
   peakRssMb: number;
   /** RSS once imports and setup are done, before any work: the floor the peak is to be read against. */
   baselineRssMb: number;
@@ -154,7 +156,7 @@ export async function relayDrain(
   if (options.truncate) await ctx.pool.query(`TRUNCATE ${outbox}`);
   await seedBacklog(ctx.pool, options.schema, options.rows);
   await settle(ctx.pool, [outbox]);
-  const { elapsedMs, workers, results } = await drain(ctx, options.label, {
+  const { elapsedMs, cost, workers, results } = await drain(ctx, options.label, {
     prefix: 'drain',
     spawn: ({ exchange }) => {
       const config = {
@@ -183,6 +185,7 @@ export async function relayDrain(
   if (failedCount > 0) throw new Error(`${options.label}: ${failedCount} events ended as failed instead of published`);
   return {
     rate: rate(options.rows, elapsedMs),
+    cost,
     peakRssMb: Math.max(...results.map((r) => r.maxRssMb)),
     baselineRssMb: Number(workers[0]!.info.rssMb),
     options: workers[0]!.info.options,
@@ -254,7 +257,7 @@ export async function consumerApply(
   await ctx.pool.query(`DELETE FROM ${s}.projection_state WHERE projection = $1`, [PROJECTION]);
   if (options.truncateInbox) await ctx.pool.query(`TRUNCATE ${s}.inbox`);
   await settle(ctx.pool, [`${s}.inbox`, `${s}.projection_state`]);
-  const { elapsedMs, workers, results } = await drain(ctx, options.label, {
+  const { elapsedMs, cost, workers, results } = await drain(ctx, options.label, {
     prefix: 'apply',
     fill: ({ exchange }) => prefill(ctx, exchange, options.events, options.timeoutMs),
     spawn: async (names) => [
@@ -277,6 +280,7 @@ export async function consumerApply(
   });
   return {
     rate: rate(options.events, elapsedMs),
+    cost,
     peakRssMb: results[0]!.maxRssMb,
     baselineRssMb: Number(workers[0]!.info.rssMb),
     options: workers[0]!.info.options,

@@ -82,9 +82,17 @@ export interface SinkNames {
   queue: string;
 }
 
+/** What one event cost in a drain window: CPU per party, and the workers' statements to PostgreSQL. */
+export interface DrainCost {
+  cpu: ReturnType<typeof cpuPerEvent>;
+  /** Statements (= round trips) the drain's workers sent per event, from start until stopped. */
+  statementsPerEvent: number;
+}
+
 export interface Drain {
   /** From sending the workers their start to the check that saw the work done, in ms. */
   elapsedMs: number;
+  cost: DrainCost;
   workers: Worker[];
   /** The workers' final reports, in spawn order. */
   results: WorkerResult[];
@@ -116,6 +124,8 @@ export async function drain(
     await declareSink(ctx, names.exchange, names.queue);
     await options.fill?.(names);
     for (const worker of await options.spawn(names)) group.add(worker);
+    const postmaster = await postmasterPid(ctx.pool);
+    const cpuBefore = readCpu(postmaster);
     const started = performance.now();
     await group.startAll();
     const done = await waitUntil(label, {
@@ -125,8 +135,15 @@ export async function drain(
       check: options.check,
       describe: options.describe,
     });
+    const cpu = cpuPerEvent(cpuBefore, readCpu(postmaster), options.target);
     const results = await group.stopAll();
-    return { elapsedMs: done - started, workers: group.workers, results };
+    const statements = results.reduce((sum, r) => sum + Number(r.data.statements ?? 0), 0);
+    return {
+      elapsedMs: done - started,
+      cost: { cpu, statementsPerEvent: statements / options.target },
+      workers: group.workers,
+      results,
+    };
   } catch (err) {
     group.killAll();
     throw err;

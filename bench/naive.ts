@@ -15,6 +15,7 @@ import {
   startConsumerThenRelay,
   sustainedRate,
   withPipeline,
+  type DrainCost,
   type Pipeline,
   type SustainedResult,
 } from './measure.js';
@@ -116,11 +117,15 @@ export async function naiveLatency(
  * drained by the naive consumer into the same read-model table with the same upsert, but no
  * inbox, no version check and no projection state: the baseline for consumer_apply.
  */
-export async function naiveConsumerApply(ctx: BenchContext, events: number, timeoutMs: number): Promise<number> {
+export async function naiveConsumerApply(
+  ctx: BenchContext,
+  events: number,
+  timeoutMs: number,
+): Promise<{ rate: number; cost: DrainCost }> {
   const s = `"${ctx.schema}"`;
   await ctx.pool.query(`TRUNCATE ${s}.${READ_TABLE}`);
   await settle(ctx.pool, [`${s}.${READ_TABLE}`]);
-  const { elapsedMs } = await drain(ctx, 'naive_consumer_apply', {
+  const { elapsedMs, cost } = await drain(ctx, 'naive_consumer_apply', {
     prefix: 'naiveapply',
     fill: ({ exchange }) => prefill(ctx, exchange, events, timeoutMs),
     spawn: async ({ queue }) => [
@@ -141,5 +146,5 @@ export async function naiveConsumerApply(ctx: BenchContext, events: number, time
     timeoutMs,
     check: appliedInReadModelCheck(ctx.pool, ctx.schema, events),
   });
-  return rate(events, elapsedMs);
+  return { rate: rate(events, elapsedMs), cost };
 }

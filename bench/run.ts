@@ -27,7 +27,7 @@ import { cdcRelayChoice, cdcRelayDrain, openCdc, type CdcBench } from './cdc.js'
 import { compileWorkers, killAllWorkers } from './child.js';
 import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';
 import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
-import type { SustainedResult } from './measure.js';
+import type { DrainCost, SustainedResult } from './measure.js';
 import { createNaiveTables, naiveConsumerApply, naiveLatency, naiveSustained } from './naive.js';
 import {
   rawConsume,
@@ -175,6 +175,15 @@ async function repeat(reps: number, measurements: Measurement[]): Promise<void> 
   }
 }
 
+/** CPU per event per party and statements per event in a drain's window. */
+const costFigures = (key: string, cost: DrainCost): Record<string, number> => ({
+  [`${key}_cpu_ms`]: cost.cpu.total,
+  [`${key}_cpu_ms_node`]: cost.cpu.node,
+  [`${key}_cpu_ms_postgres`]: cost.cpu.postgres,
+  [`${key}_cpu_ms_rabbitmq`]: cost.cpu.rabbitmq,
+  [`${key}_statements_per_1000_events`]: cost.statementsPerEvent * 1000,
+});
+
 /** A sustained rate and the CPU milliseconds per event each party spent in its window. */
 const sustainedFigures = (key: string, r: SustainedResult): Record<string, number> => ({
   [key]: r.rate,
@@ -246,13 +255,21 @@ async function measureAll(ctx: BenchContext): Promise<void> {
         key: 'relay_drain',
         run: async () => {
           const r = await drain(1);
-          return { relay_drain: r.rate, relay_peak_rss_mb: r.peakRssMb, relay_baseline_rss_mb: r.baselineRssMb };
+          return {
+            ...costFigures('relay_drain', r.cost),
+            relay_drain: r.rate,
+            relay_peak_rss_mb: r.peakRssMb,
+            relay_baseline_rss_mb: r.baselineRssMb,
+          };
         },
       },
       { key: 'relay_drain_2relays', run: async () => ({ relay_drain_2relays: (await drain(2)).rate }) },
       {
         key: 'cdc_relay_drain',
-        run: async () => ({ cdc_relay_drain: await cdcRelayDrain(await cdc(ctx), plan.drainRows, t.pipeline) }),
+        run: async () => {
+          const r = await cdcRelayDrain(await cdc(ctx), plan.drainRows, t.pipeline);
+          return { ...costFigures('cdc_relay_drain', r.cost), cdc_relay_drain: r.rate };
+        },
       },
     ]);
   }
@@ -260,9 +277,10 @@ async function measureAll(ctx: BenchContext): Promise<void> {
     await repeat(plan.reps, [
       {
         key: 'naive_consumer_apply',
-        run: async () => ({
-          naive_consumer_apply: await naiveConsumerApply(ctx, plan.consumerEvents, t.pipeline),
-        }),
+        run: async () => {
+          const r = await naiveConsumerApply(ctx, plan.consumerEvents, t.pipeline);
+          return { ...costFigures('naive_consumer_apply', r.cost), naive_consumer_apply: r.rate };
+        },
       },
       {
         key: 'consumer_apply',
@@ -277,7 +295,11 @@ async function measureAll(ctx: BenchContext): Promise<void> {
             label: 'consumer_apply',
           });
           workerOptions.consumer = r.options;
-          return { consumer_apply: r.rate, consumer_peak_rss_mb: r.peakRssMb };
+          return {
+            ...costFigures('consumer_apply', r.cost),
+            consumer_apply: r.rate,
+            consumer_peak_rss_mb: r.peakRssMb,
+          };
         },
       },
     ]);

@@ -5,6 +5,22 @@
  * parent → `stop` → child → `result` (with maxRSS), then exit.
  */
 
+import pg from 'pg';
+
+/**
+ * Statements this process sent to PostgreSQL since `start`: node-postgres sends each query and waits
+ * for its answer, so this is also the number of round trips (the bound on what pipelining can save).
+ * Every query of the process counts: pool.query goes through Client.prototype.query.
+ */
+let statements = 0;
+let countingStatements = false;
+const clientPrototype = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+const sendQuery = clientPrototype.query;
+clientPrototype.query = function (this: pg.Client, ...args: unknown[]) {
+  if (countingStatements) statements++;
+  return sendQuery.apply(this, args);
+};
+
 export type ToParent =
   | { type: 'ready'; info: Record<string, unknown> }
   | { type: 'started' }
@@ -103,6 +119,7 @@ export async function runWorker<T extends BaseConfig>(
     const body = await setup(config, progress);
     const commands = (message: ToChild) => {
       if (message.type === 'start') {
+        countingStatements = true;
         Promise.resolve(body.start())
           .then(() => send({ type: 'started' }))
           .catch(fail);
@@ -112,7 +129,7 @@ export async function runWorker<T extends BaseConfig>(
           .stop()
           .then(async (data) => {
             progress.close();
-            await send({ type: 'result', maxRssKb: process.resourceUsage().maxRSS, data });
+            await send({ type: 'result', maxRssKb: process.resourceUsage().maxRSS, data: { ...data, statements } });
             process.exit(0);
           })
           .catch(fail);

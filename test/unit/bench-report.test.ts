@@ -49,6 +49,22 @@ describe('bench report', () => {
     assert.equal(d.e2e_vs_naive_cpu_bound, 0.5);
   });
 
+  test('drains: the CPU-bound consumer ratio and what round trips cost per event', () => {
+    const d = derivedFigures(
+      {
+        naive_consumer_apply_cpu_ms: 0.1,
+        consumer_apply_cpu_ms: 0.2,
+        relay_drain_statements_per_1000_events: 3,
+        consumer_apply_statements_per_1000_events: 20,
+        raw_pg_round_trip_us: 100,
+      },
+      {},
+    );
+    assert.equal(d.consumer_vs_naive_consumer_cpu_bound, 0.5);
+    assert.equal(d.relay_round_trip_us_per_event, 0.3);
+    assert.equal(d.consumer_round_trip_us_per_event, 2);
+  });
+
   test('a figure with a side missing is missing, never zero; one repetition has no spread', () => {
     const d = derivedFigures({ relay_drain: 9_000 }, { raw_consume: [30_000] });
     assert.equal(d.relay_vs_raw_publish_same_shape, null);
