@@ -214,11 +214,12 @@ export class Relay extends EventEmitter<RelayEvents> {
       return new PublishError('unencodable', describeError(err).err);
     }
     try {
+      // The options carry the eventId as messageId (encodeMessage), which return matching relies on.
       await publisher.publish(
         this.options.exchange,
         message.routingKey,
         message.content,
-        { ...message.options, messageId: row.event_id },
+        message.options,
         this.options.confirmTimeoutMs,
       );
       return performance.now() - sentAt;
