@@ -12,6 +12,13 @@ export const relaySql = perSchema((schema: SchemaRef) => {
      * Claims up to $2 due rows for owner $1 with a lease of $3 ms. Only the earliest
      * unpublished event of each aggregate is eligible, so a retrying (or failed) event
      * holds back later versions of its own aggregate and nothing else.
+     *
+     * Its commit does not wait for the WAL flush (synchronous_commit off for this statement's
+     * transaction only): that wait sat between every insert and its publish, and a claim is only
+     * a lease. One lost to a server crash is a lease that ended early: the rows are claimed and
+     * published again (a duplicate), and the mark of this claim finds no row it owns (fenced).
+     * It is visible to other relays at once either way, and marks and reschedules still commit
+     * durably, flushing the claim's WAL with theirs.
      */
     claim: `
       WITH candidates AS (
@@ -35,6 +42,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
       UPDATE ${outbox} o
          SET claimed_by = $1, claim_expires_at = now() + make_interval(secs => $3::double precision / 1000)
        WHERE o.position = ANY (ARRAY(SELECT position FROM candidates))
+         AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
       RETURNING o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
                 o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries`,
 

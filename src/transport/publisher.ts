@@ -2,11 +2,25 @@ import type { ConfirmChannel, Message, Options } from 'amqplib';
 import { PublishError } from '../runtime/errors.js';
 import type { TransportPublisher } from './transport.js';
 
+/** One publish waiting for its confirm. */
 interface Pending {
-  settle(err: PublishError | null): void;
-  /** Starts (or restarts) the full confirm timeout. */
-  arm(): void;
-  disarm(): void;
+  resolve(): void;
+  reject(err: PublishError): void;
+  timeoutMs: number;
+  /** The timer it counts on, none while timeouts are held. */
+  timer: TimeoutGroup | undefined;
+}
+
+/**
+ * One confirm timeout shared by the publishes armed in the same turn of the event loop with the
+ * same timeout: a relay writes a whole batch in one turn, and a timer per message cost it more
+ * than the publish itself. The members fire together, as their own timers would have.
+ */
+interface TimeoutGroup {
+  handle: NodeJS.Timeout | undefined;
+  members: Pending[];
+  /** Members still waiting; at 0 the timer is cleared so an idle publisher holds no timer. */
+  waiting: number;
 }
 
 /**
@@ -20,6 +34,9 @@ export class ConfirmPublisher implements TransportPublisher {
   readonly #channel: ConfirmChannel;
   readonly #returned = new Map<string, number>();
   readonly #pending = new Set<Pending>();
+  /** Groups still open for publishes of this turn, by timeout. */
+  readonly #arming = new Map<number, TimeoutGroup>();
+  readonly #groups = new Set<TimeoutGroup>();
   #closed = false;
   #timeoutsHeld = false;
   #retired: (() => void) | undefined;
@@ -47,48 +64,32 @@ export class ConfirmPublisher implements TransportPublisher {
    * ('nacked' | 'returned' | 'confirm-timeout' | 'channel-closed'). Every publish needs a
    * distinct `messageId` while in flight on this channel.
    */
-  async publish(
+  publish(
     exchange: string,
     routingKey: string,
     content: Buffer,
     options: Options.Publish & { messageId: string },
     timeoutMs: number,
   ): Promise<void> {
-    if (this.#closed) throw new PublishError('channel-closed');
+    if (this.#closed) return Promise.reject(new PublishError('channel-closed'));
     const messageId = options.messageId;
+    let pending!: Pending;
     const result = new Promise<void>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      const pending: Pending = {
-        // Once settled (a timeout included) it is gone from #pending: a late ack finds nothing to resolve.
-        settle: (err) => {
-          if (!this.#pending.delete(pending)) return;
-          pending.disarm();
-          if (err) reject(err);
-          else resolve();
-          if (this.#pending.size === 0) this.#retired?.();
-        },
-        arm: () => {
-          pending.disarm();
-          timer = setTimeout(() => {
-            pending.settle(new PublishError('confirm-timeout', `${timeoutMs} ms`));
-            this.#onConfirmTimeout?.();
-          }, timeoutMs);
-        },
-        disarm: () => clearTimeout(timer),
-      };
-      this.#pending.add(pending);
-      if (!this.#timeoutsHeld) pending.arm();
-      // amqplib buffers when the socket is busy; callers bound the in-flight window by batch size.
-      this.#channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err: unknown) => {
-        const returns = this.#returned.get(messageId) ?? 0;
-        if (returns > 0) {
-          if (returns === 1) this.#returned.delete(messageId);
-          else this.#returned.set(messageId, returns - 1);
-        }
-        if (err) pending.settle(new PublishError(this.#closed ? 'channel-closed' : 'nacked'));
-        else if (returns > 0) pending.settle(new PublishError('returned', 'no queue bound for the routing key'));
-        else pending.settle(null);
-      });
+      pending = { resolve, reject, timeoutMs, timer: undefined };
+    });
+    this.#pending.add(pending);
+    if (!this.#timeoutsHeld) this.#arm(pending);
+    // amqplib buffers when the socket is busy; callers bound the in-flight window by batch size.
+    const mandatory = options.mandatory === true ? options : { ...options, mandatory: true };
+    this.#channel.publish(exchange, routingKey, content, mandatory, (err: unknown) => {
+      const returns = this.#returned.size === 0 ? 0 : (this.#returned.get(messageId) ?? 0);
+      if (returns > 0) {
+        if (returns === 1) this.#returned.delete(messageId);
+        else this.#returned.set(messageId, returns - 1);
+      }
+      if (err) this.#settle(pending, new PublishError(this.#closed ? 'channel-closed' : 'nacked'));
+      else if (returns > 0) this.#settle(pending, new PublishError('returned', 'no queue bound for the routing key'));
+      else this.#settle(pending, null);
     });
     return result;
   }
@@ -100,13 +101,61 @@ export class ConfirmPublisher implements TransportPublisher {
    */
   holdTimeouts(): void {
     this.#timeoutsHeld = true;
-    for (const pending of this.#pending) pending.disarm();
+    this.#disarmAll();
   }
 
   /** Gives every publish in flight its full confirm timeout again, from now. */
   resumeTimeouts(): void {
     this.#timeoutsHeld = false;
-    for (const pending of this.#pending) pending.arm();
+    this.#disarmAll();
+    for (const pending of this.#pending) this.#arm(pending);
+  }
+
+  /** Once settled (a timeout included) it is gone from #pending: a late ack finds nothing to resolve. */
+  #settle(pending: Pending, err: PublishError | null): void {
+    if (!this.#pending.delete(pending)) return;
+    const group = pending.timer;
+    if (group !== undefined && --group.waiting === 0) this.#dropGroup(group);
+    if (err) pending.reject(err);
+    else pending.resolve();
+    if (this.#pending.size === 0) this.#retired?.();
+  }
+
+  /** Starts the full confirm timeout of `pending`, on the timer of its turn. */
+  #arm(pending: Pending): void {
+    let group = this.#arming.get(pending.timeoutMs);
+    if (group === undefined) {
+      const opened: TimeoutGroup = { handle: undefined, members: [], waiting: 0 };
+      opened.handle = setTimeout(() => this.#expire(opened), pending.timeoutMs);
+      this.#arming.set(pending.timeoutMs, opened);
+      this.#groups.add(opened);
+      // Closed at the end of this turn: later publishes get a timer of their own.
+      if (this.#arming.size === 1) queueMicrotask(() => this.#arming.clear());
+      group = opened;
+    }
+    group.members.push(pending);
+    group.waiting++;
+    pending.timer = group;
+  }
+
+  #expire(group: TimeoutGroup): void {
+    this.#dropGroup(group);
+    for (const pending of group.members) {
+      if (pending.timer !== group || !this.#pending.has(pending)) continue;
+      this.#settle(pending, new PublishError('confirm-timeout', `${pending.timeoutMs} ms`));
+      this.#onConfirmTimeout?.();
+    }
+  }
+
+  #dropGroup(group: TimeoutGroup): void {
+    clearTimeout(group.handle);
+    this.#groups.delete(group);
+    for (const [timeoutMs, open] of this.#arming) if (open === group) this.#arming.delete(timeoutMs);
+  }
+
+  #disarmAll(): void {
+    for (const group of [...this.#groups]) this.#dropGroup(group);
+    for (const pending of this.#pending) pending.timer = undefined;
   }
 
   /**
@@ -141,6 +190,6 @@ export class ConfirmPublisher implements TransportPublisher {
 
   #failAll(reason: 'channel-closed'): void {
     this.#closed = true;
-    for (const pending of [...this.#pending]) pending.settle(new PublishError(reason));
+    for (const pending of [...this.#pending]) this.#settle(pending, new PublishError(reason));
   }
 }

@@ -106,3 +106,37 @@ describe('ConfirmPublisher confirm timeouts while the connection is blocked', ()
     await assert.rejects(publish, (err: unknown) => err instanceof PublishError && err.reason === 'channel-closed');
   });
 });
+
+describe('ConfirmPublisher confirm timeouts shared by a batch', () => {
+  it('publishes sent in one turn share a timer; a later one counts from its own send', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const channel = new FakeChannel();
+    const p = new ConfirmPublisher(channel as unknown as ConfirmChannel);
+    const batch = ['a', 'b', 'c'].map((id) => p.publish('x', 'k', Buffer.from(id), { messageId: id }, 1_000));
+    for (const publish of batch) publish.catch(() => undefined);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    t.mock.timers.tick(500);
+    const later = p.publish('x', 'k', Buffer.from('d'), { messageId: 'd' }, 1_000);
+    later.catch(() => undefined);
+    channel.confirms[1]!(null);
+    t.mock.timers.tick(500);
+    await assert.rejects(batch[0]!, (err: unknown) => err instanceof PublishError && err.reason === 'confirm-timeout');
+    assert.equal(await state(batch[1]!), 'resolved', 'confirmed in time');
+    await assert.rejects(batch[2]!, (err: unknown) => err instanceof PublishError && err.reason === 'confirm-timeout');
+    assert.equal(await state(later), 'pending', 'sent 500 ms later, it has 500 ms left');
+    t.mock.timers.tick(500);
+    await assert.rejects(later, (err: unknown) => err instanceof PublishError && err.reason === 'confirm-timeout');
+  });
+
+  it('a batch confirmed in full leaves no timeout behind', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const channel = new FakeChannel();
+    let timeouts = 0;
+    const p = new ConfirmPublisher(channel as unknown as ConfirmChannel, () => timeouts++);
+    const batch = ['a', 'b'].map((id) => p.publish('x', 'k', Buffer.from(id), { messageId: id }, 100));
+    for (const confirm of channel.confirms) confirm(null);
+    await Promise.all(batch);
+    t.mock.timers.tick(1_000);
+    assert.equal(timeouts, 0);
+  });
+});
