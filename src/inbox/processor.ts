@@ -309,8 +309,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
 
 /** A parsed delivery, or why it could not be parsed (and what was known of it by then). */
 type Prepared =
-  | { envelope: EventEnvelope; print: string }
-  | { failed: unknown; sent: EventEnvelope | null; print: string | null };
+  { envelope: EventEnvelope; print: string } | { failed: unknown; sent: EventEnvelope | null; print: string | null };
 
 /** A delivery whose processing failed, with what was known of it at that point. */
 interface Failed {
