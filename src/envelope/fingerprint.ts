@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { EventEnvelope } from './envelope.js';
 
 /**
@@ -6,24 +6,64 @@ import type { EventEnvelope } from './envelope.js';
  * same value (different key order, different spacing) produce the same text.
  */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value === 'boolean' || typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw new TypeError('canonical JSON cannot encode a non-finite number');
-    return JSON.stringify(value);
+  // Appends to one string instead of building entry arrays: the consumer fingerprints every
+  // delivery, and the arrays were most of its garbage.
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      if (!Number.isFinite(value)) throw new TypeError('canonical JSON cannot encode a non-finite number');
+      return JSON.stringify(value);
+    case 'object':
+      if (value === null) return 'null';
+      if (Array.isArray(value)) return canonicalArray(value);
+      // Match JSON.stringify, so a Date fingerprints as the ISO string the receiver will see.
+      if (typeof (value as { toJSON?: unknown }).toJSON === 'function')
+        return canonicalJson((value as { toJSON(): unknown }).toJSON());
+      return canonicalObject(value as Record<string, unknown>);
+    default:
+      throw new TypeError(`canonical JSON cannot encode a ${typeof value}`);
   }
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item ?? null)).join(',')}]`;
-  if (typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
-    // Match JSON.stringify, so a Date fingerprints as the ISO string the receiver will see.
-    return canonicalJson((value as { toJSON(): unknown }).toJSON());
-  }
-  if (typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, item]) => item !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
-  }
-  throw new TypeError(`canonical JSON cannot encode a ${typeof value}`);
 }
+
+function canonicalArray(items: readonly unknown[]): string {
+  let out = '[';
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0) out += ',';
+    // A hole writes nothing, as Array.prototype.map and join did before.
+    if (i in items) out += canonicalJson(items[i] ?? null);
+  }
+  return `${out}]`;
+}
+
+function canonicalObject(object: Record<string, unknown>): string {
+  // Default sort compares UTF-16 code units, the same order as `<` on strings.
+  const keys = Object.keys(object).sort();
+  let out = '{';
+  let first = true;
+  for (const key of keys) {
+    const item = object[key];
+    if (item === undefined) continue;
+    out += `${first ? '' : ','}${JSON.stringify(key)}:${canonicalJson(item)}`;
+    first = false;
+  }
+  return `${out}}`;
+}
+
+/** The fingerprinted fields in canonical (sorted) order. */
+const FINGERPRINTED = [
+  'aggregateId',
+  'aggregateType',
+  'aggregateVersion',
+  'eventId',
+  'eventType',
+  'kind',
+  'payload',
+  'schemaVersion',
+  'tenantId',
+] as const satisfies readonly (keyof EventEnvelope)[];
 
 /**
  * SHA-256 (hex) over the canonical JSON of the fields that say what happened:
@@ -32,16 +72,13 @@ export function canonicalJson(value: unknown): string {
  * re-encoding of the same event by another producer still matches.
  */
 export function fingerprint(envelope: EventEnvelope): string {
-  const content = {
-    eventId: envelope.eventId,
-    aggregateType: envelope.aggregateType,
-    aggregateId: envelope.aggregateId,
-    aggregateVersion: envelope.aggregateVersion,
-    eventType: envelope.eventType,
-    schemaVersion: envelope.schemaVersion,
-    kind: envelope.kind,
-    payload: envelope.payload,
-    tenantId: envelope.tenantId ?? null,
-  };
-  return createHash('sha256').update(canonicalJson(content)).digest('hex');
+  // canonicalJson of { eventId, aggregateType, …, tenantId ?? null }, written out in sorted key order.
+  let text = '';
+  for (let i = 0; i < FINGERPRINTED.length; i++) {
+    const key = FINGERPRINTED[i]!;
+    const value = key === 'tenantId' ? (envelope.tenantId ?? null) : envelope[key];
+    if (value !== undefined) text += `${text === '' ? '{"' : ',"'}${key}":${canonicalJson(value)}`;
+  }
+  // One-shot hash: no Hash object per delivery (a quarter of createHash's time here).
+  return hash('sha256', text === '' ? '{}' : `${text}}`, 'hex');
 }

@@ -72,6 +72,92 @@ const envelopeSchema = z.strictObject({
  * of them quote the received value.
  */
 export function validateEnvelope(value: unknown): EventEnvelope {
+  const data = plainlyValid(value) ?? schemaChecked(value);
+  if (!storableThroughout(data.payload))
+    throw new EnvelopeValidationError(
+      'payload',
+      'holds U+0000 or a lone surrogate, which PostgreSQL text cannot store',
+    );
+  // 1e400 parses to Infinity, which JSON.stringify writes back as null: the event would change on the way through.
+  if (!isFiniteThroughout(data.payload))
+    throw new EnvelopeValidationError('payload', 'holds a number outside the range of a double');
+  return data;
+}
+
+const occurredAtSchema = z.iso.datetime({ offset: true });
+const TRACEPARENT = new RegExp(ENVELOPE_LIMITS.traceparentPattern);
+const NAME = new RegExp(ENVELOPE_LIMITS.namePattern);
+const ENVELOPE_KEYS = new Set(Object.keys(envelopeSchema.shape));
+
+/**
+ * The common case without zod, which took a third of a consumer's CPU per delivery: an
+ * envelope that passes every check below passes the schema too (each check implies zod's),
+ * and comes back as zod returns it (a new object, keys in the schema's order, payload as
+ * given). Anything else, odd but valid included, returns undefined and goes through zod.
+ */
+function plainlyValid(value: unknown): EventEnvelope | undefined {
+  // A plain object (as JSON.parse makes): zod also looks at inherited keys, which this check leaves to it.
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype)
+    return undefined;
+  const v = value as Record<string, unknown>;
+  for (const key in v) if (!ENVELOPE_KEYS.has(key) || v[key] === undefined) return undefined;
+  const { eventId, aggregateType, aggregateId, aggregateVersion, eventType, schemaVersion, kind, payload, occurredAt } =
+    v;
+  if (
+    !plainText(eventId) ||
+    !plainName(aggregateType) ||
+    !plainText(aggregateId) ||
+    !plainVersion(aggregateVersion) ||
+    !plainName(eventType) ||
+    !plainVersion(schemaVersion) ||
+    (kind !== 'incremental' && kind !== 'snapshot') ||
+    payload === undefined ||
+    typeof occurredAt !== 'string' ||
+    !occurredAtSchema.safeParse(occurredAt).success
+  )
+    return undefined;
+  const envelope: EventEnvelope = {
+    eventId,
+    aggregateType,
+    aggregateId,
+    aggregateVersion,
+    eventType,
+    schemaVersion,
+    kind,
+    payload,
+    occurredAt,
+  };
+  if ('traceparent' in v) {
+    if (typeof v.traceparent !== 'string' || !TRACEPARENT.test(v.traceparent)) return undefined;
+    envelope.traceparent = v.traceparent;
+  }
+  if ('tenantId' in v) {
+    if (!plainText(v.tenantId)) return undefined;
+    envelope.tenantId = v.tenantId;
+  }
+  return envelope;
+}
+
+/** At most nameMaxLength UTF-16 units: then also at most that many code points, zod's measure. */
+function plainName(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= ENVELOPE_LIMITS.nameMaxLength && NAME.test(value);
+}
+
+function plainText(value: unknown): value is string {
+  return (
+    typeof value === 'string' &&
+    value.length > 0 &&
+    value.length <= ENVELOPE_LIMITS.textMaxLength &&
+    value.trim() !== '' &&
+    storableText(value)
+  );
+}
+
+function plainVersion(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
+}
+
+function schemaChecked(value: unknown): EventEnvelope {
   const result = envelopeSchema.safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0];
@@ -83,14 +169,6 @@ export function validateEnvelope(value: unknown): EventEnvelope {
           : '(root)';
     throw new EnvelopeValidationError(field, describeIssue(issue));
   }
-  if (!storableThroughout(result.data.payload))
-    throw new EnvelopeValidationError(
-      'payload',
-      'holds U+0000 or a lone surrogate, which PostgreSQL text cannot store',
-    );
-  // 1e400 parses to Infinity, which JSON.stringify writes back as null: the event would change on the way through.
-  if (!isFiniteThroughout(result.data.payload))
-    throw new EnvelopeValidationError('payload', 'holds a number outside the range of a double');
   return result.data;
 }
 

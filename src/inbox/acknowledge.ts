@@ -15,6 +15,11 @@ export async function acknowledgeBatch(
   retryPublisher: TransportPublisher | undefined,
   options: { retryQueue: string; logger: Logger },
 ): Promise<void> {
+  // The usual batch: nothing to copy, no promise per delivery.
+  if (!settlements.some((s) => s.action === 'retry')) {
+    messages[messages.length - 1]?.ackAllUpTo();
+    return;
+  }
   const ackable = await Promise.all(
     messages.map(async (message, i) => {
       const settlement = settlements[i]!;

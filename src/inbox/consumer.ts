@@ -208,7 +208,10 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     if (++this.#sessions > 1) this.#ramp?.begin();
     broker.subscription = await connection.subscribe(
       this.options.queue,
-      (message) => this.#pump.push(message, (batch) => this.#handleBatch(batch)),
+      (message) => {
+        this.#processor.prepareAhead(message);
+        this.#pump.push(message, (batch) => this.#handleBatch(batch));
+      },
       {
         prefetch: this.options.prefetch,
         // The broker cancelled us (queue deleted, or moved on a cluster) or the channel closed: subscribe again.

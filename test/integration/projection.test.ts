@@ -587,6 +587,51 @@ describe('applyIncrements', () => {
     });
   });
 
+  // The one-statement path finds each state row by key first and moves it by its row address:
+  // a row another transaction moved meanwhile must not move again (PostgreSQL re-checks the
+  // newest row version, whose address and version differ), and the full plan judges it instead.
+  it('lets exactly one of two concurrent batch transactions advance the same run', async () => {
+    await withFixture(async (f) => {
+      await consume(f, 'e1', 'o1', 1, 10);
+      const first = await f.pool.connect();
+      const second = await f.pool.connect();
+      const batch = (tx: typeof first, label: string) =>
+        applyIncrements(
+          tx,
+          { projection: PROJECTION, events: [ev('o1', 2), ev('o1', 3)], schema: f.schema },
+          async (events) => {
+            let rows = 0;
+            for (const e of events)
+              rows += (await f.addAmount(tx, e.aggregateId, e.amount, `${label}${e.aggregateVersion}`)()).rowCount!;
+            return rows;
+          },
+        );
+      try {
+        await first.query('BEGIN');
+        await second.query('BEGIN');
+        assert.deepEqual(
+          (await batch(first, 'first')).applied.map((e) => e.aggregateVersion),
+          [2, 3],
+        );
+        const secondPid = await backendPid(second);
+        const racing = settle(batch(second, 'second'));
+        await waitFor(() => isBlockedOnLock(f.pool, secondPid), 'the second transaction to block on the version row');
+        await first.query('COMMIT');
+        const outcome = await racing;
+        await second.query('ROLLBACK');
+        assert.ok(
+          !outcome.ok && outcome.error instanceof StaleVersionError,
+          `expected StaleVersionError, got ${outcome.ok ? 'success' : String(outcome.error)}`,
+        );
+        assert.deepEqual(await f.state('o1'), { version: 3, baselineVersion: null, deleted: false });
+        assert.deepEqual(await f.row('o1'), { id: 'o1', amount: 60, deleted: false });
+      } finally {
+        first.release();
+        second.release();
+      }
+    });
+  });
+
   it('throws StaleVersionError for a version already present, and skips events covered by a baseline', async () => {
     await withFixture(async (f) => {
       await withTransaction(f.pool, (tx) => applySnapshot(tx, f.snapshot('a', 3), f.replace(tx, 'a', 30, false, 's3')));

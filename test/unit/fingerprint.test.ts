@@ -59,6 +59,15 @@ describe('fingerprint', () => {
     assert.match(fingerprint(envelope()), /^[0-9a-f]{64}$/);
   });
 
+  // Stored in every inbox row: the value for a given event must never change between releases.
+  it('keeps the value earlier releases stored', () => {
+    assert.equal(fingerprint(envelope()), 'd2569b3bbf9d7567dc13cc11b54fac465f2c9b1b5a71fc863958d04fae6cb05f');
+    assert.equal(
+      fingerprint(envelope({ tenantId: undefined })),
+      '31776a972186578c56cc9929ca7d57a0c83506d5981f518fa8870a6f852ff4f4',
+    );
+  });
+
   it('is stable for the same content', () => {
     assert.equal(fingerprint(envelope()), fingerprint(envelope()));
   });
