@@ -63,6 +63,8 @@ export class CdcRig {
   readonly queue = uniqueName('cvt_cdc_q');
   readonly slot = uniqueName('cvt_cdc_slot');
   readonly publication = uniqueName('cvt_cdc_pub');
+  /** Queues a test declared besides the collecting one, deleted with it. */
+  readonly #queues: string[] = [];
 
   private constructor(
     readonly pool: pg.Pool,
@@ -104,6 +106,15 @@ export class CdcRig {
     await this.channel.bindQueue(this.queue, this.exchange, pattern);
   }
 
+  /** Another queue on the exchange, bound with `pattern` and declared with `args` (e.g. a length limit). */
+  async queueIn(pattern: string, args: Record<string, unknown> = {}): Promise<string> {
+    const queue = uniqueName('cvt_cdc_q');
+    this.#queues.push(queue);
+    await this.channel.assertQueue(queue, { durable: false, arguments: args });
+    await this.channel.bindQueue(queue, this.exchange, pattern);
+    return queue;
+  }
+
   async createSlot(): Promise<void> {
     await createCdcSlot(this.pool, { schema: this.schema, slot: this.slot, publication: this.publication });
   }
@@ -141,6 +152,19 @@ export class CdcRig {
     });
   }
 
+  /**
+   * Appends events in one committed transaction and returns the WAL insert position inside it,
+   * before its commit record: a lower bound of its commit LSN, so a slot confirmed at or below it
+   * was never acknowledged past these events.
+   */
+  async appendBefore(...events: NewEvent[]): Promise<string> {
+    return withTransaction(this.pool, async (client) => {
+      for (const event of events) await appendToOutbox(client, event, { schema: this.schema });
+      const { rows } = await client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+      return rows[0]!.lsn;
+    });
+  }
+
   async rows(): Promise<OutboxTestRow[]> {
     const { rows } = await this.pool.query<OutboxTestRow>(`SELECT * FROM "${this.schema}".outbox ORDER BY position`);
     return rows;
@@ -148,6 +172,19 @@ export class CdcRig {
 
   async slotInfo() {
     return showCdcSlot(this.pool, this.slot);
+  }
+
+  /**
+   * Per aggregate id, its versions in the order of their last copy: a stream restarted at a stop
+   * resends everything after it, so the last copies must come in version order.
+   */
+  lastCopyOrder(): Record<string, number[]> {
+    const last = new Map<string, number[]>();
+    for (const { envelope } of this.received) {
+      const seen = (last.get(envelope.aggregateId) ?? []).filter((v) => v !== envelope.aggregateVersion);
+      last.set(envelope.aggregateId, [...seen, envelope.aggregateVersion]);
+    }
+    return Object.fromEntries(last);
   }
 
   /** Event ids in the order they arrived. */
@@ -167,7 +204,8 @@ export class CdcRig {
     for (const relay of this.relays) await attempt(() => relay.stop());
     // Whatever else happened: a slot left behind would keep WAL forever.
     await attempt(() => dropCdcSlot(this.pool, { slot: this.slot, publication: this.publication }));
-    if (!KEEP_FAILED) await attempt(() => dropBrokerNames(this.connection, [this.queue, this.exchange]));
+    if (!KEEP_FAILED)
+      await attempt(() => dropBrokerNames(this.connection, [...this.#queues, this.queue, this.exchange]));
     await attempt(() => this.connection.close());
     await attempt(() => this.pool.query(`DROP SCHEMA IF EXISTS "${this.schema}" CASCADE`));
     await attempt(() => this.pool.end());
