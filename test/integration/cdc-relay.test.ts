@@ -1,12 +1,19 @@
 import assert from 'node:assert/strict';
 import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';
-import { withTransaction, appendToOutbox, SchemaNotMigratedError } from '../../src/index.js';
+import {
+  withTransaction,
+  appendToOutbox,
+  createCdcSlot,
+  CdcRelay,
+  SchemaNotMigratedError,
+  WalLevelNotLogicalError,
+} from '../../src/index.js';
 import { parseLsn } from '../../src/cdc/lsn.js';
 import client from 'prom-client';
 import { instrumentCdcRelay } from '../../src/metrics/index.js';
-import { test, uniqueName, waitFor } from '../support/rig.js';
-import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
+import { AMQP_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
+import { orderEvent, withCdcRig, withNonLogicalSchema, type CdcRig } from '../support/cdc-fixture.js';
 
 /** Per aggregate, the versions in the order of their first arrival. */
 function firstArrivalOrder(rig: CdcRig): Map<string, number[]> {
@@ -200,5 +207,48 @@ test('ready() rejects with SchemaNotMigratedError for a schema never migrated, a
     await assert.rejects(relay.ready({ timeoutMs: 30_000 }), SchemaNotMigratedError);
     assert.ok(relay.failure instanceof SchemaNotMigratedError, 'failure names the cause');
     await waitFor(() => relay.state === 'stopped', 'the relay stopped by itself');
+  });
+});
+
+test('on a server without wal_level=logical, ready() rejects with WalLevelNotLogicalError naming it and the fix, and the relay stops', async () => {
+  await withNonLogicalSchema(async (db) => {
+    const slot = uniqueName('cvt_cdc_slot');
+    const relay = new CdcRelay({
+      connectionString: DATABASE_URL,
+      amqpUrl: AMQP_URL,
+      schema: db.schema,
+      slot,
+      publication: slot,
+      reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 100 },
+    });
+    const errors: Error[] = [];
+    relay.on('error', (err) => errors.push(err));
+    relay.start();
+    try {
+      const err = await relay.ready({ timeoutMs: 30_000 }).then(
+        () => assert.fail('ready() resolved'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof WalLevelNotLogicalError, String(err));
+      assert.equal(err.code, 'CONVERGE_WAL_LEVEL_NOT_LOGICAL');
+      const { rows } = await db.pool.query<{ wal_level: string }>('SHOW wal_level');
+      assert.equal(err.walLevel, rows[0]!.wal_level);
+      assert.match(err.message, new RegExp(`PostgreSQL at 127\\.0\\.0\\.1:5432 has wal_level=${err.walLevel}`));
+      assert.match(err.message, /needs wal_level=logical.*restart PostgreSQL/);
+      assert.equal(relay.failure, err, 'failure names the cause');
+      await waitFor(() => relay.state === 'stopped', 'the relay stopped by itself');
+      assert.equal(errors.length, 1, 'one attempt, no retries');
+      const { rows: publications } = await db.pool.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [slot]);
+      assert.equal(publications.length, 0, 'nothing created on the way');
+      // createCdcSlot refuses the same way, before creating anything.
+      await assert.rejects(
+        createCdcSlot(db.pool, { schema: db.schema, slot, publication: slot }),
+        WalLevelNotLogicalError,
+      );
+      const { rows: after } = await db.pool.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [slot]);
+      assert.equal(after.length, 0);
+    } finally {
+      await relay.stop();
+    }
   });
 });

@@ -4,6 +4,7 @@
  * exchange and a queue whose messages are collected. close() stops the relays and drops the slot
  * first (a leftover slot retains WAL forever), then the publication, schema and broker objects.
  */
+import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import { appendToOutbox, silentLogger, withTransaction, type EventEnvelope, type NewEvent } from '../../src/index.js';
@@ -13,12 +14,16 @@ import {
   AMQP_URL,
   CDC_DATABASE_URL,
   CDC_PG_HINT,
+  DATABASE_URL,
   KEEP_FAILED,
   connectRabbit,
+  createTestSchema,
   dropBrokerNames,
   redactUrl,
   registry,
   uniqueName,
+  waitFor,
+  type TestDatabase,
 } from './rig.js';
 
 export interface Received {
@@ -202,14 +207,28 @@ export class CdcRig {
       }
     };
     for (const relay of this.relays) await attempt(() => relay.stop());
-    // Whatever else happened: a slot left behind would keep WAL forever.
-    await attempt(() => dropCdcSlot(this.pool, { slot: this.slot, publication: this.publication }));
+    // Whatever else happened: a slot left behind would keep WAL forever. The walsender of a relay
+    // just stopped may hold the slot a moment longer (55006): wait for it to go.
+    await attempt(() =>
+      waitFor(
+        () =>
+          dropCdcSlot(this.pool, { slot: this.slot, publication: this.publication }).then(
+            () => true,
+            (err: { code?: string }) => {
+              if (err.code === '55006') return false;
+              throw err;
+            },
+          ),
+        `slot ${this.slot} released by its walsender, to drop it`,
+      ),
+    );
     if (!KEEP_FAILED)
       await attempt(() => dropBrokerNames(this.connection, [...this.#queues, this.queue, this.exchange]));
     await attempt(() => this.connection.close());
     await attempt(() => this.pool.query(`DROP SCHEMA IF EXISTS "${this.schema}" CASCADE`));
     await attempt(() => this.pool.end());
-    if (problems.length > 0) throw new AggregateError(problems, 'CDC test cleanup failed');
+    if (problems.length > 0)
+      throw new AggregateError(problems, `CDC test cleanup failed: ${problems.map((p) => String(p)).join('; ')}`);
   }
 }
 
@@ -219,6 +238,26 @@ export async function withCdcRig(work: (rig: CdcRig) => Promise<void>, bind: str
     await work(rig);
   } finally {
     await rig.close();
+  }
+}
+
+/**
+ * A migrated schema on the shared PostgreSQL (DATABASE_URL), which has no logical decoding
+ * (`wal_level=replica`, as `npm run services` sets it up): what the CDC relay must refuse at once.
+ * A server with wal_level=logical there fails the test, naming why, rather than skipping it.
+ */
+export async function withNonLogicalSchema(work: (db: TestDatabase) => Promise<void>): Promise<void> {
+  const db = await createTestSchema('cvt_cdc_nolog');
+  try {
+    const { rows } = await db.pool.query<{ wal_level: string }>('SHOW wal_level');
+    assert.notEqual(
+      rows[0]?.wal_level,
+      'logical',
+      `this test needs a PostgreSQL without wal_level=logical at ${redactUrl(DATABASE_URL)} (the shared server has wal_level=replica)`,
+    );
+    await work(db);
+  } finally {
+    await db.close();
   }
 }
 
