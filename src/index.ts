@@ -136,6 +136,7 @@ export {
   ConnectionConfigError,
   ServiceUnavailableError,
   SchemaNotMigratedError,
+  WalLevelNotLogicalError,
   ReadyTimeoutError,
   AdapterError,
 } from './runtime/errors.js';

@@ -24,7 +24,8 @@ void runWorker<CdcRelayWorkerConfig>(async (config, progress) => {
   relay.on('error', reportError);
   return {
     info: { options: { maxInFlight: relay.options.maxInFlight, markIntervalMs: relay.options.markIntervalMs } },
-    start: () => void relay.start(),
+    // Streaming before the producer starts, as the consumer worker is connected before it starts.
+    start: () => relay.start().ready(),
     async stop() {
       await relay.stop();
       return { published: progress.count };

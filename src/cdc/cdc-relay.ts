@@ -11,7 +11,7 @@ import { checkSchema } from '../schema/migrate.js';
 import { CdcBroker } from './broker.js';
 import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
 import { CdcSession, type SessionContext } from './session.js';
-import { createCdcSlot, showCdcSlot } from './slot-sql.js';
+import { createCdcSlot, requireLogicalWalLevel, showCdcSlot } from './slot-sql.js';
 import { cdcSql } from './sql.js';
 import type { CdcRelayEvents, CdcRelayState } from './types.js';
 
@@ -78,8 +78,9 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   /**
    * Resolves once the relay streams from its slot or waits as a standby (its database, schema and
    * slot are usable). Rejects with the typed error of a permanent misconfiguration
-   * (SchemaNotMigratedError, ConnectionConfigError), after which the relay has stopped; with
-   * `timeoutMs`, rejects with ReadyTimeoutError naming the last failure while it keeps retrying.
+   * (SchemaNotMigratedError, WalLevelNotLogicalError, ConnectionConfigError), after which the
+   * relay has stopped; with `timeoutMs`, rejects with ReadyTimeoutError naming the last failure
+   * while it keeps retrying.
    */
   ready(options: { timeoutMs?: number } = {}): Promise<void> {
     return this.#readiness.wait(options);
@@ -164,6 +165,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   async #setUpOnce(): Promise<void> {
     if (this.#setUp) return;
     await checkSchema(this.#pool, this.options.schema);
+    await requireLogicalWalLevel(this.#pool);
     if (this.options.createSlot)
       await createCdcSlot(this.#pool, {
         schema: this.options.schema,

@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { poolTarget } from '../db/pool.js';
+import { WalLevelNotLogicalError } from '../runtime/errors.js';
 import { quoteIdentifier, schemaRef } from '../runtime/identifier.js';
 
 /** A replication slot as pg_replication_slots shows it, with the WAL it keeps on disk. */
@@ -49,11 +51,23 @@ export async function ensureSlot(pool: pg.Pool, slot: string): Promise<boolean> 
   }
 }
 
-/** Creates both; true for each that was created here. */
+/**
+ * Throws WalLevelNotLogicalError unless the server has wal_level=logical. Checked up front: without
+ * it PostgreSQL's own refusal (SQLSTATE 55000) comes only at slot creation or START_REPLICATION,
+ * and a relay would retry it forever although only a restart of the server can change it.
+ */
+export async function requireLogicalWalLevel(pool: pg.Pool): Promise<void> {
+  const { rows } = await pool.query<{ wal_level: string }>("SELECT current_setting('wal_level') AS wal_level");
+  const walLevel = rows[0]?.wal_level ?? 'unknown';
+  if (walLevel !== 'logical') throw new WalLevelNotLogicalError(poolTarget(pool).endpoint, walLevel);
+}
+
+/** Creates both; true for each that was created here. Throws WalLevelNotLogicalError on a server without logical decoding. */
 export async function createCdcSlot(
   pool: pg.Pool,
   names: { schema: string; slot: string; publication: string },
 ): Promise<{ publication: boolean; slot: boolean }> {
+  await requireLogicalWalLevel(pool);
   const publication = await ensurePublication(pool, names.schema, names.publication);
   const slot = await ensureSlot(pool, names.slot);
   return { publication, slot };

@@ -5,7 +5,12 @@
  * real drivers (pg 8, amqplib 2) against a live PostgreSQL and RabbitMQ; see
  * test/unit/connection-failure.test.ts and docs/troubleshooting.md.
  */
-import { ConnectionConfigError, SchemaNotMigratedError, ServiceUnavailableError } from './errors.js';
+import {
+  ConnectionConfigError,
+  SchemaNotMigratedError,
+  ServiceUnavailableError,
+  WalLevelNotLogicalError,
+} from './errors.js';
 import type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './errors.js';
 import { describeError } from './logger.js';
 import { brokerTarget, databaseTarget, parseUrl, type ConnectionTarget } from './connection-target.js';
@@ -283,21 +288,21 @@ export function failureFields(f: ConnectionFailure): {
 export interface JudgedFailure {
   /** The classified connection failure, if it was one. */
   failure: ConnectionFailure | undefined;
-  /** Set when the component must stop: a permanent misconfiguration before it ever worked, or an unmigrated schema. */
-  fatal: ConnectionConfigError | SchemaNotMigratedError | undefined;
+  /** Set when the component must stop: a permanent misconfiguration before it ever worked (wal_level for CDC included). */
+  fatal: ConnectionConfigError | SchemaNotMigratedError | WalLevelNotLogicalError | undefined;
   /** What to log: service, endpoint, code and reason, or the error's class and code. Never a message with data. */
   fields: Record<string, unknown>;
 }
 
 /**
  * How a relay or consumer treats a failed attempt. Before it ever worked, a permanent failure
- * (wrong password, role, database, vhost, URL, unmigrated schema) stops it; after, the same
- * failure is more likely passing (a broker restoring its definitions, a password being rotated)
- * and is retried, logged as an error. An error that names no service is taken as a database
- * one when it has a SQLSTATE-looking shape, else logged by class and code.
+ * (wrong password, role, database, vhost, URL, unmigrated schema, wal_level not logical for CDC)
+ * stops it; after, the same failure is more likely passing (a broker restoring its definitions,
+ * a password being rotated) and is retried, logged as an error. An error that names no service
+ * is taken as a database one when it has a SQLSTATE-looking shape, else logged by class and code.
  */
 export function judgeFailure(err: unknown, databaseTarget: ConnectionTarget, established: boolean): JudgedFailure {
-  if (err instanceof SchemaNotMigratedError && !established)
+  if ((err instanceof SchemaNotMigratedError || err instanceof WalLevelNotLogicalError) && !established)
     return { failure: undefined, fatal: err, fields: { code: err.code, err: err.message } };
   const failure =
     err instanceof ConnectionConfigError || err instanceof ServiceUnavailableError

@@ -161,7 +161,7 @@ export const ERROR_CODES = {
     action:
       "Write with an upsert (`INSERT ... ON CONFLICT DO UPDATE`); return `'unchanged'` for an event that legitimately changes no row. Then replay the quarantined events.",
   },
-  // ---- Connection and startup failures (ConnectionConfigError, ServiceUnavailableError, SchemaNotMigratedError, ReadyTimeoutError) ----
+  // ---- Connection and startup failures (ConnectionConfigError, ServiceUnavailableError, SchemaNotMigratedError, WalLevelNotLogicalError, ReadyTimeoutError) ----
   CONVERGE_DATABASE_AUTH_FAILED: {
     error: 'ConnectionConfigError',
     carries: '`failure: { service, endpoint, kind, permanent, detail, reason, hint }`',
@@ -234,6 +234,13 @@ export const ERROR_CODES = {
     carries: '`schema`, `endpoint`, `databaseVersion` (0: no tables), `requiredVersion`',
     when: "converge's tables are missing in the schema, or older than this version of converge needs. Checked when relay and consumer start and before each CLI command.",
     action: 'Run `converge migrate` (with the same `--schema`) as the role that owns the schema.',
+  },
+  CONVERGE_WAL_LEVEL_NOT_LOGICAL: {
+    error: 'WalLevelNotLogicalError',
+    carries: '`endpoint`, `walLevel` (what the server has)',
+    when: 'The CDC relay, `createCdcSlot` or `converge cdc slot create` met a PostgreSQL whose `wal_level` is not `logical`, so it has no logical replication slots. Checked when the CDC relay starts: it stops instead of retrying, `ready()` rejects, `converge relay --mode cdc` exits 1.',
+    action:
+      "Set `wal_level = logical` (`ALTER SYSTEM SET wal_level = logical` or postgresql.conf) and restart PostgreSQL; or use the polling relay. converge's own tests use the logical cluster `npm run services` starts on port 5433.",
   },
   CONVERGE_READY_TIMEOUT: {
     error: 'ReadyTimeoutError',

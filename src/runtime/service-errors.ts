@@ -139,6 +139,26 @@ export class SchemaNotMigratedError extends ConvergeError {
   }
 }
 
+/**
+ * The CDC relay (or `createCdcSlot`) met a PostgreSQL whose `wal_level` is not `logical`, so it
+ * cannot create or read a logical replication slot. The setting only changes with a restart, so
+ * retrying cannot help: the relay stops and `ready()` rejects with this.
+ */
+export class WalLevelNotLogicalError extends ConvergeError {
+  constructor(
+    readonly endpoint: string,
+    /** What the server reports (`replica`, `minimal`). */
+    readonly walLevel: string,
+  ) {
+    super(
+      'CONVERGE_WAL_LEVEL_NOT_LOGICAL',
+      `PostgreSQL at ${endpoint} has wal_level=${walLevel}; the CDC relay reads a logical replication slot, which needs wal_level=logical: ` +
+        'set it (`ALTER SYSTEM SET wal_level = logical` or postgresql.conf) and restart PostgreSQL, or use the polling relay; ' +
+        "for converge's own tests, `npm run services` starts a local cluster with wal_level=logical on port 5433",
+    );
+  }
+}
+
 /** `ready({ timeoutMs })` gave up waiting; the component keeps trying. `lastFailure` says what it was waiting for. */
 export class ReadyTimeoutError extends ConvergeError {
   constructor(

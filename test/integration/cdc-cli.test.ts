@@ -2,13 +2,16 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { AMQP_URL, CDC_DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
-import { orderEvent, withCdcRig } from '../support/cdc-fixture.js';
+import { AMQP_URL, CDC_DATABASE_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
+import { orderEvent, withCdcRig, withNonLogicalSchema } from '../support/cdc-fixture.js';
 
-function converge(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function converge(
+  args: string[],
+  databaseUrl = CDC_DATABASE_URL,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/cli/main.ts', '--database-url', CDC_DATABASE_URL, ...args],
+    ['--import', 'tsx', 'src/cli/main.ts', '--database-url', databaseUrl, ...args],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
@@ -116,4 +119,26 @@ test('`converge relay --mode cdc` on a schema never migrated exits 1 with the re
   ]);
   assert.equal(run.code, 1, run.stderr);
   assert.match(run.stderr, /CONVERGE_SCHEMA_NOT_MIGRATED: .*run `converge migrate`/);
+});
+
+test('on a server without wal_level=logical, `converge cdc slot create` and `converge relay --mode cdc` exit 1 with CONVERGE_WAL_LEVEL_NOT_LOGICAL', async () => {
+  await withNonLogicalSchema(async (db) => {
+    const slot = uniqueName('cvt_cdc_slot');
+    const names = ['--slot', slot, '--publication', slot];
+    const created = await converge(['--schema', db.schema, 'cdc', 'slot', 'create', ...names], DATABASE_URL);
+    assert.equal(created.code, 1, created.stderr);
+    assert.match(
+      created.stderr,
+      /CONVERGE_WAL_LEVEL_NOT_LOGICAL: PostgreSQL at \S+ has wal_level=\w+;.*restart PostgreSQL/,
+    );
+    const relay = await converge(
+      ['--schema', db.schema, 'relay', '--mode', 'cdc', ...names, '--amqp-url', AMQP_URL],
+      DATABASE_URL,
+    );
+    assert.equal(relay.code, 1, relay.stderr);
+    assert.match(
+      relay.stderr,
+      /CONVERGE_WAL_LEVEL_NOT_LOGICAL: PostgreSQL at \S+ has wal_level=\w+;.*restart PostgreSQL/,
+    );
+  });
 });

@@ -1,12 +1,19 @@
 import assert from 'node:assert/strict';
 import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';
-import { withTransaction, appendToOutbox, SchemaNotMigratedError } from '../../src/index.js';
+import {
+  withTransaction,
+  appendToOutbox,
+  createCdcSlot,
+  CdcRelay,
+  SchemaNotMigratedError,
+  WalLevelNotLogicalError,
+} from '../../src/index.js';
 import { parseLsn } from '../../src/cdc/lsn.js';
 import client from 'prom-client';
 import { instrumentCdcRelay } from '../../src/metrics/index.js';
-import { test, uniqueName, waitFor } from '../support/rig.js';
-import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
+import { AMQP_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
+import { orderEvent, withCdcRig, withNonLogicalSchema, type CdcRig } from '../support/cdc-fixture.js';
 
 /** Per aggregate, the versions in the order of their first arrival. */
 function firstArrivalOrder(rig: CdcRig): Map<string, number[]> {
@@ -85,12 +92,7 @@ test('an unroutable event stops the stream there; once routable, everything arri
     const [a1] = await rig.append(orderEvent('a', 1));
     await waitFor(async () => (await rig.rows()).every((r) => r.status === 'published'), 'a1 marked');
     await waitFor(() => rig.received.length === 1 && true, 'a1 received');
-    // Inside the transaction, before its commit record: a lower bound of its commit LSN.
-    const before = await withTransaction(rig.pool, async (client) => {
-      await appendToOutbox(client, orderEvent('i', 1, { aggregateType: 'invoice' }), { schema: rig.schema });
-      const { rows } = await client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
-      return rows[0]!.lsn;
-    });
+    const before = await rig.appendBefore(orderEvent('i', 1, { aggregateType: 'invoice' }));
     await rig.append(orderEvent('a', 2), orderEvent('b', 1));
     await rig.append(orderEvent('a', 3));
     await waitFor(() => retries.length >= 3, 'the stream to stop and retry the unroutable event three times');
@@ -111,15 +113,7 @@ test('an unroutable event stops the stream there; once routable, everything arri
     assert.deepEqual(new Set(rig.arrivals()), new Set(rows.map((r) => r.event_id)), 'nothing skipped');
     assert.equal(rig.arrivals().filter((id) => id === a1).length, 1, 'a1, acknowledged before, is not resent');
     // Per aggregate, each version's last copy arrives in order: the retry resends everything after the stop.
-    const last = new Map<string, number[]>();
-    for (const { envelope } of rig.received) {
-      const key = envelope.aggregateId;
-      last.set(key, [
-        ...(last.get(key) ?? []).filter((v) => v !== envelope.aggregateVersion),
-        envelope.aggregateVersion,
-      ]);
-    }
-    assert.deepEqual(Object.fromEntries(last), { a: [1, 2, 3], b: [1], i: [1] });
+    assert.deepEqual(rig.lastCopyOrder(), { a: [1, 2, 3], b: [1], i: [1] });
     const invoice = rig.received.findIndex((r) => r.envelope.aggregateId === 'i');
     const after = rig.received.slice(invoice).map((r) => `${r.envelope.aggregateId}${r.envelope.aggregateVersion}`);
     assert.deepEqual(after, ['i1', 'a2', 'b1', 'a3'], 'the retried event first, then everything committed after it');
@@ -213,5 +207,48 @@ test('ready() rejects with SchemaNotMigratedError for a schema never migrated, a
     await assert.rejects(relay.ready({ timeoutMs: 30_000 }), SchemaNotMigratedError);
     assert.ok(relay.failure instanceof SchemaNotMigratedError, 'failure names the cause');
     await waitFor(() => relay.state === 'stopped', 'the relay stopped by itself');
+  });
+});
+
+test('on a server without wal_level=logical, ready() rejects with WalLevelNotLogicalError naming it and the fix, and the relay stops', async () => {
+  await withNonLogicalSchema(async (db) => {
+    const slot = uniqueName('cvt_cdc_slot');
+    const relay = new CdcRelay({
+      connectionString: DATABASE_URL,
+      amqpUrl: AMQP_URL,
+      schema: db.schema,
+      slot,
+      publication: slot,
+      reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 100 },
+    });
+    const errors: Error[] = [];
+    relay.on('error', (err) => errors.push(err));
+    relay.start();
+    try {
+      const err = await relay.ready({ timeoutMs: 30_000 }).then(
+        () => assert.fail('ready() resolved'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof WalLevelNotLogicalError, String(err));
+      assert.equal(err.code, 'CONVERGE_WAL_LEVEL_NOT_LOGICAL');
+      const { rows } = await db.pool.query<{ wal_level: string }>('SHOW wal_level');
+      assert.equal(err.walLevel, rows[0]!.wal_level);
+      assert.match(err.message, new RegExp(`PostgreSQL at 127\\.0\\.0\\.1:5432 has wal_level=${err.walLevel}`));
+      assert.match(err.message, /needs wal_level=logical.*restart PostgreSQL/);
+      assert.equal(relay.failure, err, 'failure names the cause');
+      await waitFor(() => relay.state === 'stopped', 'the relay stopped by itself');
+      assert.equal(errors.length, 1, 'one attempt, no retries');
+      const { rows: publications } = await db.pool.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [slot]);
+      assert.equal(publications.length, 0, 'nothing created on the way');
+      // createCdcSlot refuses the same way, before creating anything.
+      await assert.rejects(
+        createCdcSlot(db.pool, { schema: db.schema, slot, publication: slot }),
+        WalLevelNotLogicalError,
+      );
+      const { rows: after } = await db.pool.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [slot]);
+      assert.equal(after.length, 0);
+    } finally {
+      await relay.stop();
+    }
   });
 });

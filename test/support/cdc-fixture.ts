@@ -4,6 +4,7 @@
  * exchange and a queue whose messages are collected. close() stops the relays and drops the slot
  * first (a leftover slot retains WAL forever), then the publication, schema and broker objects.
  */
+import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import { appendToOutbox, silentLogger, withTransaction, type EventEnvelope, type NewEvent } from '../../src/index.js';
@@ -13,12 +14,16 @@ import {
   AMQP_URL,
   CDC_DATABASE_URL,
   CDC_PG_HINT,
+  DATABASE_URL,
   KEEP_FAILED,
   connectRabbit,
+  createTestSchema,
   dropBrokerNames,
   redactUrl,
   registry,
   uniqueName,
+  waitFor,
+  type TestDatabase,
 } from './rig.js';
 
 export interface Received {
@@ -63,6 +68,8 @@ export class CdcRig {
   readonly queue = uniqueName('cvt_cdc_q');
   readonly slot = uniqueName('cvt_cdc_slot');
   readonly publication = uniqueName('cvt_cdc_pub');
+  /** Queues a test declared besides the collecting one, deleted with it. */
+  readonly #queues: string[] = [];
 
   private constructor(
     readonly pool: pg.Pool,
@@ -104,6 +111,15 @@ export class CdcRig {
     await this.channel.bindQueue(this.queue, this.exchange, pattern);
   }
 
+  /** Another queue on the exchange, bound with `pattern` and declared with `args` (e.g. a length limit). */
+  async queueIn(pattern: string, args: Record<string, unknown> = {}): Promise<string> {
+    const queue = uniqueName('cvt_cdc_q');
+    this.#queues.push(queue);
+    await this.channel.assertQueue(queue, { durable: false, arguments: args });
+    await this.channel.bindQueue(queue, this.exchange, pattern);
+    return queue;
+  }
+
   async createSlot(): Promise<void> {
     await createCdcSlot(this.pool, { schema: this.schema, slot: this.slot, publication: this.publication });
   }
@@ -141,6 +157,19 @@ export class CdcRig {
     });
   }
 
+  /**
+   * Appends events in one committed transaction and returns the WAL insert position inside it,
+   * before its commit record: a lower bound of its commit LSN, so a slot confirmed at or below it
+   * was never acknowledged past these events.
+   */
+  async appendBefore(...events: NewEvent[]): Promise<string> {
+    return withTransaction(this.pool, async (client) => {
+      for (const event of events) await appendToOutbox(client, event, { schema: this.schema });
+      const { rows } = await client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+      return rows[0]!.lsn;
+    });
+  }
+
   async rows(): Promise<OutboxTestRow[]> {
     const { rows } = await this.pool.query<OutboxTestRow>(`SELECT * FROM "${this.schema}".outbox ORDER BY position`);
     return rows;
@@ -148,6 +177,19 @@ export class CdcRig {
 
   async slotInfo() {
     return showCdcSlot(this.pool, this.slot);
+  }
+
+  /**
+   * Per aggregate id, its versions in the order of their last copy: a stream restarted at a stop
+   * resends everything after it, so the last copies must come in version order.
+   */
+  lastCopyOrder(): Record<string, number[]> {
+    const last = new Map<string, number[]>();
+    for (const { envelope } of this.received) {
+      const seen = (last.get(envelope.aggregateId) ?? []).filter((v) => v !== envelope.aggregateVersion);
+      last.set(envelope.aggregateId, [...seen, envelope.aggregateVersion]);
+    }
+    return Object.fromEntries(last);
   }
 
   /** Event ids in the order they arrived. */
@@ -165,13 +207,28 @@ export class CdcRig {
       }
     };
     for (const relay of this.relays) await attempt(() => relay.stop());
-    // Whatever else happened: a slot left behind would keep WAL forever.
-    await attempt(() => dropCdcSlot(this.pool, { slot: this.slot, publication: this.publication }));
-    if (!KEEP_FAILED) await attempt(() => dropBrokerNames(this.connection, [this.queue, this.exchange]));
+    // Whatever else happened: a slot left behind would keep WAL forever. The walsender of a relay
+    // just stopped may hold the slot a moment longer (55006): wait for it to go.
+    await attempt(() =>
+      waitFor(
+        () =>
+          dropCdcSlot(this.pool, { slot: this.slot, publication: this.publication }).then(
+            () => true,
+            (err: { code?: string }) => {
+              if (err.code === '55006') return false;
+              throw err;
+            },
+          ),
+        `slot ${this.slot} released by its walsender, to drop it`,
+      ),
+    );
+    if (!KEEP_FAILED)
+      await attempt(() => dropBrokerNames(this.connection, [...this.#queues, this.queue, this.exchange]));
     await attempt(() => this.connection.close());
     await attempt(() => this.pool.query(`DROP SCHEMA IF EXISTS "${this.schema}" CASCADE`));
     await attempt(() => this.pool.end());
-    if (problems.length > 0) throw new AggregateError(problems, 'CDC test cleanup failed');
+    if (problems.length > 0)
+      throw new AggregateError(problems, `CDC test cleanup failed: ${problems.map((p) => String(p)).join('; ')}`);
   }
 }
 
@@ -181,6 +238,26 @@ export async function withCdcRig(work: (rig: CdcRig) => Promise<void>, bind: str
     await work(rig);
   } finally {
     await rig.close();
+  }
+}
+
+/**
+ * A migrated schema on the shared PostgreSQL (DATABASE_URL), which has no logical decoding
+ * (`wal_level=replica`, as `npm run services` sets it up): what the CDC relay must refuse at once.
+ * A server with wal_level=logical there fails the test, naming why, rather than skipping it.
+ */
+export async function withNonLogicalSchema(work: (db: TestDatabase) => Promise<void>): Promise<void> {
+  const db = await createTestSchema('cvt_cdc_nolog');
+  try {
+    const { rows } = await db.pool.query<{ wal_level: string }>('SHOW wal_level');
+    assert.notEqual(
+      rows[0]?.wal_level,
+      'logical',
+      `this test needs a PostgreSQL without wal_level=logical at ${redactUrl(DATABASE_URL)} (the shared server has wal_level=replica)`,
+    );
+    await work(db);
+  } finally {
+    await db.close();
   }
 }
 

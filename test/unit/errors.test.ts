@@ -16,6 +16,7 @@ import {
   AdapterError,
   SchemaNotMigratedError,
   ServiceUnavailableError,
+  WalLevelNotLogicalError,
   ContentConflictError,
   ConvergeError,
   ERROR_CODES,
@@ -98,6 +99,7 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
         }),
     ),
   SchemaNotMigratedError: () => [new SchemaNotMigratedError('converge', 'db:5432', 0, 9)],
+  WalLevelNotLogicalError: () => [new WalLevelNotLogicalError('db:5432', 'replica')],
   ReadyTimeoutError: () => [new ReadyTimeoutError('consumer orders', 5_000)],
   AdapterError: () => [new AdapterError('knex', 'not inside a transaction')],
 };

@@ -46,6 +46,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'TransientError',
       'UnsupportedSchemaVersionError',
       'VersionGapError',
+      'WalLevelNotLogicalError',
       'appendManyToOutbox',
       'appendToOutbox',
       'applyIncrement',
