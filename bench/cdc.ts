@@ -4,12 +4,13 @@
  * (CDC_DATABASE_URL, which `npm run services` prepares), so it gets a schema, a slot and a
  * publication of its own there, removed at the end of the run.
  */
+import type pg from 'pg';
 import { CDC_DATABASE_URL } from '../kit/services.js';
 import { createCdcSlot, dropCdcSlot, migrate } from '../src/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { Worker } from './child.js';
 import { createReadTable, noPendingRows, seedBacklog, settle, type RelayChoice } from './converge.js';
-import { openPoolAt, unique, type BenchContext } from './env.js';
+import { openPoolAt, sleep, unique, type BenchContext } from './env.js';
 import { drain, type DrainCost } from './measure.js';
 import { rate } from './stats.js';
 
@@ -43,6 +44,40 @@ export async function openCdc(ctx: BenchContext): Promise<CdcBench> {
     slot,
     publication,
   };
+}
+
+/**
+ * Runs `run` with a slot of its own on the same publication. A slot that streamed a drain keeps its
+ * restart_lsn far behind its confirmed position (PostgreSQL 15 moves it only at a running-transactions
+ * record, every 15 s or at a checkpoint), so the next session on it re-decodes the whole drain first,
+ * and a pipeline run would time that backlog instead of the relay. Dropped afterwards, and by the
+ * run's cleanup should `run` fail.
+ */
+export async function withFreshSlot<T>(cdc: CdcBench, run: (cdc: CdcBench) => Promise<T>): Promise<T> {
+  const slot = unique('bench_cdc_run');
+  const drop = () => dropSlotWhenFree(cdc.ctx.pool, slot);
+  cdc.ctx.cleanup.add(`drop slot ${slot}`, drop);
+  await createCdcSlot(cdc.ctx.pool, { schema: cdc.ctx.schema, slot, publication: cdc.publication });
+  try {
+    return await run({ ...cdc, slot });
+  } finally {
+    await drop();
+  }
+}
+
+/** The walsender of a relay that just stopped may hold the slot a moment longer (SQLSTATE 55006). */
+async function dropSlotWhenFree(pool: pg.Pool, slot: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await pool.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [
+        slot,
+      ]);
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55006' || attempt === 100) throw err;
+      await sleep(100);
+    }
+  }
 }
 
 export function cdcRelayConfig(cdc: CdcBench, exchange: string, ttlMs: number): Record<string, unknown> {
