@@ -92,7 +92,7 @@ export const relayOptions = defineOptions(
         .int()
         .min(1)
         .max(16)
-        .default(4)
+        .default(2)
         .describe('Batches that may wait for their confirms at once; per-aggregate order still holds.'),
       listen: z
         .boolean()
