@@ -292,6 +292,9 @@ describe('relay publish failures', () => {
         const relay = relayIn(env, {
           amqpUrl: proxy.url(AMQP_URL),
           confirmTimeoutMs: 300,
+          // Each first version commits on its own and is claimed in a batch of its own: all three must be
+          // in flight before the first times out, as no channel opens again while replies are held.
+          concurrency: 4,
           backoff: { initialDelayMs: 20, maxDelayMs: 100 },
           reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 100 },
           // Lost confirms and channels are the broker's, never charged: one charged attempt would fail a row.
