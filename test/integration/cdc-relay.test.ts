@@ -14,6 +14,7 @@ import client from 'prom-client';
 import { instrumentCdcRelay } from '../../src/metrics/index.js';
 import { AMQP_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, withNonLogicalSchema, type CdcRig } from '../support/cdc-fixture.js';
+import { databaseAddress, literal } from '../support/database-url.js';
 
 /** Per aggregate, the versions in the order of their first arrival. */
 function firstArrivalOrder(rig: CdcRig): Map<string, number[]> {
@@ -233,7 +234,10 @@ test('on a server without wal_level=logical, ready() rejects with WalLevelNotLog
       assert.equal(err.code, 'CONVERGE_WAL_LEVEL_NOT_LOGICAL');
       const { rows } = await db.pool.query<{ wal_level: string }>('SHOW wal_level');
       assert.equal(err.walLevel, rows[0]!.wal_level);
-      assert.match(err.message, new RegExp(`PostgreSQL at 127\\.0\\.0\\.1:5432 has wal_level=${err.walLevel}`));
+      assert.match(
+        err.message,
+        new RegExp(`PostgreSQL at ${literal(databaseAddress().where)} has wal_level=${err.walLevel}`),
+      );
       assert.match(err.message, /needs wal_level=logical.*restart PostgreSQL/);
       assert.equal(relay.failure, err, 'failure names the cause');
       await waitFor(() => relay.state === 'stopped', 'the relay stopped by itself');
