@@ -29,6 +29,18 @@ interface Section {
   rows: Row[];
 }
 
+/** A measurement's CPU milliseconds per event, in all and per party (bench/cpu.ts). */
+function cpuRows(key: string, note?: string): Row[] {
+  return [
+    { key: `${key}_cpu_ms`, unit: 'ms', ...(note ? { note } : {}) },
+    ...['node', 'postgres', 'rabbitmq'].map((party) => ({ key: `${key}_cpu_ms_${party}`, unit: 'ms' })),
+  ];
+}
+
+function statementRow(key: string, note?: string): Row {
+  return { key: `${key}_statements_per_1000_events`, unit: 'stmts', ...(note ? { note } : {}) };
+}
+
 export const SECTIONS: Section[] = [
   {
     title: 'raw baselines (no converge code)',
@@ -148,24 +160,15 @@ export const SECTIONS: Section[] = [
   {
     title: 'CPU per event in the sustained runs (all parties on the same cores)',
     rows: [
-      { key: 'naive_pipeline_cpu_ms', unit: 'ms', note: 'node (bench + workers) + PostgreSQL + RabbitMQ' },
-      { key: 'naive_pipeline_cpu_ms_node', unit: 'ms' },
-      { key: 'naive_pipeline_cpu_ms_postgres', unit: 'ms' },
-      { key: 'naive_pipeline_cpu_ms_rabbitmq', unit: 'ms' },
-      { key: 'e2e_sustained_cpu_ms', unit: 'ms', note: 'node (bench + workers) + PostgreSQL + RabbitMQ' },
-      { key: 'e2e_sustained_cpu_ms_node', unit: 'ms' },
-      { key: 'e2e_sustained_cpu_ms_postgres', unit: 'ms' },
-      { key: 'e2e_sustained_cpu_ms_rabbitmq', unit: 'ms' },
+      ...cpuRows('naive_pipeline', 'node (bench + workers) + PostgreSQL + RabbitMQ'),
+      ...cpuRows('e2e_sustained', 'node (bench + workers) + PostgreSQL + RabbitMQ'),
       {
         key: 'naive_pipeline_cores_busy',
         unit: 'cores',
         note: 'CPU per event × rate: how many cores the run kept busy',
       },
       { key: 'e2e_sustained_cores_busy', unit: 'cores' },
-      { key: 'cdc_e2e_sustained_cpu_ms', unit: 'ms', note: 'the CDC pipeline (its PostgreSQL: CDC_DATABASE_URL)' },
-      { key: 'cdc_e2e_sustained_cpu_ms_node', unit: 'ms' },
-      { key: 'cdc_e2e_sustained_cpu_ms_postgres', unit: 'ms' },
-      { key: 'cdc_e2e_sustained_cpu_ms_rabbitmq', unit: 'ms' },
+      ...cpuRows('cdc_e2e_sustained', 'the CDC pipeline (its PostgreSQL: CDC_DATABASE_URL)'),
       { key: 'cdc_e2e_sustained_cores_busy', unit: 'cores' },
       {
         key: 'e2e_vs_naive_cpu_bound',
@@ -177,34 +180,12 @@ export const SECTIONS: Section[] = [
   {
     title: 'CPU and statements per event in the drains',
     rows: [
-      {
-        key: 'relay_drain_cpu_ms',
-        unit: 'ms',
-        note: 'workers (and the bench) + PostgreSQL + RabbitMQ, per event drained',
-      },
-      { key: 'relay_drain_cpu_ms_node', unit: 'ms' },
-      { key: 'relay_drain_cpu_ms_postgres', unit: 'ms' },
-      { key: 'relay_drain_cpu_ms_rabbitmq', unit: 'ms' },
-      {
-        key: 'relay_drain_statements_per_1000_events',
-        unit: 'stmts',
-        note: 'statements (round trips) its workers sent to PostgreSQL',
-      },
-      { key: 'cdc_relay_drain_cpu_ms', unit: 'ms' },
-      { key: 'cdc_relay_drain_cpu_ms_node', unit: 'ms' },
-      { key: 'cdc_relay_drain_cpu_ms_postgres', unit: 'ms' },
-      { key: 'cdc_relay_drain_cpu_ms_rabbitmq', unit: 'ms' },
-      { key: 'cdc_relay_drain_statements_per_1000_events', unit: 'stmts' },
-      { key: 'naive_consumer_apply_cpu_ms', unit: 'ms' },
-      { key: 'naive_consumer_apply_cpu_ms_node', unit: 'ms' },
-      { key: 'naive_consumer_apply_cpu_ms_postgres', unit: 'ms' },
-      { key: 'naive_consumer_apply_cpu_ms_rabbitmq', unit: 'ms' },
-      { key: 'naive_consumer_apply_statements_per_1000_events', unit: 'stmts' },
-      { key: 'consumer_apply_cpu_ms', unit: 'ms' },
-      { key: 'consumer_apply_cpu_ms_node', unit: 'ms' },
-      { key: 'consumer_apply_cpu_ms_postgres', unit: 'ms' },
-      { key: 'consumer_apply_cpu_ms_rabbitmq', unit: 'ms' },
-      { key: 'consumer_apply_statements_per_1000_events', unit: 'stmts' },
+      ...cpuRows('relay_drain', 'workers (and the bench) + PostgreSQL + RabbitMQ, per event drained'),
+      statementRow('relay_drain', 'statements (round trips) its workers sent to PostgreSQL'),
+      ...['cdc_relay_drain', 'naive_consumer_apply', 'consumer_apply'].flatMap((key) => [
+        ...cpuRows(key),
+        statementRow(key),
+      ]),
       {
         key: 'consumer_vs_naive_consumer_cpu_bound',
         unit: '×',
