@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BodyTooLargeError, EnvelopeValidationError, MalformedBodyError } from '../runtime/errors.js';
 import type { EventEnvelope } from './envelope.js';
+import { isFiniteThroughout, plainPayload, storableText, storableThroughout } from './storable.js';
 
 export const DEFAULT_MAX_ENVELOPE_BYTES = 256 * 1024;
 
@@ -72,7 +73,15 @@ const envelopeSchema = z.strictObject({
  * of them quote the received value.
  */
 export function validateEnvelope(value: unknown): EventEnvelope {
-  const data = plainlyValid(value) ?? schemaChecked(value);
+  return fastValidated(value) ?? slowValidated(value);
+}
+
+/**
+ * The whole contract through zod and the two payload walks: what decides an envelope the fast
+ * path leaves, and the only path that says what is wrong. Exported for the differential tests.
+ */
+export function slowValidated(value: unknown): EventEnvelope {
+  const data = schemaChecked(value);
   if (!storableThroughout(data.payload))
     throw new EnvelopeValidationError(
       'payload',
@@ -84,23 +93,24 @@ export function validateEnvelope(value: unknown): EventEnvelope {
   return data;
 }
 
-const occurredAtSchema = z.iso.datetime({ offset: true });
+// The pattern zod builds for envelopeSchema's occurredAt, tested without zod's result objects.
+const OCCURRED_AT = z.regexes.datetime({ offset: true, local: false, precision: null });
 const TRACEPARENT = new RegExp(ENVELOPE_LIMITS.traceparentPattern);
 const NAME = new RegExp(ENVELOPE_LIMITS.namePattern);
-const ENVELOPE_KEYS = new Set(Object.keys(envelopeSchema.shape));
 
 /**
- * The common case without zod, which took a third of a consumer's CPU per delivery: an
- * envelope that passes every check below passes the schema too (each check implies zod's),
- * and comes back as zod returns it (a new object, keys in the schema's order, payload as
- * given). Anything else, odd but valid included, returns undefined and goes through zod.
+ * The common case without zod, which took a third of a consumer's CPU per delivery, and with
+ * one walk of the payload instead of two: an envelope that passes every check below passes
+ * slowValidated too (each check implies one of its own), and comes back as zod returns it (a
+ * new object, keys in the schema's order, payload as given). Anything else, odd but valid
+ * included, returns undefined and goes the slow way. Exported for the differential tests.
  */
-function plainlyValid(value: unknown): EventEnvelope | undefined {
+export function fastValidated(value: unknown): EventEnvelope | undefined {
   // A plain object (as JSON.parse makes): zod also looks at inherited keys, which this check leaves to it.
   if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype)
     return undefined;
   const v = value as Record<string, unknown>;
-  for (const key in v) if (!ENVELOPE_KEYS.has(key) || v[key] === undefined) return undefined;
+  for (const key in v) if (!envelopeKey(key) || v[key] === undefined) return undefined;
   const { eventId, aggregateType, aggregateId, aggregateVersion, eventType, schemaVersion, kind, payload, occurredAt } =
     v;
   if (
@@ -111,9 +121,9 @@ function plainlyValid(value: unknown): EventEnvelope | undefined {
     !plainName(eventType) ||
     !plainVersion(schemaVersion) ||
     (kind !== 'incremental' && kind !== 'snapshot') ||
-    payload === undefined ||
+    !plainPayload(payload) ||
     typeof occurredAt !== 'string' ||
-    !occurredAtSchema.safeParse(occurredAt).success
+    !OCCURRED_AT.test(occurredAt)
   )
     return undefined;
   const envelope: EventEnvelope = {
@@ -136,6 +146,29 @@ function plainlyValid(value: unknown): EventEnvelope | undefined {
     envelope.tenantId = v.tenantId;
   }
   return envelope;
+}
+
+/**
+ * The keys of envelopeSchema, spelled out: a switch costs half of what Set lookups did (about
+ * 30 of the fast path's 400 ns). A key missing here only sends its envelopes the slow way.
+ */
+function envelopeKey(key: string): boolean {
+  switch (key) {
+    case 'eventId':
+    case 'aggregateType':
+    case 'aggregateId':
+    case 'aggregateVersion':
+    case 'eventType':
+    case 'schemaVersion':
+    case 'kind':
+    case 'payload':
+    case 'occurredAt':
+    case 'traceparent':
+    case 'tenantId':
+      return true;
+    default:
+      return false;
+  }
 }
 
 /** At most nameMaxLength UTF-16 units: then also at most that many code points, zod's measure. */
@@ -170,47 +203,6 @@ function schemaChecked(value: unknown): EventEnvelope {
     throw new EnvelopeValidationError(field, describeIssue(issue));
   }
   return result.data;
-}
-
-/** True if PostgreSQL text (and jsonb) can store `value` unchanged: no U+0000, no lone surrogate. */
-export function storableText(value: string): boolean {
-  return !value.includes('\u0000') && !LONE_SURROGATE.test(value);
-}
-
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Every string and key in `value` is storable text (iterative, like isFiniteThroughout). */
-function storableThroughout(value: unknown): boolean {
-  const pending: unknown[] = [value];
-  const seen = new Set<object>();
-  while (pending.length > 0) {
-    const item = pending.pop();
-    if (typeof item === 'string' && !storableText(item)) return false;
-    if (typeof item !== 'object' || item === null || seen.has(item)) continue;
-    seen.add(item);
-    if (!Array.isArray(item)) for (const key of Object.keys(item)) if (!storableText(key)) return false;
-    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push(child);
-  }
-  return true;
-}
-
-/**
- * No non-finite number anywhere in `value`. Iterative, so an outgoing payload of any depth
- * cannot overflow the stack, and each object is visited once, so a cycle (which
- * fingerprinting rejects later) cannot loop here.
- */
-function isFiniteThroughout(value: unknown): boolean {
-  const pending: unknown[] = [value];
-  const seen = new Set<object>();
-  while (pending.length > 0) {
-    const item = pending.pop();
-    if (typeof item === 'number' && !Number.isFinite(item)) return false;
-    if (typeof item !== 'object' || item === null || seen.has(item)) continue;
-    seen.add(item);
-    // A loop, not push(...items): spreading a 100,000-element array would itself overflow the stack.
-    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push(child);
-  }
-  return true;
 }
 
 function describeIssue(issue: z.core.$ZodIssue | undefined): string {

@@ -3,120 +3,17 @@
  * broker queues, inbox, projection, reorder buffer) to findings that say which stage to
  * look at, the evidence, and what shows the recovery. Pure: the facts are gathered elsewhere.
  */
-import { formatBytes } from '../runtime/bytes.js';
-
-export interface SourceFacts {
-  /** What the user configured, e.g. `public.orders`. */
-  source: string;
-  aggregateType: string;
-  /** Source rows whose version is above the newest outbox event of their aggregate. */
-  ahead: number;
-  /** A few of their ids (ids only, never row contents). */
-  sampleIds: string[];
-}
-
-export interface OutboxFacts {
-  pending: number;
-  failed: number;
-  oldestPendingAgeSeconds: number | null;
-  /** Events appended per second during the sample. */
-  arrivalPerSecond: number;
-  /** Events published per second during the sample. */
-  publishedPerSecond: number;
-  /** Pending count at the start and end of the sample. */
-  pendingBefore: number;
-}
-
-export interface QueueFacts {
-  queue: string;
-  consumer: string;
-  projection?: string;
-  /** null: the queue does not exist on the broker. */
-  depth: number | null;
-  depthBefore: number | null;
-  consumers: number | null;
-  /** Inbox rows this consumer recorded during the sample, per second. */
-  completedPerSecond: number;
-  /** Inbox rows this consumer recorded in the window. */
-  inboxInWindow: number;
-  /** projection_state rows of `projection` changed in the window (when a projection is named). */
-  projectionUpdatesInWindow?: number;
-}
-
-export interface GapFacts {
-  /** Aggregates whose next version has been missing longer than the stall threshold. */
-  stuckAggregates: number;
-  oldestAgeSeconds: number | null;
-  parked: number;
-  sample: {
-    consumer: string;
-    aggregateType: string;
-    aggregateId: string;
-    currentVersion: number;
-    parkedVersions: number[];
-  }[];
-}
-
-export interface FailureFacts {
-  outboxFailed: number;
-  /** Open quarantine rows by reason. */
-  quarantined: Record<string, number>;
-}
-
-/** A CDC relay's replication slot as pg_replication_slots shows it. */
-export interface CdcSlotFacts {
-  slot: string;
-  /** false: the server has no replication slot of that name. */
-  exists: boolean;
-  /** A walsender holds the slot: a CDC relay streams from it. */
-  active: boolean;
-  /** WAL the server keeps for the slot and may not recycle: it grows while nothing acknowledges. */
-  retainedWalBytes: number;
-  /** reserved, extended, unreserved or lost (max_slot_wal_keep_size exceeded); null before PostgreSQL 13. */
-  walStatus: string | null;
-}
-
-export interface PipelineFacts {
-  windowSeconds: number;
-  sampleSeconds: number;
-  stallAfterSeconds: number;
-  sources: SourceFacts[];
-  outbox: OutboxFacts;
-  /** The CDC relays' slots asked about (none with the polling relay). */
-  cdcSlots: CdcSlotFacts[];
-  /** Retained WAL at or above this is a warning even while a relay streams. */
-  cdcRetainedWalWarnBytes: number;
-  queues: QueueFacts[];
-  gaps: GapFacts;
-  failures: FailureFacts;
-}
-
-export type Stage = 'producer' | 'relay' | 'broker' | 'consumer' | 'projection' | 'ordering';
-
-export interface Finding {
-  kind:
-    | 'source-without-event'
-    | 'outbox-growing'
-    | 'outbox-failed'
-    | 'cdc-slot-missing'
-    | 'cdc-slot-lost'
-    | 'cdc-slot-inactive'
-    | 'cdc-slot-retaining-wal'
-    | 'broker-backlog'
-    | 'queue-missing'
-    | 'inbox-without-projection'
-    | 'missing-versions'
-    | 'quarantined';
-  severity: 'stalled' | 'warning';
-  stage: Stage;
-  /** What the finding is about when a stage has several: the source table or the queue. */
-  subject?: string;
-  /** The facts that triggered the finding: counts, ages and ids, never payloads. */
-  evidence: string;
-  lookAt: string;
-  /** What shows that the stage recovered. */
-  recovered: string;
-}
+import { cdcSlotFindings } from './diagnose-cdc.js';
+import {
+  round,
+  type FailureFacts,
+  type Finding,
+  type GapFacts,
+  type OutboxFacts,
+  type PipelineFacts,
+  type QueueFacts,
+  type SourceFacts,
+} from './facts.js';
 
 export interface Throughput {
   arrivalPerSecond: number;
@@ -213,66 +110,6 @@ function outboxFindings(facts: PipelineFacts): Finding[] {
   return findings;
 }
 
-/**
- * A slot nothing reads keeps every WAL segment written since its confirmed position: the server's
- * disk fills at the write rate of the whole database, not only of the outbox. The oldest pending
- * outbox row is the age of the oldest event not yet confirmed and marked.
- */
-function cdcSlotFindings(slot: CdcSlotFacts, facts: PipelineFacts): Finding[] {
-  const base = { stage: 'relay' as const, subject: slot.slot };
-  const retained = `retains ${formatBytes(slot.retainedWalBytes)} of WAL`;
-  const oldest = facts.outbox.oldestPendingAgeSeconds ?? 0;
-  const waiting = `${facts.outbox.pending} event(s) not yet published and marked, oldest ${round(oldest)} s`;
-  if (!slot.exists)
-    return [
-      {
-        ...base,
-        kind: 'cdc-slot-missing',
-        severity: 'stalled',
-        evidence: `no replication slot ${slot.slot} on the server; ${waiting}`,
-        lookAt: `converge cdc slot create --slot ${slot.slot} (the CDC relay streams what is committed after it), or run the polling relay`,
-        recovered: 'converge cdc slot show lists the slot with an active pid, and pending rows are marked',
-      },
-    ];
-  if (slot.walStatus === 'lost')
-    return [
-      {
-        ...base,
-        kind: 'cdc-slot-lost',
-        severity: 'stalled',
-        evidence: `slot ${slot.slot} is invalidated (wal_status lost: max_slot_wal_keep_size was exceeded); ${waiting}`,
-        lookAt:
-          'the WAL the slot needed is gone: run the polling relay to publish the pending rows, then drop and create the slot (converge cdc slot drop / create)',
-        recovered: 'the pending count reaches 0 and a new slot streams (wal_status reserved)',
-      },
-    ];
-  if (!slot.active)
-    return [
-      {
-        ...base,
-        kind: 'cdc-slot-inactive',
-        severity: oldest > facts.stallAfterSeconds ? 'stalled' : 'warning',
-        evidence: `no CDC relay streams from slot ${slot.slot}; it ${retained} and keeps growing; ${waiting}`,
-        lookAt:
-          'is a CDC relay running (converge relay --mode cdc)? its logs for a refused login or a fatal error (converge_cdc_relay_active)',
-        recovered: 'converge cdc slot show has an active pid and the retained WAL falls',
-      },
-    ];
-  if (slot.retainedWalBytes >= facts.cdcRetainedWalWarnBytes)
-    return [
-      {
-        ...base,
-        kind: 'cdc-slot-retaining-wal',
-        severity: 'warning',
-        evidence: `slot ${slot.slot} ${retained} (warning at ${formatBytes(facts.cdcRetainedWalWarnBytes)}) while a relay streams; ${waiting}`,
-        lookAt:
-          'a stream stopped at an event the broker refuses (converge outbox list --pending: last_error, broker_retries) or a relay that cannot keep up (converge_cdc_oldest_unconfirmed_seconds)',
-        recovered: 'the retained WAL falls after the next acknowledgement',
-      },
-    ];
-  return [];
-}
-
 function queueFindings(queue: QueueFacts, facts: PipelineFacts): Finding[] {
   if (queue.depth === null) {
     return [
@@ -352,10 +189,6 @@ function quarantineFindings(failures: FailureFacts): Finding[] {
       recovered: 'no open quarantined message',
     },
   ];
-}
-
-function round(n: number): string {
-  return n >= 100 ? n.toFixed(0) : n.toFixed(1);
 }
 
 function signed(n: number): string {

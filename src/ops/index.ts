@@ -8,7 +8,8 @@ export { readPipelineStatus } from './pipeline.js';
 export { pipelineStatusOptions } from './pipeline-options.js';
 export type { PipelineStatus, PipelineStatusOptions, SourceTable, WatchedQueue, ConsumerLag } from './pipeline.js';
 export { diagnose } from './diagnose.js';
-export type { Finding, Throughput, PipelineFacts, Stage } from './diagnose.js';
+export type { Throughput } from './diagnose.js';
+export type { Finding, PipelineFacts, Stage } from './facts.js';
 export {
   listQuarantine,
   showQuarantined,

@@ -7,19 +7,8 @@ import { silentLogger } from '../runtime/logger.js';
 import { openConnection } from '../transport/connection.js';
 import { parseOptions, poolOption } from '../runtime/options.js';
 import { pipelineStatusOptions, type PipelineStatusOptions, type ResolvedSourceTable } from './pipeline-options.js';
-import {
-  diagnose,
-  queueThroughput,
-  relayThroughput,
-  type Finding,
-  type CdcSlotFacts,
-  type GapFacts,
-  type OutboxFacts,
-  type PipelineFacts,
-  type QueueFacts,
-  type SourceFacts,
-  type Throughput,
-} from './diagnose.js';
+import { diagnose, queueThroughput, relayThroughput, type Throughput } from './diagnose.js';
+import type { CdcSlotFacts, Finding, GapFacts, OutboxFacts, PipelineFacts, QueueFacts, SourceFacts } from './facts.js';
 import { readReorderBuffer } from './gauges.js';
 import { opsSql, sourceAheadSql } from './sql.js';
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { diagnose, drainEstimate, queueThroughput, type PipelineFacts } from '../../src/ops/diagnose.js';
+import { diagnose, drainEstimate, queueThroughput } from '../../src/ops/diagnose.js';
+import type { PipelineFacts } from '../../src/ops/facts.js';
 
 function healthy(): PipelineFacts {
   return {

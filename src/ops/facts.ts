@@ -1,0 +1,122 @@
+/**
+ * What the stall diagnosis reads (the facts gathered about each stage) and what it says (its
+ * findings), apart from the rules so that every file of rules and the gatherer can import them.
+ */
+
+export interface SourceFacts {
+  /** What the user configured, e.g. `public.orders`. */
+  source: string;
+  aggregateType: string;
+  /** Source rows whose version is above the newest outbox event of their aggregate. */
+  ahead: number;
+  /** A few of their ids (ids only, never row contents). */
+  sampleIds: string[];
+}
+
+export interface OutboxFacts {
+  pending: number;
+  failed: number;
+  oldestPendingAgeSeconds: number | null;
+  /** Events appended per second during the sample. */
+  arrivalPerSecond: number;
+  /** Events published per second during the sample. */
+  publishedPerSecond: number;
+  /** Pending count at the start and end of the sample. */
+  pendingBefore: number;
+}
+
+export interface QueueFacts {
+  queue: string;
+  consumer: string;
+  projection?: string;
+  /** null: the queue does not exist on the broker. */
+  depth: number | null;
+  depthBefore: number | null;
+  consumers: number | null;
+  /** Inbox rows this consumer recorded during the sample, per second. */
+  completedPerSecond: number;
+  /** Inbox rows this consumer recorded in the window. */
+  inboxInWindow: number;
+  /** projection_state rows of `projection` changed in the window (when a projection is named). */
+  projectionUpdatesInWindow?: number;
+}
+
+export interface GapFacts {
+  /** Aggregates whose next version has been missing longer than the stall threshold. */
+  stuckAggregates: number;
+  oldestAgeSeconds: number | null;
+  parked: number;
+  sample: {
+    consumer: string;
+    aggregateType: string;
+    aggregateId: string;
+    currentVersion: number;
+    parkedVersions: number[];
+  }[];
+}
+
+export interface FailureFacts {
+  outboxFailed: number;
+  /** Open quarantine rows by reason. */
+  quarantined: Record<string, number>;
+}
+
+/** A CDC relay's replication slot as pg_replication_slots shows it. */
+export interface CdcSlotFacts {
+  slot: string;
+  /** false: the server has no replication slot of that name. */
+  exists: boolean;
+  /** A walsender holds the slot: a CDC relay streams from it. */
+  active: boolean;
+  /** WAL the server keeps for the slot and may not recycle: it grows while nothing acknowledges. */
+  retainedWalBytes: number;
+  /** reserved, extended, unreserved or lost (max_slot_wal_keep_size exceeded); null before PostgreSQL 13. */
+  walStatus: string | null;
+}
+
+export interface PipelineFacts {
+  windowSeconds: number;
+  sampleSeconds: number;
+  stallAfterSeconds: number;
+  sources: SourceFacts[];
+  outbox: OutboxFacts;
+  /** The CDC relays' slots asked about (none with the polling relay). */
+  cdcSlots: CdcSlotFacts[];
+  /** Retained WAL at or above this is a warning even while a relay streams. */
+  cdcRetainedWalWarnBytes: number;
+  queues: QueueFacts[];
+  gaps: GapFacts;
+  failures: FailureFacts;
+}
+
+export type Stage = 'producer' | 'relay' | 'broker' | 'consumer' | 'projection' | 'ordering';
+
+export interface Finding {
+  kind:
+    | 'source-without-event'
+    | 'outbox-growing'
+    | 'outbox-failed'
+    | 'cdc-slot-missing'
+    | 'cdc-slot-lost'
+    | 'cdc-slot-inactive'
+    | 'cdc-slot-retaining-wal'
+    | 'broker-backlog'
+    | 'queue-missing'
+    | 'inbox-without-projection'
+    | 'missing-versions'
+    | 'quarantined';
+  severity: 'stalled' | 'warning';
+  stage: Stage;
+  /** What the finding is about when a stage has several: the source table or the queue. */
+  subject?: string;
+  /** The facts that triggered the finding: counts, ages and ids, never payloads. */
+  evidence: string;
+  lookAt: string;
+  /** What shows that the stage recovered. */
+  recovered: string;
+}
+
+/** How findings write ages and rates: one decimal below 100, whole numbers from there. */
+export function round(n: number): string {
+  return n >= 100 ? n.toFixed(0) : n.toFixed(1);
+}
