@@ -94,6 +94,7 @@ class ExclusiveClaimer implements Claimer {
     // A pool given by the user keeps the connection: it must not keep the lock with it.
     try {
       await holder.query(this.ctx.sql.disown, [this.ctx.options.schema]);
+      await holder.query(this.ctx.sql.idleLimitReset).catch(() => undefined);
       holder.release();
     } catch (err) {
       holder.release(err as Error);
@@ -113,10 +114,25 @@ class ExclusiveClaimer implements Claimer {
       throw err;
     }
     if (!owned) client.release();
-    else this.#holder = client;
+    else {
+      this.#holder = client;
+      await this.#limitIdle(client);
+    }
     if (owned !== this.#owned) this.ctx.ownership(owned);
     this.#owned = owned;
     return owned ? client : undefined;
+  }
+
+  async #limitIdle(client: pg.PoolClient): Promise<void> {
+    try {
+      await client.query(this.ctx.sql.idleLimit, [String(this.ctx.options.leaseMs)]);
+    } catch (err) {
+      // PostgreSQL before 14 has no idle_session_timeout: the lock then lasts until TCP keepalive ends the session.
+      if ((err as { code?: string }).code !== UNDEFINED_PARAMETER) {
+        this.#drop(client, err);
+        throw err;
+      }
+    }
   }
 
   /** The lock went with the connection (or will, as it is destroyed): claim nothing more on it. */
@@ -130,6 +146,8 @@ class ExclusiveClaimer implements Claimer {
     logLost(this.ctx.options.logger, this.ctx.options.relayId);
   }
 }
+
+const UNDEFINED_PARAMETER = '42704';
 
 function logLost(logger: Logger, relayId: string): void {
   logger.warn({ relayId }, 'lost the connection holding the relay lock: claiming stops until it is taken again');

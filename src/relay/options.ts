@@ -115,7 +115,9 @@ export const relayOptions = defineOptions(
         .int()
         .min(100)
         .default(30_000)
-        .describe('With claim lease: how long a claim protects rows from other relays, in ms.'),
+        .describe(
+          "How long a claim protects rows from other relays, in ms; with claim exclusive, how long the lock's session may sit idle (PostgreSQL's idle_session_timeout) before the server ends it and a standby takes over.",
+        ),
       pollIntervalMs: z
         .number()
         .int()
@@ -157,6 +159,12 @@ export const relayOptions = defineOptions(
     })
     .refine(requireConnection, connectionRequired())
     .refine((o) => o.amqpUrl !== undefined || o.transport !== undefined, amqpUrlRequired())
+    // An exclusive relay's lock session is idle at most a poll or a confirm wait; longer means it is gone.
+    .refine((o) => o.claim !== 'exclusive' || o.leaseMs > Math.max(o.pollIntervalMs, o.confirmTimeoutMs), {
+      message: 'with claim exclusive, leaseMs must exceed pollIntervalMs and confirmTimeoutMs',
+      path: ['leaseMs'],
+      when: () => true,
+    })
     .transform((o) => ({ ...o, amqpUrl: o.amqpUrl === undefined ? undefined : brokerUrls(o.amqpUrl) })),
 );
 

@@ -81,6 +81,9 @@ export const relaySql = perSchema((schema: SchemaRef) => {
      */
     tryOwn: `SELECT pg_try_advisory_lock(${RELAY_LOCK}) AS owned`,
     disown: `SELECT pg_advisory_unlock(${RELAY_LOCK}) AS released`,
+    /** A holder cut off from the server (a network partition) loses its lock after $1 ms, not TCP keepalive's hours. */
+    idleLimit: `SELECT set_config('idle_session_timeout', $1, false)`,
+    idleLimitReset: `RESET idle_session_timeout`,
 
     /**
      * `unblocks` says a later version of the same aggregate waits in the outbox: it became

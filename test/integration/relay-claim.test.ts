@@ -6,6 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import pg from 'pg';
+import client from 'prom-client';
+import { instrumentRelay } from '../../src/metrics/index.js';
 import { ConfigError, Relay, type RelayOptions } from '../../src/index.js';
 import { parseEnvelope } from '../../src/testing/index.js';
 import { describe, it, DATABASE_URL, waitFor } from '../support/rig.js';
@@ -100,15 +102,29 @@ describe('relay claim: exclusive', () => {
   it('lets one relay publish while another waits as standby, which takes over when the first stops', async () => {
     await withRig(async (rig) => {
       const queue = await rig.queue('order.#');
-      const first = rig.started(EXCLUSIVE);
-      await once(first, 'active');
+      const first = rig.relay(EXCLUSIVE);
       const second = rig.relay(EXCLUSIVE);
+      const registries = [new client.Registry(), new client.Registry()];
+      instrumentRelay(first, registries[0]!);
+      instrumentRelay(second, registries[1]!);
+      const firstActive = once(first, 'active');
+      first.start();
+      await firstActive;
+      const active = async () => {
+        const values = await Promise.all(
+          registries.map(
+            async (registry) => (await registry.getSingleMetric('converge_relay_active')?.get())?.values[0]?.value,
+          ),
+        );
+        return values;
+      };
       const standby = once(second, 'standby');
       const taken = once(second, 'active');
       let secondPublished = 0;
       second.on('published', (ids) => (secondPublished += ids.length));
       second.start();
       await standby;
+      assert.deepEqual(await active(), [1, 0]);
 
       await rig.append(event('o-1', 1), event('o-2', 1));
       await allPublished(rig, 2);
@@ -116,6 +132,7 @@ describe('relay claim: exclusive', () => {
 
       await first.stop();
       await taken;
+      assert.equal((await active())[1], 1);
       await rig.append(event('o-1', 2), event('o-2', 2));
       await allPublished(rig, 4);
       assert.equal(secondPublished, 2);
@@ -136,6 +153,27 @@ describe('relay claim: exclusive', () => {
       const next = await waitFor(() => lockHolder(rig), 'the lock held again');
       assert.notEqual(next, holder);
       assert.equal(relays.filter((relay) => relay.failure !== undefined).length, 0);
+    });
+  });
+
+  it('loses the lock to a standby once its lock session sat idle for leaseMs (a holder cut off from the server)', async () => {
+    await withRig(async (rig) => {
+      await rig.queue('order.#');
+      const stuck = rig.gate();
+      const options: RelayOptions = { ...EXCLUSIVE, concurrency: 1, leaseMs: 1_500, confirmTimeoutMs: 1_000 };
+      // Its only batch never gets marked, so it never claims again and its lock session goes quiet.
+      const holder = rig.relay({ ...options, hooks: { afterConfirm: () => stuck.released } });
+      const holding = once(holder, 'active');
+      holder.start();
+      await holding;
+      const standby = rig.relay(options);
+      let tookOver = false;
+      standby.once('active', () => (tookOver = true));
+      standby.start();
+      await rig.append(event('o-1', 1));
+      await waitFor(() => tookOver, 'the standby to take the lock of the quiet holder');
+      await allPublished(rig, 1);
+      stuck.release();
     });
   });
 
@@ -196,6 +234,20 @@ describe('relay claim: exclusive', () => {
       assert.equal(await lockHolder(rig), undefined);
       assert.ok(pool.totalCount > 0, 'the pool keeps its connections');
     });
+  });
+
+  it('rejects a lease no longer than a poll or a confirm wait with claim exclusive, naming leaseMs', () => {
+    assert.throws(
+      () =>
+        new Relay({
+          connectionString: DATABASE_URL,
+          amqpUrl: 'amqp://127.0.0.1',
+          claim: 'exclusive',
+          leaseMs: 5_000,
+          confirmTimeoutMs: 5_000,
+        }),
+      (err: unknown) => err instanceof ConfigError && err.field === 'leaseMs',
+    );
   });
 
   it('rejects an unknown claim mode, naming the option', () => {
