@@ -43,6 +43,7 @@ export const relayFlagDefaults = {
   exchange: schemaDefault<string>(relayOptions, 'exchange'),
   routingKey: schemaDefault<string>(relayOptions, 'routingKey'),
   batchSize: schemaDefault<number>(relayOptions, 'batchSize'),
+  claim: schemaDefault<string>(relayOptions, 'claim'),
   leaseMs: schemaDefault<number>(relayOptions, 'leaseMs'),
   pollIntervalMs: schemaDefault<number>(relayOptions, 'pollIntervalMs'),
   maxAttempts: schemaDefault<number>(relayOptions, 'maxAttempts'),

@@ -164,6 +164,16 @@ export function instrumentRelay(relay: Relay, registry: client.Registry): void {
   relay.on('blocked', () => blocked.set(1));
   relay.on('unblocked', () => blocked.set(0));
   relay.on('failed', () => failed.inc());
+  if (relay.options.claim === 'exclusive') {
+    const active = new client.Gauge({
+      name: 'converge_relay_active',
+      help: 'With claim exclusive: 1 while this relay holds the relay lock and publishes, 0 while it waits as a standby.',
+      registers: [registry],
+    });
+    active.set(0);
+    relay.on('active', () => active.set(1));
+    relay.on('standby', () => active.set(0));
+  }
 }
 
 /** Counts a consumer's settlements by outcome, quarantines by reason, and events drained from the reorder buffer. */

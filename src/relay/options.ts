@@ -98,12 +98,26 @@ export const relayOptions = defineOptions(
         .boolean()
         .default(true)
         .describe('Wake up on NOTIFY from outbox inserts instead of waiting for the next poll.'),
+      claim: z
+        .enum(['lease', 'exclusive'])
+        .default('lease')
+        .describe(
+          'How rows are claimed. lease: any number of relays share the outbox, each claim written into the row with a lease. exclusive: one relay per schema publishes, holding a session advisory lock, and claims by reading (one row write per event instead of two); others wait as standbys and take over when its connection ends (docs/relay.md).',
+        ),
+      standbyRetryMs: z
+        .number()
+        .int()
+        .min(10)
+        .default(1_000)
+        .describe('With claim exclusive: how often a standby tries to take the lock, in ms.'),
       leaseMs: z
         .number()
         .int()
         .min(100)
         .default(30_000)
-        .describe('How long a claim protects rows from other relays, in ms.'),
+        .describe(
+          "How long a claim protects rows from other relays, in ms; with claim exclusive, how long the lock's session may sit idle (PostgreSQL's idle_session_timeout) before the server ends it and a standby takes over.",
+        ),
       pollIntervalMs: z
         .number()
         .int()
@@ -145,6 +159,12 @@ export const relayOptions = defineOptions(
     })
     .refine(requireConnection, connectionRequired())
     .refine((o) => o.amqpUrl !== undefined || o.transport !== undefined, amqpUrlRequired())
+    // An exclusive relay's lock session is idle at most a poll or a confirm wait; longer means it is gone.
+    .refine((o) => o.claim !== 'exclusive' || o.leaseMs > Math.max(o.pollIntervalMs, o.confirmTimeoutMs), {
+      message: 'with claim exclusive, leaseMs must exceed pollIntervalMs and confirmTimeoutMs',
+      path: ['leaseMs'],
+      when: () => true,
+    })
     .transform((o) => ({ ...o, amqpUrl: o.amqpUrl === undefined ? undefined : brokerUrls(o.amqpUrl) })),
 );
 

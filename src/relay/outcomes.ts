@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { backoffDelay } from '../runtime/backoff.js';
-import type { PublishError } from '../runtime/errors.js';
+import { PublishError } from '../runtime/errors.js';
 import { runStatement } from '../db/statement.js';
 import type { ResolvedRelayOptions } from './options.js';
 import type { TransportPublisher } from '../transport/transport.js';
@@ -21,6 +21,8 @@ export interface OutcomeContext {
   sql: ReturnType<typeof relaySql>;
   options: ResolvedRelayOptions;
   events: EventEmitter<RelayEvents>;
+  /** What fences its writes: the relayId written into claimed_by, or null for an exclusive relay (claim.ts). */
+  owner: string | null;
 }
 
 /**
@@ -37,7 +39,7 @@ export async function markConfirmed(
   if (events.listenerCount('confirmed') > 0) events.emit('confirmed', latenciesMs);
   await options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
   const marked = await runStatement<{ event_id: string; unblocks: boolean }>(ctx.pool, ctx.sql.markPublished, [
-    options.relayId,
+    ctx.owner,
     confirmed.map((row) => row.position),
   ]);
   result.unblocked = marked.rows.some((row) => row.unblocks);
@@ -46,7 +48,7 @@ export async function markConfirmed(
   if (result.fenced > 0)
     options.logger.warn(
       { relayId: options.relayId, fenced: result.fenced },
-      'lease lost before marking; another relay re-publishes these events',
+      'claim lost before marking; another relay re-publishes these events',
     );
   if (marked.rows.length > 0)
     events.emit(
@@ -71,7 +73,7 @@ export async function reschedule(
     ctx.pool,
     ctx.sql.reschedule,
     [
-      options.relayId,
+      ctx.owner,
       rejected.map(({ row }) => row.position),
       // An unencodable row fails for good: keep why (the field and rule, never a value) next to it.
       rejected.map(({ error }) => (error.reason === 'unencodable' ? `${error.code}: ${error.message}` : error.code)),
@@ -108,7 +110,7 @@ export async function reschedule(
  */
 export async function release(ctx: OutcomeContext, rejected: RejectedRow[]): Promise<void> {
   const { rows } = await runStatement<{ event_id: string }>(ctx.pool, ctx.sql.release, [
-    ctx.options.relayId,
+    ctx.owner,
     rejected.map(({ row }) => row.position),
   ]);
   if (rows.length > 0)
@@ -151,4 +153,43 @@ export async function settleRejected(ctx: OutcomeContext, broker: BrokerLink, ba
     )
   )
     broker.renewChannel(publisher);
+}
+
+/** A cycle's result before anything is settled. */
+export function cycleResult(claimed: number): RelayCycleResult {
+  return { claimed, published: 0, retried: 0, failed: 0, fenced: 0, unblocked: false };
+}
+
+/** A sent batch: each row's outcome (confirm latency in ms, or why the broker did not take it). */
+export interface SentBatch {
+  rows: ClaimedRow[];
+  outcomes: (PublishError | number)[];
+  result: RelayCycleResult;
+  publisher: TransportPublisher;
+  sentAt: number;
+}
+
+/** Marks what the broker confirmed, then settles what it did not take. */
+export async function settleBatch(
+  ctx: OutcomeContext,
+  broker: BrokerLink,
+  batch: SentBatch,
+): Promise<RelayCycleResult> {
+  const { rows, outcomes, result } = batch;
+  const confirmed = rows.filter((_, i) => typeof outcomes[i] === 'number');
+  const rejected = rows.flatMap((row, i) => {
+    const outcome = outcomes[i];
+    return outcome instanceof PublishError ? [{ row, error: outcome }] : [];
+  });
+  const latencies = outcomes.filter((o): o is number => typeof o === 'number');
+  if (confirmed.length > 0) await markConfirmed(ctx, confirmed, latencies, result);
+  if (rejected.length > 0)
+    await settleRejected(ctx, broker, {
+      rejected,
+      confirmed: confirmed.length,
+      result,
+      publisher: batch.publisher,
+      sentAt: batch.sentAt,
+    });
+  return result;
 }

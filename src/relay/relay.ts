@@ -14,14 +14,14 @@ import type { TransportPublisher } from '../transport/transport.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
 import { relaySql, type ClaimedRow } from './sql.js';
-import { markConfirmed, settleRejected, type OutcomeContext } from './outcomes.js';
+import { createClaimer, type Claimer } from './claim.js';
+import { cycleResult, settleBatch, type OutcomeContext } from './outcomes.js';
 import { OutboxListener } from './wakeup.js';
 import { BrokerLink } from './broker-link.js';
 import { publishableEnvelope } from './row.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
 export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './types.js';
-import { runStatement } from '../db/statement.js';
 import { tracePublish } from '../telemetry/index.js';
 
 /**
@@ -36,6 +36,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   readonly #releasePool: () => Promise<void>;
   readonly #sql: ReturnType<typeof relaySql>;
   readonly #outcomes: OutcomeContext;
+  readonly #claimer: Claimer;
   readonly #idle = new Idle();
   readonly #listener: OutboxListener | undefined;
   readonly #broker: BrokerLink;
@@ -68,7 +69,19 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.#releasePool = () => lease.release();
     const schema = schemaRef(this.options.schema);
     this.#sql = relaySql(schema);
-    this.#outcomes = { pool: this.#pool, sql: this.#sql, options: this.options, events: this };
+    this.#claimer = createClaimer({
+      pool: this.#pool,
+      sql: this.#sql,
+      options: this.options,
+      ownership: (owned) => this.#ownership(owned),
+    });
+    this.#outcomes = {
+      pool: this.#pool,
+      sql: this.#sql,
+      options: this.options,
+      events: this,
+      owner: this.#claimer.owner,
+    };
     if (this.options.listen)
       this.#listener = new OutboxListener(this.#pool, schema, () => this.#idle.wake(), this.options.logger);
   }
@@ -132,6 +145,7 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.#broker.interrupt();
     await this.#background.ended();
     await this.#broker.close();
+    await this.#claimer.close();
     await this.#releasePool();
   }
 
@@ -145,28 +159,19 @@ export class Relay extends EventEmitter<RelayEvents> {
    * the rows are marked or rescheduled. Splitting the two lets the loop claim and send the
    * next batch while this one still waits for its confirms.
    */
-  async #startCycle(): Promise<{ claimed: number; done: Promise<RelayCycleResult> }> {
+  async #startCycle(): Promise<{ claimed: number; standby?: true; done: Promise<RelayCycleResult> }> {
     // Taken before the claim: rows are claimed only while a channel is open.
     const taken = await this.#broker.publisher();
     await this.#checkSchemaOnce();
-    const { rows } = await runStatement<ClaimedRow>(this.#pool, this.#sql.claim, [
-      this.options.relayId,
-      this.options.batchSize,
-      this.options.leaseMs,
-    ]).catch((err: unknown) => {
+    const claimed = await this.#claimer.claim().catch((err: unknown) => {
       throw databaseFailure(err, this.#databaseTarget);
     });
     this.#databaseUp = true;
     if (!this.#readiness.settled) this.#readiness.resolve();
-    const result: RelayCycleResult = {
-      claimed: rows.length,
-      published: 0,
-      retried: 0,
-      failed: 0,
-      fenced: 0,
-      unblocked: false,
-    };
-    if (rows.length === 0) return { claimed: 0, done: Promise.resolve(result) };
+    const rows = claimed === 'standby' ? [] : claimed;
+    const result = cycleResult(rows.length);
+    if (rows.length === 0)
+      return { claimed: 0, ...(claimed === 'standby' && { standby: true }), done: Promise.resolve(result) };
     const publisher = await this.#broker.latest(taken);
     // Each publish is written to the channel synchronously here, in claim order.
     const sentAt = performance.now();
@@ -182,22 +187,11 @@ export class Relay extends EventEmitter<RelayEvents> {
     result: RelayCycleResult,
     sent: { publisher: TransportPublisher; sentAt: number },
   ): Promise<RelayCycleResult> {
-    const outcomes = await pending;
-    const confirmed = rows.filter((_, i) => typeof outcomes[i] === 'number');
-    const rejected = rows.flatMap((row, i) => {
-      const outcome = outcomes[i];
-      return outcome instanceof PublishError ? [{ row, error: outcome }] : [];
-    });
-    if (confirmed.length > 0)
-      await markConfirmed(
-        this.#outcomes,
-        confirmed,
-        outcomes.filter((o): o is number => typeof o === 'number'),
-        result,
-      );
-    if (rejected.length > 0)
-      await settleRejected(this.#outcomes, this.#broker, { rejected, confirmed: confirmed.length, result, ...sent });
-    return result;
+    try {
+      return await settleBatch(this.#outcomes, this.#broker, { rows, outcomes: await pending, result, ...sent });
+    } finally {
+      this.#claimer.settled(rows);
+    }
   }
 
   /**
@@ -256,6 +250,10 @@ export class Relay extends EventEmitter<RelayEvents> {
         await this.#listener?.ensure();
         const cycle = await this.#startCycle();
         failures = 0;
+        if (cycle.standby) {
+          await this.#idle.sleep(this.options.standbyRetryMs);
+          continue;
+        }
         if (cycle.claimed === 0) {
           this.emit('idle');
           await this.#idle.sleep(this.options.pollIntervalMs);
@@ -301,6 +299,13 @@ export class Relay extends EventEmitter<RelayEvents> {
     // A database hiccup says nothing about the broker: keep the channel other cycles are using.
     if (judged.failure?.service !== 'PostgreSQL') await this.#broker.discard();
     return !judged.fatal;
+  }
+
+  #ownership(owned: boolean): void {
+    const fields = { relayId: this.options.relayId, schema: this.options.schema };
+    if (owned) this.options.logger.info(fields, 'holding the relay lock: this relay publishes the outbox');
+    else this.options.logger.info(fields, 'relay lock held by another relay: waiting as standby');
+    this.emit(owned ? 'active' : 'standby');
   }
 
   #brokerBlocked(reason: string | undefined): void {

@@ -1,10 +1,17 @@
 import { perSchema, type SchemaRef } from '../runtime/identifier.js';
 
 /**
- * All statements the relay runs, built once per schema. Every write after the claim
- * is fenced by `claimed_by = $owner`: a relay whose lease expired and was re-claimed by
- * another cannot mark or reschedule rows it no longer owns.
+ * All statements the relay runs, built once per schema. Every write after the claim is
+ * fenced by `claimed_by IS NOT DISTINCT FROM $owner`: a relay whose lease expired and was
+ * re-claimed by another cannot mark or reschedule rows it no longer owns. An exclusive relay
+ * writes no claim, so its owner is NULL: it touches only rows no lease relay holds.
  */
+/**
+ * The relay lock's key ($1 the schema's name): the schema's oid, unique in its database as
+ * advisory locks are, where a hash of the name could let two schemas share one lock.
+ */
+const RELAY_LOCK = `hashtext('converge.relay'), to_regnamespace($1)::oid::int4`;
+
 export const relaySql = perSchema((schema: SchemaRef) => {
   const outbox = `${schema.quoted}.outbox`;
   return {
@@ -47,13 +54,45 @@ export const relaySql = perSchema((schema: SchemaRef) => {
                 o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries`,
 
     /**
+     * The exclusive relay's claim: the same rows the lease claim would take, minus the ones its
+     * own batches still wait on ($2), read without writing anything. Only the holder of the
+     * outbox's relay lock runs it, on the connection that holds the lock.
+     */
+    selectDue: `
+      SELECT o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+             o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries
+        FROM ${outbox} o
+       WHERE o.status = 'pending'
+         AND o.next_attempt_at <= now()
+         AND (o.claimed_by IS NULL OR o.claim_expires_at < now())
+         AND o.position <> ALL ($2::bigint[])
+         AND NOT EXISTS (
+               SELECT 1 FROM ${outbox} e
+                WHERE e.aggregate_type = o.aggregate_type
+                  AND e.aggregate_id = o.aggregate_id
+                  AND e.aggregate_version < o.aggregate_version
+                  AND e.status <> 'published')
+       ORDER BY o.position
+       LIMIT $1`,
+
+    /**
+     * The outbox's relay lock, held for a session: while one connection holds it, its relay is
+     * the only exclusive relay of this schema. The connection ending (a crash, a kill) frees it.
+     */
+    tryOwn: `SELECT pg_try_advisory_lock(${RELAY_LOCK}) AS owned`,
+    disown: `SELECT pg_advisory_unlock(${RELAY_LOCK}) AS released`,
+    /** A holder cut off from the server (a network partition) loses its lock after $1 ms, not TCP keepalive's hours. */
+    idleLimit: `SELECT set_config('idle_session_timeout', $1, false)`,
+    idleLimitReset: `RESET idle_session_timeout`,
+
+    /**
      * `unblocks` says a later version of the same aggregate waits in the outbox: it became
      * claimable with this mark, so the relay claims again instead of sleeping.
      */
     markPublished: `
       UPDATE ${outbox} o
          SET status = 'published', published_at = now(), claimed_by = NULL, claim_expires_at = NULL, last_error = NULL
-       WHERE o.position = ANY($2::bigint[]) AND o.claimed_by = $1 AND o.status = 'pending'
+       WHERE o.position = ANY($2::bigint[]) AND o.claimed_by IS NOT DISTINCT FROM $1::text AND o.status = 'pending'
       RETURNING o.event_id,
                 EXISTS (SELECT 1 FROM ${outbox} n
                          WHERE n.aggregate_type = o.aggregate_type AND n.aggregate_id = o.aggregate_id
@@ -73,7 +112,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
              claimed_by = NULL, claim_expires_at = NULL
         FROM unnest($2::bigint[], $3::text[], $4::double precision[], $6::boolean[], $7::boolean[])
              AS f(position, error, delay_ms, give_up, charged)
-       WHERE o.position = f.position AND o.claimed_by = $1 AND o.status = 'pending'
+       WHERE o.position = f.position AND o.claimed_by IS NOT DISTINCT FROM $1::text AND o.status = 'pending'
       RETURNING o.event_id, o.status, o.attempts, o.broker_retries`,
 
     /**
@@ -83,7 +122,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
     release: `
       UPDATE ${outbox} o
          SET claimed_by = NULL, claim_expires_at = NULL
-       WHERE o.position = ANY($2::bigint[]) AND o.claimed_by = $1 AND o.status = 'pending'
+       WHERE o.position = ANY($2::bigint[]) AND o.claimed_by IS NOT DISTINCT FROM $1::text AND o.status = 'pending'
       RETURNING o.event_id`,
   };
 });

@@ -21,6 +21,10 @@ export interface RelayEvents {
   blocked: [reason: string | undefined];
   /** The block ended (the alarm cleared, or the blocked connection went away): publishing resumes. */
   unblocked: [];
+  /** With claim exclusive: this relay took the relay lock and publishes. */
+  active: [];
+  /** With claim exclusive: another relay holds the lock; this one retries every standbyRetryMs. */
+  standby: [];
   /** A cycle found nothing to claim; the relay now sleeps until NOTIFY or the poll interval. */
   idle: [];
   error: [err: Error];

@@ -27,6 +27,7 @@ interface RelayCliOptions {
   exchange: string;
   routingKey: string;
   batchSize: number;
+  claim: 'lease' | 'exclusive';
   leaseMs: number;
   pollMs: number;
   maxAttempts: number;
@@ -58,7 +59,15 @@ export function registerRelay(program: Command, context: CommandContext): void {
     .option('--exchange <name>', 'topic exchange to publish to', relayFlagDefaults.exchange)
     .option('--routing-key <template>', 'routing key template', relayFlagDefaults.routingKey)
     .option('--batch-size <n>', 'rows claimed per cycle', positiveInteger, relayFlagDefaults.batchSize)
-    .option('--lease-ms <n>', 'claim lease in ms', duration, relayFlagDefaults.leaseMs)
+    .addOption(
+      new Option(
+        '--claim <how>',
+        'polling: lease (relays share the outbox) or exclusive (one relay per schema publishes, others stand by)',
+      )
+        .choices(['lease', 'exclusive'])
+        .default(relayFlagDefaults.claim),
+    )
+    .option('--lease-ms <n>', 'claim lease in ms (claim lease)', duration, relayFlagDefaults.leaseMs)
     .option('--poll-ms <n>', 'idle poll interval in ms', duration, relayFlagDefaults.pollIntervalMs)
     .option(
       '--max-attempts <n>',
@@ -84,6 +93,7 @@ export function registerRelay(program: Command, context: CommandContext): void {
         exchange: options.exchange,
         routingKey: options.routingKey,
         batchSize: options.batchSize,
+        claim: options.claim,
         leaseMs: options.leaseMs,
         pollIntervalMs: options.pollMs,
         maxAttempts: options.maxAttempts,

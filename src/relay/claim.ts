@@ -1,0 +1,154 @@
+import type pg from 'pg';
+import { runStatement } from '../db/statement.js';
+import type { Logger } from '../runtime/logger.js';
+import type { ResolvedRelayOptions } from './options.js';
+import type { ClaimedRow, relaySql } from './sql.js';
+
+/**
+ * How a relay takes rows to publish. `claim` returns the rows, or 'standby' when another relay
+ * holds the right to claim; `settled` says the batch's rows are marked or rescheduled.
+ */
+export interface Claimer {
+  /** Fences the relay's marks and reschedules (outcomes.ts): its claimed_by, or null. */
+  readonly owner: string | null;
+  claim(): Promise<ClaimedRow[] | 'standby'>;
+  settled(rows: ClaimedRow[]): void;
+  close(): Promise<void>;
+}
+
+interface ClaimerContext {
+  pool: pg.Pool;
+  sql: ReturnType<typeof relaySql>;
+  options: ResolvedRelayOptions;
+  /** The exclusive claimer took the lock (true) or found it held by another relay (false). */
+  ownership: (owned: boolean) => void;
+}
+
+export function createClaimer(ctx: ClaimerContext): Claimer {
+  return ctx.options.claim === 'exclusive' ? new ExclusiveClaimer(ctx) : new LeaseClaimer(ctx);
+}
+
+/** Writes the claim into each row (claimed_by and a lease) in a short transaction of its own. */
+class LeaseClaimer implements Claimer {
+  readonly owner: string;
+
+  constructor(private readonly ctx: ClaimerContext) {
+    this.owner = ctx.options.relayId;
+  }
+
+  async claim(): Promise<ClaimedRow[]> {
+    const { options } = this.ctx;
+    const { rows } = await runStatement<ClaimedRow>(this.ctx.pool, this.ctx.sql.claim, [
+      this.owner,
+      options.batchSize,
+      options.leaseMs,
+    ]);
+    return rows;
+  }
+
+  settled(): void {}
+
+  async close(): Promise<void> {}
+}
+
+/**
+ * Claims by reading, which is safe only because no other exclusive relay reads at the same time:
+ * the rows are selected on the connection that holds the schema's relay lock, so a relay that lost
+ * the lock (its connection ended) cannot select again. What its batches already sent is marked
+ * through the pool: a confirmed event marked published is true whoever marks it, and one that is
+ * also re-published by the new holder is a duplicate, never a loss. The rows of its own batches
+ * still waiting for confirms are left out by position until they are marked or rescheduled.
+ */
+class ExclusiveClaimer implements Claimer {
+  readonly owner = null;
+  #holder: pg.PoolClient | undefined;
+  #owned: boolean | undefined;
+  readonly #inFlight = new Set<string>();
+
+  constructor(private readonly ctx: ClaimerContext) {}
+
+  async claim(): Promise<ClaimedRow[] | 'standby'> {
+    const holder = this.#holder ?? (await this.#takeLock());
+    if (!holder) return 'standby';
+    try {
+      const { rows } = await runStatement<ClaimedRow>(holder, this.ctx.sql.selectDue, [
+        this.ctx.options.batchSize,
+        [...this.#inFlight],
+      ]);
+      for (const row of rows) this.#inFlight.add(row.position);
+      return rows;
+    } catch (err) {
+      this.#drop(holder, err);
+      throw err;
+    }
+  }
+
+  settled(rows: ClaimedRow[]): void {
+    for (const row of rows) this.#inFlight.delete(row.position);
+  }
+
+  async close(): Promise<void> {
+    const holder = this.#holder;
+    if (!holder) return;
+    this.#holder = undefined;
+    // A pool given by the user keeps the connection: it must not keep the lock with it.
+    try {
+      await holder.query(this.ctx.sql.disown, [this.ctx.options.schema]);
+      await holder.query(this.ctx.sql.idleLimitReset).catch(() => undefined);
+      holder.release();
+    } catch (err) {
+      holder.release(err as Error);
+    }
+  }
+
+  async #takeLock(): Promise<pg.PoolClient | undefined> {
+    const client = await this.ctx.pool.connect();
+    // A checked-out client with no 'error' listener would crash the process when its server goes away.
+    client.on('error', (err) => this.#drop(client, err));
+    let owned: boolean;
+    try {
+      const { rows } = await client.query<{ owned: boolean }>(this.ctx.sql.tryOwn, [this.ctx.options.schema]);
+      owned = rows[0]?.owned === true;
+    } catch (err) {
+      client.release(err as Error);
+      throw err;
+    }
+    if (!owned) client.release();
+    else {
+      this.#holder = client;
+      await this.#limitIdle(client);
+    }
+    if (owned !== this.#owned) this.ctx.ownership(owned);
+    this.#owned = owned;
+    return owned ? client : undefined;
+  }
+
+  async #limitIdle(client: pg.PoolClient): Promise<void> {
+    try {
+      await client.query(this.ctx.sql.idleLimit, [String(this.ctx.options.leaseMs)]);
+    } catch (err) {
+      // PostgreSQL before 14 has no idle_session_timeout: the lock then lasts until TCP keepalive ends the session.
+      if ((err as { code?: string }).code !== UNDEFINED_PARAMETER) {
+        this.#drop(client, err);
+        throw err;
+      }
+    }
+  }
+
+  /** The lock went with the connection (or will, as it is destroyed): claim nothing more on it. */
+  #drop(client: pg.PoolClient, err: unknown): void {
+    if (this.#holder !== client) return;
+    this.#holder = undefined;
+    this.#owned = undefined;
+    client.removeAllListeners('error');
+    client.on('error', () => {});
+    client.release(err instanceof Error ? err : new Error(String(err)));
+    logLost(this.ctx.options.logger, this.ctx.options.relayId);
+  }
+}
+
+const UNDEFINED_PARAMETER = '42704';
+
+function logLost(logger: Logger, relayId: string): void {
+  logger.warn({ relayId }, 'lost the connection holding the relay lock: claiming stops until it is taken again');
+}
