@@ -49,6 +49,7 @@ const EXPECTED: Record<string, string[]> = {
     '--exchange',
     '--routing-key',
     '--batch-size',
+    '--claim',
     '--lease-ms',
     '--poll-ms',
     '--max-attempts',

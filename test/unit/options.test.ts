@@ -153,6 +153,7 @@ describe('CLI defaults', () => {
       exchange: optionDefault(schema, 'exchange'),
       routingKey: optionDefault(schema, 'routingKey'),
       batchSize: optionDefault(schema, 'batchSize'),
+      claim: optionDefault(schema, 'claim'),
       leaseMs: optionDefault(schema, 'leaseMs'),
       pollIntervalMs: optionDefault(schema, 'pollIntervalMs'),
       maxAttempts: optionDefault(schema, 'maxAttempts'),
@@ -161,6 +162,7 @@ describe('CLI defaults', () => {
     assert.equal(relayFlagDefaults.batchSize, resolved.batchSize);
     assert.equal(relayFlagDefaults.pollIntervalMs, resolved.pollIntervalMs);
     assert.equal(relayFlagDefaults.leaseMs, resolved.leaseMs);
+    assert.equal(relayFlagDefaults.claim, resolved.claim);
     assert.equal(relayFlagDefaults.maxAttempts, resolved.maxAttempts);
     assert.equal(relayFlagDefaults.exchange, resolved.exchange);
   });
