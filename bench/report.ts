@@ -80,6 +80,11 @@ export const SECTIONS: Section[] = [
       { key: 'relay_baseline_rss_mb', unit: 'MB', note: 'same process before start: node + tsx loader + imports' },
       { key: 'relay_drain_2relays', unit: 'events/s' },
       {
+        key: 'relay_drain_exclusive',
+        unit: 'events/s',
+        note: "one relay with claim: 'exclusive' (claims by reading under the relay lock)",
+      },
+      {
         key: 'cdc_relay_drain',
         unit: 'events/s',
         note: 'CDC relay (logical replication slot) on CDC_DATABASE_URL, until every row is marked',
@@ -126,6 +131,12 @@ export const SECTIONS: Section[] = [
       { key: 'e2e_vs_naive', unit: '×', target: { op: '>=', value: 0.75 } },
       { key: 'e2e_vs_raw_publish', unit: '×', target: { op: '>=', value: 0.6 } },
       { key: 'relay_vs_raw_publish_same_shape', unit: '×', target: { op: '>=', value: 0.9 } },
+      {
+        key: 'relay_exclusive_vs_raw_publish_same_shape',
+        unit: '×',
+        note: "claim: 'exclusive'",
+        target: { op: '>=', value: 0.9 },
+      },
       { key: 'cdc_relay_vs_raw_publish_same_shape', unit: '×', target: { op: '>=', value: 0.9 } },
       { key: 'consumer_vs_naive_consumer', unit: '×', target: { op: '>=', value: 0.7 } },
       {
@@ -182,7 +193,7 @@ export const SECTIONS: Section[] = [
     rows: [
       ...cpuRows('relay_drain', 'workers (and the bench) + PostgreSQL + RabbitMQ, per event drained'),
       statementRow('relay_drain', 'statements (round trips) its workers sent to PostgreSQL'),
-      ...['cdc_relay_drain', 'naive_consumer_apply', 'consumer_apply'].flatMap((key) => [
+      ...['relay_drain_exclusive', 'cdc_relay_drain', 'naive_consumer_apply', 'consumer_apply'].flatMap((key) => [
         ...cpuRows(key),
         statementRow(key),
       ]),
@@ -337,6 +348,7 @@ export function derivedFigures(r: Results, samples: Record<string, number[]>): R
   return {
     relay_vs_raw_publish: ratio('relay_drain', 'raw_publish'),
     relay_vs_raw_publish_same_shape: ratio('relay_drain', 'raw_publish_same_shape'),
+    relay_exclusive_vs_raw_publish_same_shape: ratio('relay_drain_exclusive', 'raw_publish_same_shape'),
     cdc_relay_vs_raw_publish_same_shape: ratio('cdc_relay_drain', 'raw_publish_same_shape'),
     cdc_latency_1000_p50_over_naive_ms: difference('cdc_latency_1000_p50_ms', 'naive_latency_1000_p50_ms'),
     cdc_latency_1000_p99_vs_naive: ratio('cdc_latency_1000_p99_ms', 'naive_latency_1000_p99_ms'),

@@ -231,16 +231,17 @@ async function measureAll(ctx: BenchContext): Promise<void> {
     ]);
   }
   if (wanted('relay')) {
-    const drain = async (relays: number) => {
+    const drain = async (relays: number, claim?: 'exclusive') => {
       const r = await relayDrain(ctx, {
         schema: ctx.schema,
         rows: plan.drainRows,
         relays,
         truncate: true,
         timeoutMs: t.pipeline,
-        tuning,
-        label: relays === 1 ? 'relay_drain' : 'relay_drain_2relays',
+        tuning: claim ? { ...tuning, relayOptional: { ...tuning.relayOptional, claim } } : tuning,
+        label: claim ? `relay_drain_${claim}` : relays === 1 ? 'relay_drain' : 'relay_drain_2relays',
       });
+      if (claim) return r;
       workerOptions.relay = r.options;
       return r;
     };
@@ -264,6 +265,13 @@ async function measureAll(ctx: BenchContext): Promise<void> {
         },
       },
       { key: 'relay_drain_2relays', run: async () => ({ relay_drain_2relays: (await drain(2)).rate }) },
+      {
+        key: 'relay_drain_exclusive',
+        run: async () => {
+          const r = await drain(1, 'exclusive');
+          return { ...costFigures('relay_drain_exclusive', r.cost), relay_drain_exclusive: r.rate };
+        },
+      },
       {
         key: 'cdc_relay_drain',
         run: async () => {
