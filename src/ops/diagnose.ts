@@ -92,7 +92,7 @@ function outboxFindings(facts: PipelineFacts): Finding[] {
       stage: 'relay',
       evidence: `${outbox.pending} unpublished (${signed(outbox.pending - outbox.pendingBefore)} in ${facts.sampleSeconds} s), oldest ${round(oldest)} s; appended ${round(throughput.arrivalPerSecond)}/s, published ${round(throughput.completionPerSecond)}/s`,
       lookAt:
-        'is a relay running and claiming (claimed_by, next_attempt_at)? broker returns and nacks (last_error in converge outbox list --pending), AMQP connection and credentials',
+        'is a relay running and claiming (claimed_by, next_attempt_at; with claim exclusive, converge_relay_active on one relay)? broker returns and nacks (last_error in converge outbox list --pending), AMQP connection and credentials',
       recovered: 'the oldest pending age falls and published rows advance',
     });
   }
