@@ -87,6 +87,8 @@ export interface DrainCost {
   cpu: ReturnType<typeof cpuPerEvent>;
   /** Statements (= round trips) the drain's workers sent per event, from start until stopped. */
   statementsPerEvent: number;
+  /** WAL the server wrote per event in the window (the whole server's: the bench runs alone on it). */
+  walBytesPerEvent: number;
 }
 
 export interface Drain {
@@ -125,6 +127,7 @@ export async function drain(
     await options.fill?.(names);
     for (const worker of await options.spawn(names)) group.add(worker);
     const postmaster = await postmasterPid(ctx.pool);
+    const walBefore = await walPosition(ctx.pool);
     const cpuBefore = readCpu(postmaster);
     const started = performance.now();
     await group.startAll();
@@ -136,11 +139,12 @@ export async function drain(
       describe: options.describe,
     });
     const cpu = cpuPerEvent(cpuBefore, readCpu(postmaster), options.target);
+    const walBytes = (await walPosition(ctx.pool)) - walBefore;
     const results = await group.stopAll();
     const statements = results.reduce((sum, r) => sum + Number(r.data.statements ?? 0), 0);
     return {
       elapsedMs: done - started,
-      cost: { cpu, statementsPerEvent: statements / options.target },
+      cost: { cpu, statementsPerEvent: statements / options.target, walBytesPerEvent: walBytes / options.target },
       workers: group.workers,
       results,
     };
@@ -350,4 +354,12 @@ export function latencyOf(results: WorkerResult[], expected: number, label: stri
   if (samples.length < expected)
     throw new Error(`${label}: only ${samples.length}/${expected} latency samples were reported by the consumer`);
   return summarizeLatency(samples);
+}
+
+/** The server's current WAL insert position, in bytes. */
+async function walPosition(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ bytes: string }>(
+    `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0') AS bytes`,
+  );
+  return Number(rows[0]!.bytes);
 }

@@ -41,6 +41,10 @@ function statementRow(key: string, note?: string): Row {
   return { key: `${key}_statements_per_1000_events`, unit: 'stmts', ...(note ? { note } : {}) };
 }
 
+function walRow(key: string, note?: string): Row {
+  return { key: `${key}_wal_bytes_per_event`, unit: 'B', ...(note ? { note } : {}) };
+}
+
 export const SECTIONS: Section[] = [
   {
     title: 'raw baselines (no converge code)',
@@ -193,9 +197,11 @@ export const SECTIONS: Section[] = [
     rows: [
       ...cpuRows('relay_drain', 'workers (and the bench) + PostgreSQL + RabbitMQ, per event drained'),
       statementRow('relay_drain', 'statements (round trips) its workers sent to PostgreSQL'),
+      walRow('relay_drain', 'WAL PostgreSQL wrote during the drain'),
       ...['relay_drain_exclusive', 'cdc_relay_drain', 'naive_consumer_apply', 'consumer_apply'].flatMap((key) => [
         ...cpuRows(key),
         statementRow(key),
+        walRow(key),
       ]),
       {
         key: 'consumer_vs_naive_consumer_cpu_bound',

@@ -182,6 +182,7 @@ const costFigures = (key: string, cost: DrainCost): Record<string, number> => ({
   [`${key}_cpu_ms_postgres`]: cost.cpu.postgres,
   [`${key}_cpu_ms_rabbitmq`]: cost.cpu.rabbitmq,
   [`${key}_statements_per_1000_events`]: cost.statementsPerEvent * 1000,
+  [`${key}_wal_bytes_per_event`]: cost.walBytesPerEvent,
 });
 
 /** A sustained rate and the CPU milliseconds per event each party spent in its window. */
