@@ -51,7 +51,9 @@ const { values: flags } = parseArgs({
     pg: { type: 'string' },
     // Goes on past --duration until each chosen fault kind ran once (a short CI pass on a slow machine).
     'every-kind': { type: 'boolean', default: false },
-    // polling: the usual relays; cdc: CDC relays (one active, one standby) on CDC_DATABASE_URL.
+    // polling: the usual relays (claim lease, both publish); exclusive: the same two with claim
+    // exclusive (one holds the schema's relay lock, the other waits as standby); cdc: CDC relays
+    // (one active, one standby) on CDC_DATABASE_URL.
     relay: { type: 'string', default: 'polling' },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
@@ -63,9 +65,14 @@ const orders = Number(flags.orders);
 const ratePerSecond = Number(flags.rate);
 const quiesceMs = Number(flags['quiesce-timeout']) * 1000;
 const chosenKinds = flags.faults ? (flags.faults.split(',') as FaultKind[]) : undefined;
-if (flags.relay !== 'polling' && flags.relay !== 'cdc')
-  throw new Error(`--relay must be polling or cdc, not ${flags.relay}`);
-const relayMode: 'polling' | 'cdc' = flags.relay;
+const relayMode = relayModeOf(flags.relay);
+/** One relay publishes, the other waits to take over: the faults aimed at "the relay" aim at the active one. */
+const activeStandby = relayMode !== 'polling';
+const RELAY_HEADER: Record<typeof relayMode, string> = {
+  polling: 'polling (claim lease, both publish)',
+  exclusive: 'exclusive (polling, claim exclusive: one active, one standby)',
+  cdc: 'cdc (one active, one standby)',
+};
 if (relayMode === 'cdc' && (flags.pg === 'embedded' || chosenKinds?.some(isPgFault)))
   throw new Error('--relay cdc runs on CDC_DATABASE_URL (wal_level=logical); PG restart faults need --pg embedded');
 const pgFaults = await PgFaults.start(pgMode(flags.pg, chosenKinds));
@@ -101,6 +108,13 @@ const connectBroker = () => (clusterFaults ? clusterFaults.connect() : amqp.conn
 
 const pool = new pg.Pool({ connectionString: databaseUrl, max: 8, application_name: `chaos-${runId}-injector` });
 pool.on('error', () => undefined);
+
+function relayModeOf(flag: string): WorkerConfig['relayMode'] {
+  const modes: WorkerConfig['relayMode'][] = ['polling', 'exclusive', 'cdc'];
+  const mode = modes.find((m) => m === flag);
+  if (!mode) throw new Error(`--relay must be polling, exclusive or cdc, not ${flag}`);
+  return mode;
+}
 
 // ---- workers ----
 
@@ -277,14 +291,25 @@ async function inject(kind: FaultKind): Promise<void> {
     case 'kill-relay':
     case 'kill-consumer': {
       const group = kind === 'kill-relay' ? relays() : consumers();
-      const victim = group[between(random, 0, group.length - 1)]!;
+      const drawn = group[between(random, 0, group.length - 1)]!;
+      // Killing an exclusive standby tests nothing: the lock holder goes, so the standby must take over.
+      const exclusiveRelay = kind === 'kill-relay' && relayMode === 'exclusive';
+      const holder: Worker | undefined = exclusiveRelay
+        ? await activeRelay().catch((err: unknown) => {
+            log(`kill-relay: holder unknown (${(err as Error).message})`);
+            return undefined;
+          })
+        : undefined;
+      const victim: Worker = holder ?? drawn;
+      if (exclusiveRelay)
+        log(`kill-relay: ${victim.config.name}${holder ? ", the relay lock's holder" : ', no holder'}`);
       await kill(victim);
       await sleep(between(random, 200, 1_500));
       return reviveInBackground();
     }
     case 'relay-dies-after-confirm':
     case 'consumer-dies-after-commit': {
-      if (kind === 'relay-dies-after-confirm' && relayMode === 'cdc') return cdcRelayDiesAfterConfirm();
+      if (kind === 'relay-dies-after-confirm' && activeStandby) return standbyDiesAfterConfirm();
       const group = kind === 'relay-dies-after-confirm' ? relays() : consumers();
       const victim = group[between(random, 0, group.length - 1)]!;
       await kill(victim);
@@ -335,28 +360,41 @@ async function inject(kind: FaultKind): Promise<void> {
   }
 }
 
-/** The relay worker whose replication connection holds the slot now, if any. */
-async function activeCdcRelay(): Promise<Worker | undefined> {
-  const { rows } = await pool.query<{ name: string }>(
-    `SELECT a.application_name AS name FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
-      WHERE s.slot_name = $1`,
-    [cdcSlot.slot],
-  );
+/**
+ * The relay worker that publishes now, if any: whose replication connection holds the slot (cdc),
+ * or whose session holds the schema's relay lock (exclusive; the query of docs/relay.md).
+ */
+async function activeRelay(): Promise<Worker | undefined> {
+  const sql =
+    relayMode === 'cdc'
+      ? `SELECT a.application_name AS name FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
+          WHERE s.slot_name = $1`
+      : `SELECT a.application_name AS name FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+            AND l.classid = (hashtext('converge.relay')::bigint & 4294967295)::oid
+            AND l.objid = to_regnamespace($1)::oid`;
+  const { rows } = await pool.query<{ name: string }>(sql, [relayMode === 'cdc' ? cdcSlot.slot : schema]);
   const name = rows[0]?.name;
   return relays().find((w) => name?.endsWith(w.config.name));
 }
 
 /**
- * Only the relay holding the slot confirms anything; a standby never reaches the failpoint. So the
- * standby is restarted armed first, then the active one is killed: the armed one takes the slot
- * over and dies at its first confirm, before marking and acknowledging.
+ * Only the relay holding the slot (cdc) or the relay lock (exclusive) confirms anything; a standby
+ * never reaches the failpoint. So the standby is restarted armed first, then the active one is
+ * killed (every other relay, should none hold it right now): the armed one takes over and dies at
+ * its first confirm, before marking (and, for cdc, acknowledging).
  */
-async function cdcRelayDiesAfterConfirm(): Promise<void> {
-  const active = await activeCdcRelay();
+async function standbyDiesAfterConfirm(): Promise<void> {
+  // The injector's query fails while PostgreSQL restarts: then every relay but the first is killed.
+  const active = await activeRelay().catch(() => undefined);
   const standby = relays().find((w) => w !== active) ?? relays()[0]!;
   await kill(standby);
   await spawn(standby, { armed: true });
-  if (active) await kill(active);
+  await Promise.all(
+    relays()
+      .filter((w) => w !== standby)
+      .map(kill),
+  );
   const diedThere = await waitUntil(() => !standby.child, 15_000);
   if (diedThere) failpointDeaths++;
   else log(`${standby.config.name} reached no failpoint within 15 s; killed instead`);
@@ -616,7 +654,7 @@ async function cleanup(): Promise<void> {
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
   log(
-    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${relayMode === 'cdc' ? 'cdc' : pgFaults.server ? `embedded:${pgFaults.server.port}` : 'shared'} relay=${relayMode}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${relayMode === 'cdc' ? 'cdc' : pgFaults.server ? `embedded:${pgFaults.server.port}` : 'shared'} relay=${RELAY_HEADER[relayMode]}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
   );
   if (flags.cluster) {
     clusterFaults = await ClusterFaults.start(queue, random, log);

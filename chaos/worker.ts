@@ -35,8 +35,8 @@ export interface WorkerConfig {
   slowMs: number;
   /** As the run declared the queues; the consumer declares them again (the same arguments) and, for quorum, consumes `<queue>.dead`. */
   queueType: 'classic' | 'quorum';
-  /** polling relays, or CDC relays sharing `slot` and `publication`. */
-  relayMode: 'polling' | 'cdc';
+  /** polling relays (claim lease), polling relays with claim exclusive, or CDC relays sharing `slot` and `publication`. */
+  relayMode: 'polling' | 'exclusive' | 'cdc';
   slot: string;
   publication: string;
 }
@@ -64,8 +64,12 @@ function runRelay(): () => Promise<void> {
     schema: config.schema,
     exchange: config.exchange,
     relayId: config.name,
+    // exclusive: one holds the schema's relay lock, the other waits. leaseMs is then the lock session's
+    // idle limit, which must outlast a confirm wait (the options refuse less).
+    claim: config.relayMode === 'exclusive' ? 'exclusive' : 'lease',
+    standbyRetryMs: 200,
     pollIntervalMs: 50,
-    leaseMs: 2_000,
+    leaseMs: config.relayMode === 'exclusive' ? 6_000 : 2_000,
     confirmTimeoutMs: 5_000,
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },

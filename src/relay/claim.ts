@@ -63,6 +63,11 @@ class ExclusiveClaimer implements Claimer {
   readonly owner = null;
   #holder: pg.PoolClient | undefined;
   #owned: boolean | undefined;
+  /**
+   * The listener on the checked-out client, removed before it goes back to the pool: a standby
+   * takes a client every standbyRetryMs, and listeners left behind would pile up on it for good.
+   */
+  #onError: ((err: Error) => void) | undefined;
   readonly #inFlight = new Set<string>();
 
   constructor(private readonly ctx: ClaimerContext) {}
@@ -95,25 +100,26 @@ class ExclusiveClaimer implements Claimer {
     try {
       await holder.query(this.ctx.sql.disown, [this.ctx.options.schema]);
       await holder.query(this.ctx.sql.idleLimitReset).catch(() => undefined);
-      holder.release();
+      this.#release(holder);
     } catch (err) {
-      holder.release(err as Error);
+      this.#release(holder, err as Error);
     }
   }
 
   async #takeLock(): Promise<pg.PoolClient | undefined> {
     const client = await this.ctx.pool.connect();
     // A checked-out client with no 'error' listener would crash the process when its server goes away.
-    client.on('error', (err) => this.#drop(client, err));
+    this.#onError = (err) => this.#drop(client, err);
+    client.on('error', this.#onError);
     let owned: boolean;
     try {
       const { rows } = await client.query<{ owned: boolean }>(this.ctx.sql.tryOwn, [this.ctx.options.schema]);
       owned = rows[0]?.owned === true;
     } catch (err) {
-      client.release(err as Error);
+      this.#release(client, err as Error);
       throw err;
     }
-    if (!owned) client.release();
+    if (!owned) this.#release(client);
     else {
       this.#holder = client;
       await this.#limitIdle(client);
@@ -140,10 +146,17 @@ class ExclusiveClaimer implements Claimer {
     if (this.#holder !== client) return;
     this.#holder = undefined;
     this.#owned = undefined;
-    client.removeAllListeners('error');
+    // The destroyed client may still report its socket's end, when this claimer no longer listens.
     client.on('error', () => {});
-    client.release(err instanceof Error ? err : new Error(String(err)));
+    this.#release(client, err instanceof Error ? err : new Error(String(err)));
     logLost(this.ctx.options.logger, this.ctx.options.relayId);
+  }
+
+  /** Back to the pool (or destroyed, with `err`) without this claimer's listener. */
+  #release(client: pg.PoolClient, err?: Error): void {
+    if (this.#onError) client.off('error', this.#onError);
+    this.#onError = undefined;
+    client.release(err);
   }
 }
 

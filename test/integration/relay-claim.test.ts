@@ -236,6 +236,34 @@ describe('relay claim: exclusive', () => {
     });
   });
 
+  it('leaves no error listener behind on the pooled connection it tries the lock with, as standby or after stop', async () => {
+    await withRig(async (rig) => {
+      await rig.queue('order.#');
+      const holder = rig.started(EXCLUSIVE);
+      await once(holder, 'active');
+      // One connection: each try of the standby checks out the same client.
+      const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+      rig.pools.push(pool);
+      const errorListeners = async () => {
+        const client = await pool.connect();
+        const n = client.listenerCount('error');
+        client.release();
+        return n;
+      };
+      const standby = rig.relay({ ...EXCLUSIVE, pool, connectionString: undefined });
+      await standby.runOnce();
+      const afterOneTry = await errorListeners();
+      for (let i = 0; i < 12; i++) await standby.runOnce();
+      assert.equal(await errorListeners(), afterOneTry, 'a standby try adds no listener');
+
+      await holder.stop();
+      await standby.runOnce();
+      assert.notEqual(await lockHolder(rig), undefined, 'the standby took the lock');
+      await standby.stop();
+      assert.equal(await errorListeners(), afterOneTry, 'giving the lock back removes its listener');
+    });
+  });
+
   it('rejects a lease no longer than a poll or a confirm wait with claim exclusive, naming leaseMs', () => {
     assert.throws(
       () =>
