@@ -12,8 +12,25 @@ import { perSchema, type SchemaRef } from '../runtime/identifier.js';
  */
 const RELAY_LOCK = `hashtext('converge.relay'), to_regnamespace($1)::oid::int4`;
 
+/** What a claim returns of each row (ClaimedRow). */
+const CLAIMED_COLUMNS = `o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+       o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries`;
+
 export const relaySql = perSchema((schema: SchemaRef) => {
   const outbox = `${schema.quoted}.outbox`;
+  /**
+   * Due, not under another relay's lease, and the earliest unpublished event of its aggregate: the
+   * condition both claims share, so a retrying (or failed) event holds back only its own aggregate.
+   */
+  const claimable = `o.status = 'pending'
+           AND o.next_attempt_at <= now()
+           AND (o.claimed_by IS NULL OR o.claim_expires_at < now())
+           AND NOT EXISTS (
+                 SELECT 1 FROM ${outbox} e
+                  WHERE e.aggregate_type = o.aggregate_type
+                    AND e.aggregate_id = o.aggregate_id
+                    AND e.aggregate_version < o.aggregate_version
+                    AND e.status <> 'published')`;
   return {
     /**
      * Claims up to $2 due rows for owner $1 with a lease of $3 ms. Only the earliest
@@ -31,15 +48,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
       WITH candidates AS (
         SELECT o.position
           FROM ${outbox} o
-         WHERE o.status = 'pending'
-           AND o.next_attempt_at <= now()
-           AND (o.claimed_by IS NULL OR o.claim_expires_at < now())
-           AND NOT EXISTS (
-                 SELECT 1 FROM ${outbox} e
-                  WHERE e.aggregate_type = o.aggregate_type
-                    AND e.aggregate_id = o.aggregate_id
-                    AND e.aggregate_version < o.aggregate_version
-                    AND e.status <> 'published')
+         WHERE ${claimable}
          ORDER BY o.position
          LIMIT $2
          FOR UPDATE SKIP LOCKED
@@ -50,8 +59,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
          SET claimed_by = $1, claim_expires_at = now() + make_interval(secs => $3::double precision / 1000)
        WHERE o.position = ANY (ARRAY(SELECT position FROM candidates))
          AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
-      RETURNING o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
-                o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries`,
+      RETURNING ${CLAIMED_COLUMNS}`,
 
     /**
      * The exclusive relay's claim: the same rows the lease claim would take, minus the ones its
@@ -59,19 +67,10 @@ export const relaySql = perSchema((schema: SchemaRef) => {
      * outbox's relay lock runs it, on the connection that holds the lock.
      */
     selectDue: `
-      SELECT o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
-             o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries
+      SELECT ${CLAIMED_COLUMNS}
         FROM ${outbox} o
-       WHERE o.status = 'pending'
-         AND o.next_attempt_at <= now()
-         AND (o.claimed_by IS NULL OR o.claim_expires_at < now())
+       WHERE ${claimable}
          AND o.position <> ALL ($2::bigint[])
-         AND NOT EXISTS (
-               SELECT 1 FROM ${outbox} e
-                WHERE e.aggregate_type = o.aggregate_type
-                  AND e.aggregate_id = o.aggregate_id
-                  AND e.aggregate_version < o.aggregate_version
-                  AND e.status <> 'published')
        ORDER BY o.position
        LIMIT $1`,
 
