@@ -111,6 +111,7 @@ export class RabbitCluster {
   ) {
     const { stdout } = await run(command(options.tool ?? 'rabbitmqctl'), ['-n', node.name, '-q', ...args], {
       env: this.#env(node),
+      cwd: this.dir,
       timeout: options.timeoutMs ?? 60_000,
     });
     return stdout;
@@ -120,7 +121,12 @@ export class RabbitCluster {
   async startNode(node: RabbitNode): Promise<void> {
     const started = Date.now();
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(command('rabbitmq-server'), ['-detached'], { env: this.#env(node), stdio: 'ignore' });
+      const child = spawn(command('rabbitmq-server'), ['-detached'], {
+        env: this.#env(node),
+        // Erlang writes crash dumps (MnesiaCore.*, erl_crash.dump) into the working directory.
+        cwd: this.dir,
+        stdio: 'ignore',
+      });
       child.once('error', (err: NodeJS.ErrnoException) =>
         reject(
           err.code === 'ENOENT'
