@@ -36,3 +36,19 @@ export function deliveryOf(
     properties: { messageId: event.eventId, headers: {} as Record<string, unknown> },
   };
 }
+
+/**
+ * One fixed envelope whose payload has every JSON kind, nested: what the envelope checks and the
+ * relay's row mapping must carry through unchanged (a fixed occurredAt, so it compares exactly).
+ */
+export const nestedPaymentEvent: EventEnvelope = Object.freeze({
+  eventId: 'c2d4a1e0-5b7f-4f1a-8d2e-3a9b0c1d2e3f',
+  aggregateType: 'order',
+  aggregateId: 'o-7',
+  aggregateVersion: 3,
+  eventType: 'OrderPaid',
+  schemaVersion: 1,
+  kind: 'incremental',
+  payload: { amount: 10, nested: { list: [1, 'two', null, true, { three: 3 }] } },
+  occurredAt: '2024-05-01T10:00:00.750Z',
+});

@@ -25,6 +25,7 @@ import {
   waitFor,
   type TestDatabase,
 } from './rig.js';
+import { CleanupSteps } from './cleanup.js';
 
 export interface Received {
   envelope: EventEnvelope;
@@ -198,14 +199,8 @@ export class CdcRig {
   }
 
   async close(): Promise<void> {
-    const problems: unknown[] = [];
-    const attempt = async (work: () => Promise<unknown>) => {
-      try {
-        await work();
-      } catch (err) {
-        problems.push(err);
-      }
-    };
+    const steps = new CleanupSteps();
+    const attempt = (work: () => Promise<unknown>) => steps.attempt(work);
     for (const relay of this.relays) await attempt(() => relay.stop());
     // Whatever else happened: a slot left behind would keep WAL forever. The walsender of a relay
     // just stopped may hold the slot a moment longer (55006): wait for it to go.
@@ -227,8 +222,7 @@ export class CdcRig {
     await attempt(() => this.connection.close());
     await attempt(() => this.pool.query(`DROP SCHEMA IF EXISTS "${this.schema}" CASCADE`));
     await attempt(() => this.pool.end());
-    if (problems.length > 0)
-      throw new AggregateError(problems, `CDC test cleanup failed: ${problems.map((p) => String(p)).join('; ')}`);
+    steps.finish('CDC test cleanup');
   }
 }
 

@@ -21,6 +21,7 @@ import {
   KEEP_FAILED,
   dropBrokerNames,
 } from './rig.js';
+import { CleanupSteps } from './cleanup.js';
 
 export interface OutboxRow {
   position: string;
@@ -148,14 +149,8 @@ export class Rig {
   }
 
   async close(): Promise<void> {
-    const problems: unknown[] = [];
-    const attempt = async (work: () => Promise<unknown>) => {
-      try {
-        await work();
-      } catch (err) {
-        problems.push(err);
-      }
-    };
+    const steps = new CleanupSteps();
+    const attempt = (work: () => Promise<unknown>) => steps.attempt(work);
     // A test that failed while a hook was held must not leave stop() waiting on it.
     for (const held of this.gates) held.release();
     for (const relay of this.relays) await attempt(() => relay.stop());
@@ -164,7 +159,7 @@ export class Rig {
     if (!KEEP_FAILED) await attempt(() => dropBrokerNames(this.connection, [...this.queues, this.exchange]));
     await attempt(() => this.connection.close());
     await attempt(() => this.db.close());
-    if (problems.length > 0) throw new AggregateError(problems, 'relay test cleanup failed');
+    steps.finish('relay test cleanup');
   }
 }
 

@@ -6,18 +6,9 @@ import { EnvelopeValidationError } from '../../src/runtime/errors.js';
 import { publishableEnvelope, outboxRowToEnvelope } from '../../src/relay/row.js';
 import type { OutboxEnvelopeRow } from '../../src/relay/sql.js';
 import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
+import { nestedPaymentEvent } from '../support/builders.js';
 
-const base: EventEnvelope = {
-  eventId: 'c2d4a1e0-5b7f-4f1a-8d2e-3a9b0c1d2e3f',
-  aggregateType: 'order',
-  aggregateId: 'o-7',
-  aggregateVersion: 3,
-  eventType: 'OrderPaid',
-  schemaVersion: 1,
-  kind: 'incremental',
-  payload: { amount: 10, nested: { list: [1, 'two', null, true, { three: 3 }] } },
-  occurredAt: '2024-05-01T10:00:00.750Z',
-};
+const base: EventEnvelope = nestedPaymentEvent;
 
 describe('publishableEnvelope', () => {
   const row: OutboxEnvelopeRow = {

@@ -3,21 +3,12 @@ import { describe, it } from 'node:test';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import { fastValidated, slowValidated, validateEnvelope } from '../../src/envelope/validate.js';
 import { EnvelopeValidationError } from '../../src/runtime/errors.js';
+import { nestedPaymentEvent } from '../support/builders.js';
 
 // validateEnvelope's contract (fields, messages, limits) is tested in envelope.test.ts; this file
 // holds its two paths together: the fast one may only ever leave work to the slow one.
 
-const base: EventEnvelope = {
-  eventId: 'c2d4a1e0-5b7f-4f1a-8d2e-3a9b0c1d2e3f',
-  aggregateType: 'order',
-  aggregateId: 'o-7',
-  aggregateVersion: 3,
-  eventType: 'OrderPaid',
-  schemaVersion: 1,
-  kind: 'incremental',
-  payload: { amount: 10, nested: { list: [1, 'two', null, true, { three: 3 }] } },
-  occurredAt: '2024-05-01T10:00:00.750Z',
-};
+const base: EventEnvelope = nestedPaymentEvent;
 
 const cyclic: Record<string, unknown> = { a: 1 };
 cyclic.self = cyclic;
