@@ -38,7 +38,7 @@ const effectName = z.string().refine((name) => {
 /** Which effect of which event: what readEffect and retryFailedEffect look up. */
 const effectRefShape = {
   schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
-  event: eventOption.describe('The event the effect belongs to: anything with its `eventId` (the handler’s event).'),
+  event: eventOption.describe("The event the effect belongs to: anything with its `eventId` (the handler's event)."),
   effect: effectName.describe('Name of the effect (`send-sms`); with the eventId it makes the idempotency key.'),
 };
 
@@ -49,7 +49,7 @@ export const effectOptions = defineOptions(
     call: functionOption<(key: string, signal: AbortSignal) => Promise<unknown>>(
       '(key: string, signal: AbortSignal) => Promise<R>',
     ).describe(
-      'The remote call. Must send `key` as the remote’s idempotency key; its JSON result is recorded. Throw PermanentError for a failure that no repeat can fix.',
+      "The remote call. Must send `key` as the remote's idempotency key; its JSON result is recorded. Throw PermanentError for a failure that no repeat can fix.",
     ),
     maxCalls: z
       .number()
