@@ -74,6 +74,10 @@ export type {
   ConnectRequest,
 } from './transport/transport.js';
 
+// Remote side effects of next-hop events, once in effect (docs/remote-effects.md)
+export { idempotencyKey, performEffect, readEffect, retryFailedEffect } from './effects/index.js';
+export type { EffectOptions, EffectRef, EffectOutcome, EffectRecord, EffectStatus } from './effects/index.js';
+
 // Versioned projections
 export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } from './projection/index.js';
 export type {

@@ -28,6 +28,7 @@ import { reconcileOptions } from '../../src/reconcile/reconcile.js';
 import { rebuildOptions } from '../../src/reconcile/rebuild.js';
 import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
 import { outboxOptions } from '../../src/outbox/append.js';
+import { effectOptions, effectRefOptions } from '../../src/effects/perform.js';
 import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
 import { serveMetricsOptions } from '../../src/metrics/server.js';
 import { dashboardOptions } from '../../src/dashboard/options.js';
@@ -45,6 +46,8 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [cdcRelayOptions, 'new CdcRelay(options) / startCdcRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
   [processorOptions, "new DeliveryProcessor(options) (from 'converge-events/testing')"],
+  [effectOptions, 'performEffect(executor, options)'],
+  [effectRefOptions, 'readEffect(executor, options) / retryFailedEffect(executor, options)'],
   [partitionedTopologyOptions, 'declarePartitionedTopology(channel, options)'],
   [
     partitionedConsumerOptions,

@@ -249,6 +249,29 @@ export const migrations: readonly Migration[] = [
       `ALTER TABLE ${s.quoted}.outbox ADD COLUMN IF NOT EXISTS broker_retries integer NOT NULL DEFAULT 0`,
     ],
   },
+  {
+    version: 14,
+    name: 'remote side effects: one row per idempotency key',
+    statements: (s) => [
+      // Written before a remote call (pending, attempts + 1) and after it (completed or failed):
+      // a pending row is a call whose outcome was never recorded, repeated with the same key.
+      // error holds a code or class name only, result what the caller chose to keep (src/effects).
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.effects (
+        key             text PRIMARY KEY,
+        effect          text NOT NULL,
+        event_id        text NOT NULL,
+        status          text NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+        result          jsonb,
+        error           text,
+        attempts        integer NOT NULL DEFAULT 1,
+        first_called_at timestamptz NOT NULL DEFAULT now(),
+        last_called_at  timestamptz NOT NULL DEFAULT now(),
+        completed_at    timestamptz
+      )`,
+      // Status reads count the few unfinished keys, never the completed history.
+      `CREATE INDEX IF NOT EXISTS effects_open_idx ON ${s.quoted}.effects (status, effect) WHERE status <> 'completed'`,
+    ],
+  },
 ];
 
 export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;
