@@ -47,7 +47,8 @@ export type GrantsOptions = OptionsInput<typeof grantsOptions>;
  *   columns, and USAGE on the bigserial's sequence; the NOTIFY trigger needs nothing more.
  * - consumer: inbox INSERT … ON CONFLICT DO NOTHING RETURNING and fingerprint reads; watermark
  *   reads; parked read, insert, delete; quarantine upserts (ON CONFLICT DO UPDATE) and replay
- *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates.
+ *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates;
+ *   the effects a handler performs with performEffect (a row per key, inserted then updated).
  *
  * Nobody gets DELETE on the outbox or inbox, TRUNCATE, or anything on `migrations`: retention,
  * compaction, DLQ and reconciliation tools run as the owning (migration) role.
@@ -86,7 +87,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
   for (const consumer of consumers) {
     const c = quoteIdentifier(consumer);
     lines.push(
-      `-- consumer ${c}: inbox, reorder buffer, watermarks, quarantine, projection versions`,
+      `-- consumer ${c}: inbox, reorder buffer, watermarks, quarantine, projection versions, remote effects`,
       `GRANT USAGE ON SCHEMA ${schema.quoted} TO ${c};`,
       `GRANT SELECT, INSERT ON ${schema.quoted}.inbox TO ${c};`,
       `GRANT SELECT ON ${schema.quoted}.inbox_watermark TO ${c};`,
@@ -94,6 +95,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.quarantine TO ${c};`,
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.quarantine_id_seq TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.projection_state TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.effects TO ${c};`,
     );
     for (const table of options.projectionTables) {
       const [tableSchema, tableName] = table.split('.') as [string, string];

@@ -10,6 +10,7 @@ import {
   applyIncrement,
   grantsSql,
   migrate,
+  performEffect,
   silentLogger,
   withTransaction,
 } from '../../src/index.js';
@@ -281,6 +282,26 @@ describe('least-privilege roles against PostgreSQL and RabbitMQ', () => {
       await consumer.stop();
     }
     assert.deepEqual(errors.map(String), [], 'no permission errors on the way');
+  });
+
+  test('the consumer role records a remote effect with performEffect (the effects table)', async () => {
+    const pool = rolePool(roles.consumer);
+    const event = { eventId: randomUUID() };
+    let calls = 0;
+    const outcome = await performEffect(pool, {
+      schema,
+      event,
+      effect: 'send-sms',
+      call: (key) => {
+        calls++;
+        return Promise.resolve({ key });
+      },
+    });
+    assert.equal(outcome.status, 'completed');
+    assert.equal(calls, 1);
+    const again = await performEffect(pool, { schema, event, effect: 'send-sms', call: () => Promise.resolve({}) });
+    assert.equal(again.calledNow, false, 'a completed key is read back, not called again');
+    assert.equal(calls, 1);
   });
 
   test('each role is refused what it was not granted (SQLSTATE 42501)', async () => {
