@@ -183,24 +183,41 @@ export interface SourceWrite {
   orderId: string;
   delta: number;
   eventId?: string;
+  /** The version the writer read before (a stale one loses the race); by default read in the transaction. */
+  readVersion?: number;
   /** Throw after both writes, before COMMIT. */
   failBeforeCommit?: boolean;
 }
 
+/** Commits a new order at version 0 with amount 0, as the service does before any change event. */
+export async function createOrder(env: LabEnv, orderId: string): Promise<void> {
+  await env.pool.query(`INSERT INTO "${env.schema}".orders (id, amount, version) VALUES ($1, 0, 0)`, [orderId]);
+}
+
+/** The order as the source has it, or null. */
+export async function orderRow(env: LabEnv, orderId: string): Promise<{ amount: number; version: number } | null> {
+  const { rows } = await env.pool.query<{ amount: number; version: string }>(
+    `SELECT amount, version FROM "${env.schema}".orders WHERE id = $1`,
+    [orderId],
+  );
+  const row = rows[0];
+  return row ? { amount: row.amount, version: Number(row.version) } : null;
+}
+
 /**
- * The service side: one transaction moves the order from its current version to the next
- * with a conditional update, and appends the event on the same connection.
+ * The service side: one transaction moves an existing order from the version it read to the
+ * next with a conditional update (`updateExactlyOne`: a lost race throws
+ * ConcurrencyConflictError and rolls everything back) and appends the event on the same connection.
  */
 export async function addToOrder(env: LabEnv, write: SourceWrite): Promise<{ eventId: string; version: number }> {
   return withTransaction(env.pool, async (tx) => {
-    await tx.query(
-      `INSERT INTO "${env.schema}".orders (id, amount, version) VALUES ($1, 0, 0) ON CONFLICT DO NOTHING`,
-      [write.orderId],
-    );
-    const { rows } = await tx.query<{ version: string }>(`SELECT version FROM "${env.schema}".orders WHERE id = $1`, [
-      write.orderId,
-    ]);
-    const current = Number(rows[0]?.version ?? 0);
+    let current = write.readVersion;
+    if (current === undefined) {
+      const { rows } = await tx.query<{ version: string }>(`SELECT version FROM "${env.schema}".orders WHERE id = $1`, [
+        write.orderId,
+      ]);
+      current = Number(rows[0]?.version ?? 0);
+    }
     await updateExactlyOne(
       tx,
       `UPDATE "${env.schema}".orders SET amount = amount + $1, version = $2 WHERE id = $3 AND version = $4`,

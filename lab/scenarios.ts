@@ -17,6 +17,8 @@ import { DeliveryProcessor } from '../src/testing/index.js';
 import {
   PROJECTION,
   addToOrder,
+  createOrder,
+  orderRow,
   check,
   count,
   createLabEnv,
@@ -47,29 +49,44 @@ export const sourceRollback: Scenario = {
   title: 'source transaction rollback',
   async run(env) {
     const checks: string[] = [];
+    await createOrder(env, '1');
     const failed = await addToOrder(env, { orderId: '1', delta: 10, failBeforeCommit: true }).catch(
       (err: Error) => err,
     );
-    check(checks, failed instanceof Error, 'the failing source transaction threw');
+    check(checks, failed instanceof Error, 'the failing source transaction (update and outbox append) threw');
+    const unchanged = await orderRow(env, '1');
     check(
       checks,
-      (await count(env, `SELECT count(*) AS n FROM $schema.orders`)) === 0,
-      'no business row after rollback',
+      unchanged?.version === 0 && unchanged.amount === 0,
+      'the existing order stays at version 0, amount 0',
+      unchanged,
     );
     check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.outbox`)) === 0, 'no outbox row after rollback');
-    // A lost race on the conditional update rolls back the loser's outbox row too.
-    await addToOrder(env, { orderId: '2', delta: 10 });
-    const lost = await withTransaction(env.pool, async (tx) => {
-      const result = await tx.query(
-        `UPDATE "${env.schema}".orders SET amount = amount + 5, version = 2 WHERE id = '2' AND version = 0`,
-      );
-      if (result.rowCount !== 1) throw new ConcurrencyConflictError(result.rowCount ?? 0);
-    }).catch((err: unknown) => err);
-    check(checks, lost instanceof ConcurrencyConflictError, 'a stale conditional update is rejected (0 rows changed)');
+    // A lost race: both read version 0, the winner committed version 1 first. The loser's
+    // conditional update changes no row, so updateExactlyOne throws before its append and the
+    // whole transaction rolls back.
+    await addToOrder(env, { orderId: '1', delta: 10 });
+    const lost = await addToOrder(env, { orderId: '1', delta: 5, readVersion: 0 }).catch((err: unknown) => err);
     check(
       checks,
-      (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE aggregate_id = '2'`)) === 1,
-      'only the winning transaction left an outbox row',
+      lost instanceof ConcurrencyConflictError,
+      'the stale conditional update is rejected by updateExactlyOne (0 rows changed)',
+    );
+    const afterRace = await orderRow(env, '1');
+    check(
+      checks,
+      afterRace?.version === 1 && afterRace.amount === 10,
+      'the loser left the order as the winner wrote it: version 1, amount 10',
+      afterRace,
+    );
+    const events = await env.pool.query<{ aggregate_version: string }>(
+      `SELECT aggregate_version FROM "${env.schema}".outbox WHERE aggregate_id = '1'`,
+    );
+    check(
+      checks,
+      events.rows.length === 1 && Number(events.rows[0]!.aggregate_version) === 1,
+      "the loser left no outbox row: only the winner's event (version 1)",
+      events.rows,
     );
     return { checks };
   },
@@ -111,6 +128,7 @@ export const consumerRollback: Scenario = {
       const firstRetry = new Promise<void>((resolve) =>
         consumer.on('settled', (s: Settlement) => s.action === 'retry' && resolve()),
       );
+      await createOrder(env, '1');
       const { eventId } = await addToOrder(env, { orderId: '1', delta: 10 });
       await firstRetry;
       check(
@@ -366,6 +384,7 @@ export const brokerDuplicates: Scenario = {
       logger: silentLogger,
     });
     try {
+      await createOrder(env, '1');
       const { eventId } = await addToOrder(env, { orderId: '1', delta: 10 });
       await crashing.runOnce().catch(() => undefined);
       check(
