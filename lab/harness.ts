@@ -129,8 +129,8 @@ export async function createLabEnv(kind: LabTransportKind = labTransportKind()):
   await pool.query(
     `CREATE TABLE "${schema}".applications (event_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
   );
-  // The queue set startConsumer declares by default (classic, bound with '#'), so its own declare agrees.
-  await connection.declareQueues({
+  // A classic queue set bound with '#'; the scenarios' consumers take it as declared (declare: false).
+  await broker.declare(connection, {
     queue,
     retryQueue: `${queue}.retry`,
     deadQueue: null,
