@@ -26,8 +26,10 @@ import {
   getOne,
   projectionRow,
   publishEnvelope,
+  labRolesFromEnv,
   waitUntil,
   type LabEnv,
+  type LabRoles,
 } from './harness.js';
 import type { LabTransportKind } from './broker.js';
 
@@ -110,7 +112,7 @@ export const consumerRollback: Scenario = {
       queue: env.queue,
       exchange: env.exchange,
       declare: false,
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers,
       logger: silentLogger,
@@ -118,7 +120,7 @@ export const consumerRollback: Scenario = {
     });
     const relay = new Relay({
       transport: env.transport,
-      pool: env.pool,
+      pool: env.pools.relay,
       schema: env.schema,
       exchange: env.exchange,
       logger: silentLogger,
@@ -160,7 +162,7 @@ export const incrementalGap: Scenario = {
       queue: env.queue,
       exchange: env.exchange,
       declare: false,
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
@@ -211,7 +213,7 @@ export const contentConflict: Scenario = {
     const checks: string[] = [];
     const processor = new DeliveryProcessor({
       consumer: 'lab-orders',
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
@@ -262,7 +264,7 @@ export const snapshotRepair: Scenario = {
     const checks: string[] = [];
     const processor = new DeliveryProcessor({
       consumer: 'lab-orders',
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
@@ -356,7 +358,7 @@ export const brokerDuplicates: Scenario = {
     // Relay A crashes between the broker's confirm and the mark; its lease then expires.
     const crashing = new Relay({
       transport: env.transport,
-      pool: env.pool,
+      pool: env.pools.relay,
       schema: env.schema,
       exchange: env.exchange,
       logger: silentLogger,
@@ -371,7 +373,7 @@ export const brokerDuplicates: Scenario = {
     });
     const survivor = new Relay({
       transport: env.transport,
-      pool: env.pool,
+      pool: env.pools.relay,
       schema: env.schema,
       exchange: env.exchange,
       logger: silentLogger,
@@ -380,7 +382,7 @@ export const brokerDuplicates: Scenario = {
     survivor.on('published', (ids) => (published += ids.length));
     const processor = new DeliveryProcessor({
       consumer: 'lab-orders',
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
@@ -470,9 +472,16 @@ export const scenarios: readonly Scenario[] = [
   brokerDuplicates,
 ];
 
-/** On the transport scripts/local-env.ts chose (CONVERGE_TRANSPORT), unless `kind` says which. */
-export async function runScenario(scenario: Scenario, kind?: LabTransportKind): Promise<ScenarioResult> {
-  const env = await createLabEnv(kind);
+/**
+ * On the transport scripts/local-env.ts chose (CONVERGE_TRANSPORT), unless `kind` says which; with
+ * the runtime roles LAB_*_URL name (labRolesFromEnv), unless `roles` says which.
+ */
+export async function runScenario(
+  scenario: Scenario,
+  kind?: LabTransportKind,
+  roles: LabRoles | null = labRolesFromEnv(),
+): Promise<ScenarioResult> {
+  const env = await createLabEnv(kind, roles);
   try {
     return await scenario.run(env);
   } finally {

@@ -4,14 +4,63 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import type amqp from 'amqplib';
 import type { LabTransportKind } from '../../lab/broker.js';
-import { createLabEnv } from '../../lab/harness.js';
+import { createLabEnv, type LabRoles } from '../../lab/harness.js';
 import { runScenario, scenarios } from '../../lab/scenarios.js';
-import { connectPostgres, connectRabbit, dropBrokerNames, test, waitFor, withChannel } from '../support/rig.js';
+import {
+  after,
+  before,
+  connectPostgres,
+  connectRabbit,
+  dropBrokerNames,
+  test,
+  uniqueName,
+  waitFor,
+  withChannel,
+} from '../support/rig.js';
+import { urlAs } from '../support/database-url.js';
+
+/**
+ * On RabbitMQ the relays, consumers and the service's writes run as three login roles with only
+ * what `converge grants` gives them (as docker-compose.yml's lab does); on the in-process transport
+ * everything runs as DATABASE_URL's role, as `npm run lab` does without LAB_*_URL.
+ */
+const roleNames = {
+  relay: uniqueName('lab_relay'),
+  consumer: uniqueName('lab_consumer'),
+  producer: uniqueName('lab_producer'),
+};
+const roles: LabRoles = {
+  relay: urlAs(roleNames.relay),
+  consumer: urlAs(roleNames.consumer),
+  producer: urlAs(roleNames.producer),
+};
+
+before(async () => {
+  const admin = await connectPostgres(1);
+  try {
+    for (const role of Object.values(roleNames)) await admin.query(`CREATE ROLE "${role}" LOGIN`);
+  } finally {
+    await admin.end();
+  }
+});
+
+after(async () => {
+  const admin = await connectPostgres(1);
+  try {
+    for (const role of Object.values(roleNames)) {
+      await admin.query(`DROP OWNED BY "${role}"`).catch(() => undefined);
+      await admin.query(`DROP ROLE IF EXISTS "${role}"`);
+    }
+  } finally {
+    await admin.end();
+  }
+});
 
 for (const kind of ['rabbitmq', 'in-process'] satisfies LabTransportKind[])
   for (const scenario of scenarios) {
-    test(`scenario ${scenario.id} (${kind}): ${scenario.title}`, async () => {
-      const result = await runScenario(scenario, kind);
+    const asRoles = kind === 'rabbitmq';
+    test(`scenario ${scenario.id} (${kind}${asRoles ? ', least-privilege roles' : ''}): ${scenario.title}`, async () => {
+      const result = await runScenario(scenario, kind, asRoles ? roles : null);
       assert.ok(result.checks.length >= 3, 'a scenario checks several facts');
       if (scenario.id === 6) assert.equal(result.summary, 'published=2 deliveries=3 applied=1 inbox=1 amount=10');
     });

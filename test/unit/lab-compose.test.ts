@@ -1,8 +1,8 @@
 /**
  * docker-compose.yml's lab profile, parsed as YAML (there is no Docker engine here to run it): the
- * lab's services are isolated (an internal network, no published ports), the lab connects as an
- * ordinary role created by its init script and not as the superuser, and RabbitMQ has a lab user
- * instead of guest. The default services (the test suite's) stay outside the profile.
+ * lab's services are isolated (an internal network, no published ports), the lab connects as
+ * ordinary login roles its init script creates (the owner and the three runtime roles), never as
+ * the superuser, and RabbitMQ has a lab user instead of guest. The default services (the test suite's) stay outside the profile.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -55,6 +55,13 @@ describe('docker-compose.yml lab profile', () => {
     assert.equal(database.hostname, 'lab-postgres');
     const init = read('lab/compose/postgres-init.sql');
     assert.match(init, new RegExp(`CREATE ROLE converge_lab LOGIN PASSWORD '${database.password}' NOSUPERUSER`));
+    // The runtime roles lab/harness.ts grants with `converge grants`: ordinary login roles of their own.
+    for (const part of ['RELAY', 'CONSUMER', 'PRODUCER']) {
+      const url = new URL(runner[`LAB_${part}_URL`]!);
+      assert.equal(url.username, `converge_lab_${part.toLowerCase()}`);
+      assert.equal(url.hostname, 'lab-postgres');
+      assert.match(init, new RegExp(`CREATE ROLE ${url.username} LOGIN PASSWORD '${url.password}' NOSUPERUSER`));
+    }
     assert.ok(compose.services['lab-postgres']!.volumes!.some((v) => v.startsWith('./lab/compose/postgres-init.sql:')));
     const rabbit = compose.services['lab-rabbitmq']!.environment!;
     assert.notEqual(rabbit.RABBITMQ_DEFAULT_USER, 'guest');
