@@ -113,7 +113,7 @@ test('a lab process killed with SIGKILL leaves no queue behind: the broker expir
       `the lab process to print its names (output so far: ${output})`,
       30_000,
     );
-    const queues = [names!.queue, `${names!.queue}.retry`];
+    const queues = [names.queue, `${names.queue}.retry`];
     for (const queue of queues) assert.ok(await queueExists(admin, queue), `${queue} exists while the lab runs`);
     child.kill('SIGKILL');
     await once(child, 'exit');

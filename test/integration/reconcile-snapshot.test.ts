@@ -33,9 +33,16 @@ interface Source {
   readPage(client: Queryable, after: string | null, limit: number, between: Hook): Promise<ReconcileRow[]>;
   readOne(client: Queryable, id: string, between: Hook): Promise<OrderState | null>;
   /** Every repaired row that is not a state the source had at a commit (or whose total is not its lines' sum). */
-  tornRepairs(): Promise<unknown[]>;
+  tornRepairs(): Promise<RepairRow[]>;
   repairs(): Promise<number>;
   apply(tx: pg.PoolClient, id: string, state: OrderState): Promise<void>;
+}
+
+interface RepairRow {
+  id: string;
+  version: string;
+  total: number;
+  lines_sum: number;
 }
 
 interface OrderState {
@@ -110,7 +117,7 @@ async function withSource(fn: (s: Source) => Promise<void>): Promise<void> {
       return { version: Number(row.version), total: row.total, linesSum: sums.get(id) ?? 0 };
     },
     async tornRepairs() {
-      const { rows } = await db.pool.query(
+      const { rows } = await db.pool.query<RepairRow>(
         `SELECT r.* FROM ${q}.repair_log r
           WHERE r.total <> r.lines_sum
              OR NOT EXISTS (SELECT 1 FROM ${q}.source_history h WHERE h.id = r.id AND h.version = r.version AND h.total = r.total)`,
@@ -259,7 +266,7 @@ describe('consistent source reads for repair', () => {
         apply: (tx, snapshot, gap) => s.apply(tx, gap.aggregateId, snapshot),
       });
       assert.equal(report.repaired, 2);
-      const torn = (await s.tornRepairs()) as { id: string }[];
+      const torn = await s.tornRepairs();
       assert.deepEqual(
         torn.map((r) => r.id),
         ['o01'],

@@ -68,6 +68,8 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'repairGaps',
       'showCdcSlot',
       'silentLogger',
+      'snapshotPages',
+      'sourceSnapshot',
       'startCdcRelay',
       'startConsumer',
       'startPartitionedConsumers',
