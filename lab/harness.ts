@@ -6,11 +6,12 @@
  * The broker is reached only through the Transport seam, so every scenario runs the same on
  * RabbitMQ and on the in-process transport (lab/broker.ts picks one).
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { AMQP_URL, DATABASE_URL, connectPostgres, uniqueName } from '../kit/services.js';
 import {
   appendToOutbox,
   applyIncrement,
+  grantsSql,
   migrate,
   silentLogger,
   updateExactlyOne,
@@ -84,8 +85,29 @@ export class Puller {
   }
 }
 
+/**
+ * Connection strings of the runtime roles the lab's parts run as, each granted by grantsSql
+ * (`converge grants`) on the environment's schema: the relays as `relay`, the consumers as
+ * `consumer`, the service's writes as `producer`. The environment's own pool (DATABASE_URL) owns
+ * the schema, as the migration role does, and runs the checks and the operator's repair.
+ */
+export interface LabRoles {
+  relay: string;
+  consumer: string;
+  producer: string;
+}
+
+/** LAB_RELAY_URL, LAB_CONSUMER_URL and LAB_PRODUCER_URL (docker-compose.yml's lab sets them), or null when unset. */
+export function labRolesFromEnv(): LabRoles | null {
+  const { LAB_RELAY_URL: relay, LAB_CONSUMER_URL: consumer, LAB_PRODUCER_URL: producer } = process.env;
+  return relay && consumer && producer ? { relay, consumer, producer } : null;
+}
+
 export interface LabEnv {
+  /** The owner's pool (the migration role): schema, checks, operator repairs. */
   pool: pg.Pool;
+  /** What each part connects with: the runtime roles' pools, or `pool` for all when the lab runs without roles. */
+  pools: { relay: pg.Pool; consumer: pg.Pool; producer: pg.Pool };
   schema: string;
   /** What the relays and consumers of the scenarios are given (startRelay/startConsumer `transport`). */
   transport: Transport;
@@ -103,7 +125,10 @@ export interface LabEnv {
   close(): Promise<void>;
 }
 
-export async function createLabEnv(kind: LabTransportKind = labTransportKind()): Promise<LabEnv> {
+export async function createLabEnv(
+  kind: LabTransportKind = labTransportKind(),
+  roles: LabRoles | null = null,
+): Promise<LabEnv> {
   const pool = await connectPostgres(8);
   const schema = uniqueName('lab');
   const exchange = uniqueName('lab.events');
@@ -129,8 +154,9 @@ export async function createLabEnv(kind: LabTransportKind = labTransportKind()):
   await pool.query(
     `CREATE TABLE "${schema}".applications (event_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
   );
-  // The queue set startConsumer declares by default (classic, bound with '#'), so its own declare agrees.
-  await connection.declareQueues({
+  const pools = roles ? await grantRoles(pool, schema, roles) : { relay: pool, consumer: pool, producer: pool };
+  // A classic queue set bound with '#'; the scenarios' consumers take it as declared (declare: false).
+  await broker.declare(connection, {
     queue,
     retryQueue: `${queue}.retry`,
     deadQueue: null,
@@ -159,6 +185,7 @@ export async function createLabEnv(kind: LabTransportKind = labTransportKind()):
 
   return {
     pool,
+    pools,
     schema,
     transport: broker.transport,
     transportKind: broker.kind,
@@ -173,34 +200,80 @@ export async function createLabEnv(kind: LabTransportKind = labTransportKind()):
       await puller.cancel().catch(() => undefined);
       await connection.close().catch(() => undefined);
       await broker.close([queue, exchange]);
+      for (const rolePool of new Set(Object.values(pools))) if (rolePool !== pool) await rolePool.end();
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await pool.end();
     },
   };
 }
 
+/**
+ * Runs `converge grants` for the runtime roles on the lab's schema (the read model and the
+ * applications log are the consumer's projection tables), plus the service's own grant on its
+ * business table, and opens a pool per role.
+ */
+async function grantRoles(owner: pg.Pool, schema: string, roles: LabRoles): Promise<LabEnv['pools']> {
+  const role = (url: string) => decodeURIComponent(new URL(url).username);
+  await owner.query(
+    grantsSql({
+      schema,
+      relayRole: role(roles.relay),
+      consumerRole: role(roles.consumer),
+      producerRole: role(roles.producer),
+      projectionTables: [`${schema}.order_projection`, `${schema}.applications`],
+    }),
+  );
+  // grantsSql accepted the role names, so they are plain identifiers and safe to quote.
+  await owner.query(`GRANT SELECT, INSERT, UPDATE ON "${schema}".orders TO "${role(roles.producer)}"`);
+  const open = (connectionString: string) => {
+    const rolePool = new pg.Pool({ connectionString, max: 4 });
+    rolePool.on('error', () => undefined);
+    return rolePool;
+  };
+  return { relay: open(roles.relay), consumer: open(roles.consumer), producer: open(roles.producer) };
+}
+
 export interface SourceWrite {
   orderId: string;
   delta: number;
   eventId?: string;
+  /** The version the writer read before (a stale one loses the race); by default read in the transaction. */
+  readVersion?: number;
   /** Throw after both writes, before COMMIT. */
   failBeforeCommit?: boolean;
 }
 
+/** Commits a new order at version 0 with amount 0, as the service does before any change event. */
+export async function createOrder(env: LabEnv, orderId: string): Promise<void> {
+  await env.pools.producer.query(`INSERT INTO "${env.schema}".orders (id, amount, version) VALUES ($1, 0, 0)`, [
+    orderId,
+  ]);
+}
+
+/** The order as the source has it, or null. */
+export async function orderRow(env: LabEnv, orderId: string): Promise<{ amount: number; version: number } | null> {
+  const { rows } = await env.pool.query<{ amount: number; version: string }>(
+    `SELECT amount, version FROM "${env.schema}".orders WHERE id = $1`,
+    [orderId],
+  );
+  const row = rows[0];
+  return row ? { amount: row.amount, version: Number(row.version) } : null;
+}
+
 /**
- * The service side: one transaction moves the order from its current version to the next
- * with a conditional update, and appends the event on the same connection.
+ * The service side: one transaction moves an existing order from the version it read to the
+ * next with a conditional update (`updateExactlyOne`: a lost race throws
+ * ConcurrencyConflictError and rolls everything back) and appends the event on the same connection.
  */
 export async function addToOrder(env: LabEnv, write: SourceWrite): Promise<{ eventId: string; version: number }> {
-  return withTransaction(env.pool, async (tx) => {
-    await tx.query(
-      `INSERT INTO "${env.schema}".orders (id, amount, version) VALUES ($1, 0, 0) ON CONFLICT DO NOTHING`,
-      [write.orderId],
-    );
-    const { rows } = await tx.query<{ version: string }>(`SELECT version FROM "${env.schema}".orders WHERE id = $1`, [
-      write.orderId,
-    ]);
-    const current = Number(rows[0]?.version ?? 0);
+  return withTransaction(env.pools.producer, async (tx) => {
+    let current = write.readVersion;
+    if (current === undefined) {
+      const { rows } = await tx.query<{ version: string }>(`SELECT version FROM "${env.schema}".orders WHERE id = $1`, [
+        write.orderId,
+      ]);
+      current = Number(rows[0]?.version ?? 0);
+    }
     await updateExactlyOne(
       tx,
       `UPDATE "${env.schema}".orders SET amount = amount + $1, version = $2 WHERE id = $3 AND version = $4`,

@@ -17,6 +17,8 @@ import { DeliveryProcessor } from '../src/testing/index.js';
 import {
   PROJECTION,
   addToOrder,
+  createOrder,
+  orderRow,
   check,
   count,
   createLabEnv,
@@ -24,8 +26,10 @@ import {
   getOne,
   projectionRow,
   publishEnvelope,
+  labRolesFromEnv,
   waitUntil,
   type LabEnv,
+  type LabRoles,
 } from './harness.js';
 import type { LabTransportKind } from './broker.js';
 
@@ -47,29 +51,44 @@ export const sourceRollback: Scenario = {
   title: 'source transaction rollback',
   async run(env) {
     const checks: string[] = [];
+    await createOrder(env, '1');
     const failed = await addToOrder(env, { orderId: '1', delta: 10, failBeforeCommit: true }).catch(
       (err: Error) => err,
     );
-    check(checks, failed instanceof Error, 'the failing source transaction threw');
+    check(checks, failed instanceof Error, 'the failing source transaction (update and outbox append) threw');
+    const unchanged = await orderRow(env, '1');
     check(
       checks,
-      (await count(env, `SELECT count(*) AS n FROM $schema.orders`)) === 0,
-      'no business row after rollback',
+      unchanged?.version === 0 && unchanged.amount === 0,
+      'the existing order stays at version 0, amount 0',
+      unchanged,
     );
     check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.outbox`)) === 0, 'no outbox row after rollback');
-    // A lost race on the conditional update rolls back the loser's outbox row too.
-    await addToOrder(env, { orderId: '2', delta: 10 });
-    const lost = await withTransaction(env.pool, async (tx) => {
-      const result = await tx.query(
-        `UPDATE "${env.schema}".orders SET amount = amount + 5, version = 2 WHERE id = '2' AND version = 0`,
-      );
-      if (result.rowCount !== 1) throw new ConcurrencyConflictError(result.rowCount ?? 0);
-    }).catch((err: unknown) => err);
-    check(checks, lost instanceof ConcurrencyConflictError, 'a stale conditional update is rejected (0 rows changed)');
+    // A lost race: both read version 0, the winner committed version 1 first. The loser's
+    // conditional update changes no row, so updateExactlyOne throws before its append and the
+    // whole transaction rolls back.
+    await addToOrder(env, { orderId: '1', delta: 10 });
+    const lost = await addToOrder(env, { orderId: '1', delta: 5, readVersion: 0 }).catch((err: unknown) => err);
     check(
       checks,
-      (await count(env, `SELECT count(*) AS n FROM $schema.outbox WHERE aggregate_id = '2'`)) === 1,
-      'only the winning transaction left an outbox row',
+      lost instanceof ConcurrencyConflictError,
+      'the stale conditional update is rejected by updateExactlyOne (0 rows changed)',
+    );
+    const afterRace = await orderRow(env, '1');
+    check(
+      checks,
+      afterRace?.version === 1 && afterRace.amount === 10,
+      'the loser left the order as the winner wrote it: version 1, amount 10',
+      afterRace,
+    );
+    const events = await env.pool.query<{ aggregate_version: string }>(
+      `SELECT aggregate_version FROM "${env.schema}".outbox WHERE aggregate_id = '1'`,
+    );
+    check(
+      checks,
+      events.rows.length === 1 && Number(events.rows[0]!.aggregate_version) === 1,
+      "the loser left no outbox row: only the winner's event (version 1)",
+      events.rows,
     );
     return { checks };
   },
@@ -92,7 +111,8 @@ export const consumerRollback: Scenario = {
       transport: env.transport,
       queue: env.queue,
       exchange: env.exchange,
-      pool: env.pool,
+      declare: false,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers,
       logger: silentLogger,
@@ -100,7 +120,7 @@ export const consumerRollback: Scenario = {
     });
     const relay = new Relay({
       transport: env.transport,
-      pool: env.pool,
+      pool: env.pools.relay,
       schema: env.schema,
       exchange: env.exchange,
       logger: silentLogger,
@@ -111,6 +131,7 @@ export const consumerRollback: Scenario = {
       const firstRetry = new Promise<void>((resolve) =>
         consumer.on('settled', (s: Settlement) => s.action === 'retry' && resolve()),
       );
+      await createOrder(env, '1');
       const { eventId } = await addToOrder(env, { orderId: '1', delta: 10 });
       await firstRetry;
       check(
@@ -140,7 +161,8 @@ export const incrementalGap: Scenario = {
       transport: env.transport,
       queue: env.queue,
       exchange: env.exchange,
-      pool: env.pool,
+      declare: false,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
@@ -191,7 +213,7 @@ export const contentConflict: Scenario = {
     const checks: string[] = [];
     const processor = new DeliveryProcessor({
       consumer: 'lab-orders',
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
@@ -242,7 +264,7 @@ export const snapshotRepair: Scenario = {
     const checks: string[] = [];
     const processor = new DeliveryProcessor({
       consumer: 'lab-orders',
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
@@ -336,7 +358,7 @@ export const brokerDuplicates: Scenario = {
     // Relay A crashes between the broker's confirm and the mark; its lease then expires.
     const crashing = new Relay({
       transport: env.transport,
-      pool: env.pool,
+      pool: env.pools.relay,
       schema: env.schema,
       exchange: env.exchange,
       logger: silentLogger,
@@ -351,7 +373,7 @@ export const brokerDuplicates: Scenario = {
     });
     const survivor = new Relay({
       transport: env.transport,
-      pool: env.pool,
+      pool: env.pools.relay,
       schema: env.schema,
       exchange: env.exchange,
       logger: silentLogger,
@@ -360,12 +382,13 @@ export const brokerDuplicates: Scenario = {
     survivor.on('published', (ids) => (published += ids.length));
     const processor = new DeliveryProcessor({
       consumer: 'lab-orders',
-      pool: env.pool,
+      pool: env.pools.consumer,
       schema: env.schema,
       handlers: env.handlers,
       logger: silentLogger,
     });
     try {
+      await createOrder(env, '1');
       const { eventId } = await addToOrder(env, { orderId: '1', delta: 10 });
       await crashing.runOnce().catch(() => undefined);
       check(
@@ -449,9 +472,16 @@ export const scenarios: readonly Scenario[] = [
   brokerDuplicates,
 ];
 
-/** On the transport scripts/local-env.ts chose (CONVERGE_TRANSPORT), unless `kind` says which. */
-export async function runScenario(scenario: Scenario, kind?: LabTransportKind): Promise<ScenarioResult> {
-  const env = await createLabEnv(kind);
+/**
+ * On the transport scripts/local-env.ts chose (CONVERGE_TRANSPORT), unless `kind` says which; with
+ * the runtime roles LAB_*_URL name (labRolesFromEnv), unless `roles` says which.
+ */
+export async function runScenario(
+  scenario: Scenario,
+  kind?: LabTransportKind,
+  roles: LabRoles | null = labRolesFromEnv(),
+): Promise<ScenarioResult> {
+  const env = await createLabEnv(kind, roles);
   try {
     return await scenario.run(env);
   } finally {

@@ -92,7 +92,14 @@ export type {
 } from './projection/index.js';
 
 // Convergence: reconcile, repair, rebuild
-export { reconcile, rebuildProjection, repairFromSnapshot, repairGaps } from './reconcile/index.js';
+export {
+  reconcile,
+  rebuildProjection,
+  repairFromSnapshot,
+  repairGaps,
+  sourceSnapshot,
+  snapshotPages,
+} from './reconcile/index.js';
 export type {
   SourceSnapshot,
   GapRepairOptions,
@@ -108,6 +115,8 @@ export type {
   Difference,
   ReconcileRow,
   RebuildOptions,
+  SnapshotInfo,
+  SourceSnapshotOptions,
 } from './reconcile/index.js';
 
 // Logging and backoff

@@ -27,6 +27,7 @@ import { gapQueryOptions } from '../../src/inbox/parking.js';
 import { reconcileOptions } from '../../src/reconcile/reconcile.js';
 import { rebuildOptions } from '../../src/reconcile/rebuild.js';
 import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
+import { sourceSnapshotOptions } from '../../src/reconcile/consistent-read.js';
 import { outboxOptions } from '../../src/outbox/append.js';
 import { effectOptions, effectRefOptions } from '../../src/effects/perform.js';
 import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
@@ -71,6 +72,7 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [reconcileOptions, 'reconcile(pool, options)'],
   [rebuildOptions, 'rebuildProjection(pool, options)'],
   [gapRepairOptions, 'repairGaps(consumer, options)'],
+  [sourceSnapshotOptions, 'sourceSnapshot(pool, read, options)'],
   [convergenceMetricsOptions, 'registerConvergenceMetrics(pool, options)'],
   [metricsEndpointOptions, 'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint)'],
   [serveMetricsOptions, 'serveMetrics(registry, options)'],

@@ -14,3 +14,5 @@ export { rebuildProjection, rebuildOptions } from './rebuild.js';
 export type { RebuildOptions } from './rebuild.js';
 export { repairGaps, gapRepairOptions } from './gap-repair.js';
 export type { GapRepairOptions, GapRepairReport, GapRepairTarget, SourceSnapshot } from './gap-repair.js';
+export { sourceSnapshot, sourceSnapshotOptions, snapshotPages } from './consistent-read.js';
+export type { SnapshotInfo, SourceSnapshotOptions } from './consistent-read.js';

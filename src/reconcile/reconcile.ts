@@ -72,7 +72,7 @@ export const reconcileShape = {
   projection: z.string().min(1).describe('Projection name, as in projection_state.'),
   aggregateType: z.string().min(1).describe('Aggregate type the projection holds.'),
   source: functionOption<PagedReader>('PagedReader').describe(
-    'The source of truth: id, version, deleted flag (and key fields), one consistent read per page.',
+    'The source of truth: id, version, deleted flag (and key fields), one consistent read per page (snapshotPages when a page takes several statements).',
   ),
   pageSize: z.number().int().min(1).max(100_000).default(500).describe('Rows per page on each side.'),
   maxRowsPerSecond: z

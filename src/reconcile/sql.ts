@@ -27,3 +27,16 @@ export const reconcileSql = perSchema((schema: SchemaRef) => {
     setDeleted: `UPDATE ${table} SET deleted = $4, updated_at = now() WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
   };
 });
+
+/** Statements of a consistent source read (sourceSnapshot); schema-free, they run on the source's own database. */
+export const snapshotSql = {
+  /** First statement of the transaction: one snapshot for every later statement, and no writes. */
+  repeatableReadOnly: 'SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY',
+  /** Makes the snapshot importable by other sessions while this transaction stays open. */
+  exportSnapshot: 'SELECT pg_export_snapshot() AS id',
+  /** SET TRANSACTION SNAPSHOT takes no parameters: the id is checked against SNAPSHOT_ID first. */
+  importSnapshot: (id: string) => `SET TRANSACTION SNAPSHOT '${id}'`,
+};
+
+/** What pg_export_snapshot() returns (e.g. `00000003-0000001B-1`); nothing else reaches importSnapshot. */
+export const SNAPSHOT_ID = /^[0-9A-F]{8}-[0-9A-F]{8}-[0-9]{1,10}$/;

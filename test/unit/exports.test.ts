@@ -72,6 +72,8 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'retryFailedEffect',
       'showCdcSlot',
       'silentLogger',
+      'snapshotPages',
+      'sourceSnapshot',
       'startCdcRelay',
       'startConsumer',
       'startPartitionedConsumers',
