@@ -6,13 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 
-// js-yaml comes with ESLint's toolchain; no YAML parser of our own is a dependency.
-const { load } = createRequire(import.meta.url)('js-yaml') as { load: (text: string) => unknown };
+import { parse } from 'yaml';
 
 interface Service {
   profiles?: string[];
@@ -29,7 +27,7 @@ interface Compose {
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
-const compose = load(read('docker-compose.yml')) as Compose;
+const compose = parse(read('docker-compose.yml')) as Compose;
 const lab = Object.entries(compose.services).filter(([, service]) => service.profiles?.includes('lab'));
 
 describe('docker-compose.yml lab profile', () => {
