@@ -28,6 +28,7 @@ import { reconcileOptions } from '../../src/reconcile/reconcile.js';
 import { rebuildOptions } from '../../src/reconcile/rebuild.js';
 import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
 import { outboxOptions } from '../../src/outbox/append.js';
+import { defineEventsOptions } from '../../src/envelope/events.js';
 import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
 import { serveMetricsOptions } from '../../src/metrics/server.js';
 import { dashboardOptions } from '../../src/dashboard/options.js';
@@ -41,6 +42,7 @@ export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.m
  */
 export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: string][] = [
   [outboxOptions, 'appendToOutbox(executor, event, options) / appendManyToOutbox(executor, events, options)'],
+  [defineEventsOptions, 'defineEvents(schemas, options)'],
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [cdcRelayOptions, 'new CdcRelay(options) / startCdcRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],

@@ -86,6 +86,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'compactionOptions',
       'diagnose',
       'discardQuarantined',
+      'displayQuarantined',
       'listOutbox',
       'listOutboxOptions',
       'listQuarantine',
