@@ -16,6 +16,9 @@ export const SENSITIVE_HEADER = 'x-converge-sensitive';
 /** One segment of a sensitive path: a field name; dots separate segments and commas paths. */
 export const SENSITIVE_SEGMENT = /^[A-Za-z0-9_$-]{1,64}$/;
 
+/** Bodies larger than this are not parsed to scrub a failure's text (see scrubDetail). */
+const MAX_SCRUBBED_BODY_BYTES = 1024 * 1024;
+
 /** Free-text values shorter than this are not searched for in messages (a two-letter value names nobody). */
 const MIN_SCRUBBED_LENGTH = 3;
 
@@ -127,4 +130,23 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const prototype = Object.getPrototypeOf(value) as unknown;
   return prototype === Object.prototype || prototype === null;
+}
+
+/**
+ * A failure's free text as the quarantine stores it: the values at the paths a message's header
+ * marks sensitive, wherever a handler copied them into its error message, become REDACTED, so
+ * no list or display of the quarantine shows them. A message without the header keeps its text
+ * (its displays mask what they can; see displayQuarantined).
+ */
+export function scrubDetail(detail: string, headers: Record<string, unknown> | undefined, body: Buffer): string {
+  const paths = decodeSensitivePaths(headers?.[SENSITIVE_HEADER]);
+  // A body this large was refused unread (BodyTooLargeError); no handler saw it to quote it.
+  if (paths === undefined || paths.length === 0 || body.length > MAX_SCRUBBED_BODY_BYTES) return detail;
+  let payload: unknown;
+  try {
+    payload = (JSON.parse(body.toString('utf8')) as { payload?: unknown } | null)?.payload;
+  } catch {
+    return detail;
+  }
+  return scrubText(detail, sensitiveValues(payload, paths));
 }

@@ -13,6 +13,7 @@ import {
   encodeSensitivePaths,
   keepDeclared,
   redactPaths,
+  scrubDetail,
   scrubText,
   sensitiveValues,
 } from '../../src/envelope/redact.js';
@@ -78,6 +79,20 @@ describe('sensitiveValues and scrubText', () => {
       scrubText('no account for ada@example.com at Main St 1', ['ada@example.com', 'Main St 1']),
       `no account for ${REDACTED} at ${REDACTED}`,
     );
+  });
+});
+
+describe('scrubDetail', () => {
+  const body = Buffer.from(JSON.stringify({ eventId: 'e1', payload: customer }));
+  it('masks the values the header marks, and leaves text alone without a header or a readable body', () => {
+    const detail = 'handler failed: no mailbox ada@example.com (Ada)';
+    assert.equal(
+      scrubDetail(detail, { [SENSITIVE_HEADER]: 'email' }, body),
+      `handler failed: no mailbox ${REDACTED} (Ada)`,
+    );
+    assert.equal(scrubDetail(detail, { [SENSITIVE_HEADER]: '' }, body), detail);
+    assert.equal(scrubDetail(detail, undefined, body), detail);
+    assert.equal(scrubDetail(detail, { [SENSITIVE_HEADER]: 'email' }, Buffer.from('{no json')), detail);
   });
 });
 
