@@ -278,7 +278,11 @@ describe('dashboard', () => {
       action(TOKEN, { origin: `http://127.0.0.1:${dashboard.port}` }),
     );
     assert.equal(shown.status, 200);
-    assert.equal(JSON.parse(shown.body).masking, 'payload', 'the message, its payload masked (unknown fields)');
+    assert.equal(
+      (JSON.parse(shown.body) as { masking: string }).masking,
+      'payload',
+      'the message, its payload masked (unknown fields)',
+    );
     assert.ok(!shown.body.includes(SECRET), 'never the personal data: that is for dlq show --show-sensitive');
 
     const discard = `/api/quarantine/${r2.id}/discard`;

@@ -160,6 +160,5 @@ describe('personal data in the quarantine', () => {
       const logged = logger.records.join('\n');
       for (const secret of [EMAIL, STREET, PHONE]) assert.ok(!logged.includes(secret), `log: ${secret}`);
       assert.equal(consumerOptions({}).queue, row.consumer);
-    }),
-  );
+    }));
 });
