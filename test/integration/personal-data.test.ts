@@ -19,6 +19,7 @@ import { listQuarantine } from '../../src/ops/index.js';
 import { capturingLogger } from '../support/consumer-env.js';
 import { withBrokerFixture } from '../support/broker-fixture.js';
 import { cli } from '../support/cli.js';
+import { withCdcRig } from '../support/cdc-fixture.js';
 import { createTestSchema, describe, test, waitFor } from '../support/rig.js';
 
 const EMAIL = 'ada.lovelace@example.com';
@@ -160,5 +161,20 @@ describe('personal data in the quarantine', () => {
       const logged = logger.records.join('\n');
       for (const secret of [EMAIL, STREET, PHONE]) assert.ok(!logged.includes(secret), `log: ${secret}`);
       assert.equal(consumerOptions({}).queue, row.consumer);
+    }));
+});
+
+describe('personal data through the CDC relay', () => {
+  test('the streamed row carries its sensitive paths as the header, without the undeclared field', () =>
+    withCdcRig(async (rig) => {
+      const relay = rig.started();
+      await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+      await withTransaction(rig.pool, (tx) =>
+        appendToOutbox(tx, registered, { schema: rig.schema, events: customerEvents }),
+      );
+      await waitFor(() => rig.received.length === 1, 'the registration received');
+      const [message] = rig.received;
+      assert.equal(message!.properties.headers?.['x-converge-sensitive'], 'email,address.street');
+      assert.ok(!message!.content.toString('utf8').includes(PHONE));
     }));
 });
