@@ -9,7 +9,7 @@
 // Events
 export type { EventEnvelope, EventKind, NewEvent } from './envelope/envelope.js';
 export { defineEvents } from './envelope/events.js';
-export type { EventCatalog, EventOf, NewEventOf } from './envelope/events.js';
+export type { EventCatalog, EventOf, NewEventOf, DefineEventsOptions } from './envelope/events.js';
 
 // Database seam
 export type { Executor, QueryResultLike } from './db/executor.js';

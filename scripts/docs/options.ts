@@ -30,6 +30,7 @@ import { gapRepairOptions } from '../../src/reconcile/gap-repair.js';
 import { sourceSnapshotOptions } from '../../src/reconcile/consistent-read.js';
 import { outboxOptions } from '../../src/outbox/append.js';
 import { effectOptions, effectRefOptions } from '../../src/effects/perform.js';
+import { defineEventsOptions } from '../../src/envelope/events.js';
 import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
 import { serveMetricsOptions } from '../../src/metrics/server.js';
 import { dashboardOptions } from '../../src/dashboard/options.js';
@@ -43,6 +44,7 @@ export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.m
  */
 export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: string][] = [
   [outboxOptions, 'appendToOutbox(executor, event, options) / appendManyToOutbox(executor, events, options)'],
+  [defineEventsOptions, 'defineEvents(schemas, options)'],
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [cdcRelayOptions, 'new CdcRelay(options) / startCdcRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],

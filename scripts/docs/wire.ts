@@ -18,6 +18,7 @@ import {
   legacyHeaders,
   routingKeyFromTemplate,
 } from '../../src/transport/wire.js';
+import { SENSITIVE_HEADER, encodeSensitivePaths } from '../../src/envelope/redact.js';
 import { isCurrent, runGenerator } from './generated.js';
 
 export const WIRE_DOC = fileURLToPath(new URL('../../docs/reference/wire-format.md', import.meta.url));
@@ -37,10 +38,13 @@ export const EXAMPLE: Required<EventEnvelope> = {
   tenantId: 't1',
 };
 
+/** The example's sensitive paths (none: amount and currency name nobody), as its outbox row holds them. */
+const EXAMPLE_SENSITIVE = encodeSensitivePaths([]);
+
 const code = (value: unknown) => `\`${typeof value === 'string' ? value : JSON.stringify(value)}\``;
 
 export function renderWireReference(): string {
-  const message = encodeMessage(EXAMPLE, routingKeyFromTemplate(DEFAULT_ROUTING_KEY));
+  const message = encodeMessage(EXAMPLE, routingKeyFromTemplate(DEFAULT_ROUTING_KEY), EXAMPLE_SENSITIVE);
   const properties = message.options;
   const headers = (properties.headers ?? {}) as Record<string, unknown>;
   const legacy = legacyHeaders(EXAMPLE);
@@ -105,8 +109,11 @@ export function renderWireReference(): string {
     '| header | value in the example | from |',
     '|---|---|---|',
     `| \`${HEADER.traceparent}\` | ${code(headers[HEADER.traceparent])} | \`traceparent\`, only when set |`,
+    `| \`${SENSITIVE_HEADER}\` | ${code(JSON.stringify(headers[SENSITIVE_HEADER]))} (declares none) | the outbox row's \`sensitive_fields\`: comma-separated payload paths holding personal data, e.g. \`email,address.street\`, only for events appended with a catalog of schemas ([typed-events.md](../typed-events.md#personal-data)) |`,
     '',
-    'An event without a `traceparent` is sent without a header table: everything is in the body, and a header',
+    'The consumer stores the headers with a message it quarantines; displays mask the paths the sensitive',
+    'header names, and the whole payload of a message without it. Neither header is part of the fingerprint.',
+    'An event with neither header is sent without a header table: everything is in the body, and a header',
     'table costs RabbitMQ per message ([performance.md](../performance.md#wire-format)). The consistent-hash',
     `exchange of a partitioned consumer group hashes the \`${PARTITION_PROPERTY}\` property (\`correlationId\`),`,
     'so all events of one aggregate land in one partition ([scaling.md](../scaling.md)).',

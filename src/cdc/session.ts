@@ -136,7 +136,7 @@ export class CdcSession {
     }
     let message: EncodedMessage;
     try {
-      message = encodeMessage(publishableEnvelope(row), options.routingKey);
+      message = encodeMessage(publishableEnvelope(row), options.routingKey, row.sensitive_fields);
     } catch (err) {
       const error = new PublishError('unencodable', describeError(err).err);
       // Retrying cannot help a row consumers would reject: fail it, as the polling relay does, and go on.

@@ -1,12 +1,14 @@
 /**
  * The JSON API over the ops functions. Reads (`GET /api/status`) return counts, ids and
  * findings, never bodies; the actions (`POST /api/quarantine/:id/show|replay|discard`) run
- * only after the server's checks and return what the operator asked for. Nothing here logs a
+ * only after the server's checks and return what the operator asked for, a body with its
+ * sensitive payload fields masked (displayQuarantined). Nothing here logs a
  * body, a header value or a request body.
  */
 import type pg from 'pg';
 import {
   discardQuarantined,
+  displayQuarantined,
   listQuarantine,
   replayQuarantined,
   showQuarantined,
@@ -77,8 +79,8 @@ const ACTIONS: Record<
   async show(context, id) {
     const message = await showQuarantined(context.pool, id, { schema: context.schema });
     if (!message) throw new QuarantineNotFoundError(id);
-    const { body, ...rest } = message;
-    return { status: 200, body: { ...rest, bodyBytes: body.length, body: body.toString('utf8') } };
+    // Always masked: whoever needs the personal data reads it with `converge dlq show --show-sensitive`.
+    return { status: 200, body: displayQuarantined(message) };
   },
 
   async replay(context, id, body) {

@@ -1,4 +1,7 @@
+import { z } from 'zod';
 import { ConfigError, EnvelopeValidationError, PayloadValidationError } from '../runtime/errors.js';
+import { defineOptions } from '../runtime/options.js';
+import { keepDeclared, sensitivePathProblem } from './redact.js';
 import type { EventEnvelope, NewEvent } from './envelope.js';
 import type { InferInput, InferOutput, StandardSchemaIssue, StandardSchemaV1 } from './standard-schema.js';
 
@@ -16,6 +19,8 @@ export type UntypedEvents = Record<string, unknown>;
 export interface EventCatalog<M extends object = UntypedEvents, I extends object = M> {
   /** One Standard Schema per event type; undefined for a type-only catalog (`defineEvents<M>()`). */
   readonly schemas: Readonly<Record<string, StandardSchemaV1>> | undefined;
+  /** Per event type, the payload paths that hold personal data (defineEvents' `sensitive` option). */
+  readonly sensitive?: Readonly<Record<string, readonly string[]>> | undefined;
   /** Carries the two maps for the compiler only; never set at runtime. */
   readonly '~types'?: { readonly payloads: M; readonly inputs: I } | undefined;
 }
@@ -43,23 +48,58 @@ export type NewEventOf<C, K extends keyof InputsOf<C> & string = keyof InputsOf<
 
 type SchemaMap = Record<string, StandardSchemaV1>;
 
+export const defineEventsOptions = defineOptions(
+  'defineEvents',
+  z.strictObject({
+    sensitive: z
+      .record(
+        z.string(),
+        z.array(
+          z.string().superRefine((path, ctx) => {
+            const problem = sensitivePathProblem(path);
+            if (problem) ctx.addIssue({ code: 'custom', message: problem });
+          }),
+        ),
+      )
+      .default({})
+      .describe(
+        "Per event type, payload paths holding personal data (e.g. { CustomerRegistered: ['email', 'address.street'] }): recorded with each event and masked in quarantine displays, dlq show and the dashboard.",
+      ),
+  }),
+);
+
+/** defineEvents' second argument; `sensitive` names only event types of the catalog. */
+export interface DefineEventsOptions<K extends string = string> {
+  sensitive?: { readonly [T in K]?: readonly string[] };
+}
+
 /**
  * Declares the event types a producer writes or a consumer reads. With Standard Schema objects
  * (zod, valibot, arktype, ...) the payload types are inferred and checked at runtime: the
- * producer rejects a payload that does not match, the consumer quarantines one. With a type
- * argument and no schemas (`defineEvents<OrderEvents>()`) it types the code and checks nothing.
+ * producer rejects a payload that does not match and writes only the fields the schema keeps,
+ * the consumer quarantines one. With a type argument and no schemas (`defineEvents<OrderEvents>()`)
+ * it types the code and checks nothing.
  */
 export function defineEvents<M extends object>(): EventCatalog<M>;
 export function defineEvents<S extends SchemaMap>(
   schemas: S,
+  options?: DefineEventsOptions<keyof S & string>,
 ): EventCatalog<{ [K in keyof S]: InferOutput<S[K]> }, { [K in keyof S]: InferInput<S[K]> }>;
-export function defineEvents(schemas?: SchemaMap): EventCatalog {
+export function defineEvents(schemas?: SchemaMap, options?: DefineEventsOptions): EventCatalog {
   if (schemas === undefined) return Object.freeze({ schemas: undefined });
   const problems = Object.entries(schemas)
     .filter(([, schema]) => !isStandardSchema(schema))
     .map(([type]) => ({ path: type, message: 'must be a Standard Schema v1 object (zod, valibot, arktype, ...)' }));
   if (problems.length > 0) throw new ConfigError(problems);
-  return Object.freeze({ schemas: Object.freeze({ ...schemas }) });
+  const { sensitive } = defineEventsOptions.parse(options);
+  const unknownTypes = Object.keys(sensitive)
+    .filter((type) => !Object.hasOwn(schemas, type))
+    .map((type) => ({ path: `sensitive.${type}`, message: 'not an event type of this catalog' }));
+  if (unknownTypes.length > 0) throw new ConfigError(unknownTypes);
+  const frozen = Object.fromEntries(
+    Object.entries(sensitive).map(([type, paths]) => [type, Object.freeze([...new Set(paths)])]),
+  );
+  return Object.freeze({ schemas: Object.freeze({ ...schemas }), sensitive: Object.freeze(frozen) });
 }
 
 /** A catalog made by defineEvents (as the consumer's `events` option checks it). */
@@ -91,6 +131,31 @@ export async function validatePayload(
   const result = await schema['~standard'].validate(payload);
   if (result.issues) throw new PayloadValidationError(eventType, issuePaths(result.issues));
   return result.value;
+}
+
+/** What the producer writes for one event: the payload to store and the paths to mark. */
+export interface ProducedPayload {
+  payload: unknown;
+  /** Comma-free list of sensitive paths; undefined when the catalog cannot say (no schemas). */
+  sensitive: readonly string[] | undefined;
+}
+
+/**
+ * Checks a payload as validatePayload does and returns what the outbox stores: the payload as
+ * given, less every object key the schema's output dropped (see keepDeclared), so a field the
+ * schema does not declare never reaches the outbox. A schema that rejects unknown keys
+ * (`z.strictObject`) throws PayloadValidationError instead.
+ */
+export async function producePayload(
+  catalog: EventCatalog<object, object> | undefined,
+  eventType: string,
+  payload: unknown,
+): Promise<ProducedPayload> {
+  if (!catalog?.schemas) return { payload, sensitive: undefined };
+  const output = await validatePayload(catalog, eventType, payload);
+  const sensitive =
+    catalog.sensitive && Object.hasOwn(catalog.sensitive, eventType) ? catalog.sensitive[eventType] : [];
+  return { payload: keepDeclared(payload, output), sensitive: sensitive ?? [] };
 }
 
 /** The catalog lists this event type (always true for a type-only catalog or none). */

@@ -4,6 +4,7 @@ import { inboxSql } from './sql.js';
 import { encodeProperties, messageHash, storableOrNull, storableString } from './stored-properties.js';
 import type { QuarantineReason, RawDelivery } from './types.js';
 import type { SchemaRef } from '../runtime/identifier.js';
+import { scrubDetail } from '../envelope/redact.js';
 
 export type { QuarantineReason, RawDelivery } from './types.js';
 
@@ -32,7 +33,8 @@ export async function quarantine(executor: Executor, schema: SchemaRef, entry: Q
     entry.consumer,
     storableOrNull(entry.eventId),
     entry.reason,
-    storableString(entry.detail),
+    // A handler's message may quote the payload: what the producer marked sensitive never gets stored there.
+    storableString(scrubDetail(entry.detail, entry.delivery.properties.headers, entry.delivery.content)),
     entry.fingerprint,
     storableString(origin.exchange),
     storableString(origin.routingKey),

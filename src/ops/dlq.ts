@@ -10,6 +10,14 @@ import { ATTEMPT_HEADER, REPLAY_OF_HEADER, decodeProperties, type ReplayOutcome 
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
+import {
+  REDACTED,
+  SENSITIVE_HEADER,
+  decodeSensitivePaths,
+  redactPaths,
+  scrubText,
+  sensitiveValues,
+} from '../envelope/redact.js';
 
 export const quarantineFilterOptions = defineOptions(
   'listQuarantine',
@@ -133,6 +141,60 @@ async function readQuarantined(executor: Executor, schema: SchemaRef, id: string
     ),
     body: row.body as Buffer,
   };
+}
+
+/**
+ * How a display masked a quarantined message: `paths` masked the fields its producer declared
+ * sensitive, `payload` the whole payload (the message says nothing about its fields: no catalog,
+ * or an older producer), `body` the whole body (not a JSON envelope), `none` nothing (asked for).
+ */
+export type Masking = 'paths' | 'payload' | 'body' | 'none';
+
+/** A quarantined message as a person sees it: the body as text, personal data masked unless asked for. */
+export interface QuarantineDisplay extends Omit<QuarantinedMessage, 'body'> {
+  bodyBytes: number;
+  body: string;
+  masking: Masking;
+  /** The payload paths masked (those the producer declared), when masking is `paths`. */
+  sensitivePaths?: string[];
+}
+
+/**
+ * The body and detail of a quarantined message for a display (`dlq show`, the dashboard): the
+ * payload fields named by the message's `x-converge-sensitive` header become "[redacted]", and so
+ * does any of their values a handler copied into the detail. A message without that header, or
+ * one whose header cannot be read, has its whole payload masked; a body that is not a JSON object,
+ * all of it. `showSensitive` shows everything as stored.
+ */
+export function displayQuarantined(
+  message: QuarantinedMessage,
+  options: { showSensitive?: boolean } = {},
+): QuarantineDisplay {
+  const { body, ...rest } = message;
+  const shown = { ...rest, bodyBytes: body.length };
+  if (options.showSensitive) return { ...shown, body: body.toString('utf8'), masking: 'none' };
+  const parsed = parseObject(body);
+  if (parsed === undefined) return { ...shown, body: REDACTED, masking: 'body' };
+  const paths = decodeSensitivePaths(message.properties.headers?.[SENSITIVE_HEADER]);
+  const values = sensitiveValues(parsed.payload, paths);
+  const detail = scrubText(message.detail, values);
+  if (paths === undefined) {
+    const masked = 'payload' in parsed ? { ...parsed, payload: REDACTED } : REDACTED;
+    return { ...shown, detail, body: typeof masked === 'string' ? masked : JSON.stringify(masked), masking: 'payload' };
+  }
+  const masked = { ...parsed, payload: redactPaths(parsed.payload, paths) };
+  return { ...shown, detail, body: JSON.stringify(masked), masking: 'paths', sensitivePaths: paths };
+}
+
+function parseObject(body: Buffer): Record<string, unknown> | undefined {
+  try {
+    const value = JSON.parse(body.toString('utf8')) as unknown;
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

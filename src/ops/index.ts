@@ -15,6 +15,7 @@ export {
   showQuarantined,
   replayQuarantined,
   discardQuarantined,
+  displayQuarantined,
   quarantineFilterOptions,
 } from './dlq.js';
 export type {
@@ -23,6 +24,8 @@ export type {
   QuarantinedMessage,
   ReplayQuarantinedOptions,
   DiscardQuarantinedOptions,
+  Masking,
+  QuarantineDisplay,
 } from './dlq.js';
 export { cleanup, scheduleCleanup, cleanupOptions } from './cleanup.js';
 export type { CleanupOptions, CleanupResult, ScheduledCleanupOptions } from './cleanup.js';

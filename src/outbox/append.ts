@@ -7,12 +7,14 @@ import { ConcurrencyConflictError, EnvelopeValidationError } from '../runtime/er
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
 import {
   isEventCatalog,
-  validatePayload,
+  producePayload,
+  type ProducedPayload,
   type EventCatalog,
   type NewEventOf,
   type UntypedEvents,
 } from '../envelope/events.js';
 import { validateEnvelope } from '../envelope/validate.js';
+import { encodeSensitivePaths } from '../envelope/redact.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { outboxSql } from './sql.js';
 import { runStatement } from '../db/statement.js';
@@ -28,7 +30,7 @@ export const outboxOptions = defineOptions(
       .meta({ typeName: 'EventCatalog' })
       .optional()
       .describe(
-        'Event catalog from defineEvents: eventType must be one of its types and the payload its type; with schemas, a payload that fails its schema throws PayloadValidationError and nothing is written.',
+        'Event catalog from defineEvents: eventType must be one of its types and the payload its type; with schemas, a payload that fails its schema throws PayloadValidationError and nothing is written, fields the schema does not keep are not written, and the sensitive paths are recorded with the event.',
       ),
   }),
 );
@@ -97,9 +99,13 @@ async function insertEvents(
   options: OutboxOptions<object> | undefined,
   traceparent: string | undefined,
 ): Promise<AppendedEvent[]> {
-  const envelopes = events.map(toEnvelope);
-  // The payload written is the one given: the schema checks it, its output is for the consumer.
-  for (const envelope of envelopes) await validatePayload(options?.events, envelope.eventType, envelope.payload);
+  const checked = events.map(toEnvelope);
+  // What is stored (and so what the relay sends and the consumer fingerprints) is the checked
+  // payload without the fields the schema dropped; nothing is derived from the payload as given.
+  const produced: ProducedPayload[] = [];
+  for (const envelope of checked)
+    produced.push(await producePayload(options?.events, envelope.eventType, envelope.payload));
+  const envelopes = checked.map((envelope, i) => ({ ...envelope, payload: produced[i]!.payload }));
   const { rows } = await runStatement<{ position: string; event_id: string }>(executor, sql.insert, [
     envelopes.map((e) => e.eventId),
     envelopes.map((e) => e.aggregateType),
@@ -112,6 +118,7 @@ async function insertEvents(
     events.map((event, i) => (event.occurredAt === undefined ? null : envelopes[i]!.occurredAt)),
     envelopes.map((e) => e.traceparent ?? traceparent ?? null),
     envelopes.map((e) => e.tenantId ?? null),
+    produced.map(({ sensitive }) => (sensitive === undefined ? null : encodeSensitivePaths(sensitive))),
   ]);
   return rows.map((row) => ({ eventId: row.event_id, position: String(row.position) }));
 }

@@ -201,7 +201,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   #publishRow(publisher: TransportPublisher, row: ClaimedRow, sentAt: number): Promise<PublishError | number> {
     let message: ReturnType<typeof encodeMessage>;
     try {
-      message = encodeMessage(publishableEnvelope(row), this.options.routingKey);
+      message = encodeMessage(publishableEnvelope(row), this.options.routingKey, row.sensitive_fields);
     } catch (err) {
       return Promise.resolve(new PublishError('unencodable', describeError(err).err));
     }

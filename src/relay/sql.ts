@@ -14,7 +14,7 @@ const RELAY_LOCK = `hashtext('converge.relay'), to_regnamespace($1)::oid::int4`;
 
 /** What a claim returns of each row (ClaimedRow). */
 const CLAIMED_COLUMNS = `o.position, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
-       o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.attempts, o.broker_retries`;
+       o.schema_version, o.kind, o.payload, o.occurred_at, o.traceparent, o.tenant_id, o.sensitive_fields, o.attempts, o.broker_retries`;
 
 export const relaySql = perSchema((schema: SchemaRef) => {
   const outbox = `${schema.quoted}.outbox`;
@@ -142,6 +142,8 @@ export interface ClaimedRow {
   occurred_at: Date;
   traceparent: string | null;
   tenant_id: string | null;
+  /** Comma-separated sensitive payload paths (migration 17); null or absent: unknown. */
+  sensitive_fields?: string | null;
   attempts: number;
   broker_retries: number;
 }

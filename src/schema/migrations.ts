@@ -272,6 +272,15 @@ export const migrations: readonly Migration[] = [
       `CREATE INDEX IF NOT EXISTS effects_open_idx ON ${s.quoted}.effects (status, effect) WHERE status <> 'completed'`,
     ],
   },
+  {
+    version: 17,
+    name: 'outbox: sensitive payload paths of each event',
+    statements: (s) => [
+      // Comma-separated paths from the producer's catalog, sent as the x-converge-sensitive header so
+      // every display masks them; NULL (rows from before, or no catalog) means "unknown: mask it all".
+      `ALTER TABLE ${s.quoted}.outbox ADD COLUMN IF NOT EXISTS sensitive_fields text`,
+    ],
+  },
 ];
 
 export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;

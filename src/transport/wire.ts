@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { ConfigError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
+import { SENSITIVE_HEADER } from '../envelope/redact.js';
 
 export const CONTENT_TYPE = 'application/json';
 
@@ -87,10 +88,15 @@ export interface EncodedMessage {
 
 /**
  * The body is the whole envelope, which is all a consumer reads. The properties name the event
- * for brokers and tools, `correlationId` carries the partition key, and the one header,
- * `traceparent`, lets a consumer continue the trace before it parses the body.
+ * for brokers and tools, `correlationId` carries the partition key, the header `traceparent`
+ * lets a consumer continue the trace before it parses the body, and `x-converge-sensitive`
+ * (the outbox row's sensitive_fields) tells every display which payload paths to mask.
  */
-export function encodeMessage(envelope: EventEnvelope, routingKey: RoutingKeyFn): EncodedMessage {
+export function encodeMessage(
+  envelope: EventEnvelope,
+  routingKey: RoutingKeyFn,
+  sensitiveFields?: string | null,
+): EncodedMessage {
   const key = routingKey(envelope);
   // AMQP caps routing keys at 255 bytes; a longer one would be refused by the client at publish time.
   if (Buffer.byteLength(key) > 255)
@@ -105,7 +111,12 @@ export function encodeMessage(envelope: EventEnvelope, routingKey: RoutingKeyFn)
     mandatory: true,
     appId: 'converge',
   };
-  if (envelope.traceparent !== undefined) options.headers = { [HEADER.traceparent]: envelope.traceparent };
+  const headers: Record<string, string> = {};
+  if (envelope.traceparent !== undefined) headers[HEADER.traceparent] = envelope.traceparent;
+  // Only events written with a catalog carry it: displays mask the whole payload of one without.
+  if (typeof sensitiveFields === 'string') headers[SENSITIVE_HEADER] = sensitiveFields;
+  // No empty table: a header table costs the broker per message (docs/performance.md#wire-format).
+  if (Object.keys(headers).length > 0) options.headers = headers;
   return { routingKey: key, content: Buffer.from(JSON.stringify(envelope)), options };
 }
 

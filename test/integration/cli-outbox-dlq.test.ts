@@ -41,7 +41,7 @@ test('outbox list shows failed (or pending) rows without payloads, and outbox re
   );
 });
 
-test('dlq list / show / discard from the shell; the body is shown only on request, and a discard needs a reason', async () => {
+test('dlq list / show / discard from the shell; the body is shown only on request (unmasked only with --show-sensitive), and a discard needs a reason', async () => {
   const migrated = await cli(['--schema', schema, 'migrate']);
   assert.equal(migrated.code, 0, migrated.stderr);
   const { rows } = await testPool().query<{ id: string }>(
@@ -56,7 +56,11 @@ test('dlq list / show / discard from the shell; the body is shown only on reques
   assert.doesNotMatch(listed.stdout, /SECRET/);
   const shown = await cli(['--schema', schema, 'dlq', 'show', id]);
   assert.doesNotMatch(shown.stdout, /SECRET/, 'no body without --body');
-  assert.match((await cli(['--schema', schema, 'dlq', 'show', id, '--body'])).stdout, /4111-SECRET/);
+  // The message says nothing about its fields (no x-converge-sensitive header): --body masks them all.
+  const masked = await cli(['--schema', schema, 'dlq', 'show', id, '--body']);
+  assert.doesNotMatch(masked.stdout, /SECRET/);
+  assert.equal((JSON.parse(masked.stdout) as { body: string }).body, '[redacted]');
+  assert.match((await cli(['--schema', schema, 'dlq', 'show', id, '--show-sensitive'])).stdout, /4111-SECRET/);
   const noReason = await cli(['--schema', schema, 'dlq', 'discard', id]);
   assert.equal(noReason.code, 1);
   const discarded = await cli(['--schema', schema, 'dlq', 'discard', id, '--reason', 'test data']);

@@ -1,7 +1,7 @@
 /**
  * The dashboard against the real services and a real browser (Debian's chromium through
  * playwright-core): the page shows a staged stall (an outbox row pending for ten minutes) and
- * the quarantine, shows a payload only when asked, and replays a quarantined message that the
+ * the quarantine, shows a message only when asked and then with its personal data masked, and replays a quarantined message that the
  * running consumer then applies. The API refuses actions without the token, from another
  * site or to another Host, and no payload reaches the server's log. Screenshots go to
  * test-artifacts/ (gitignored).
@@ -168,7 +168,7 @@ describe('dashboard', () => {
   const screenshot = (page: Page, name: string) =>
     page.screenshot({ path: new URL(`dashboard-${name}.png`, ARTIFACTS).pathname, fullPage: true });
 
-  it('shows the staged stall and the quarantine, shows a payload on request, and replays a message the consumer applies', async () => {
+  it('shows the staged stall and the quarantine, shows a masked message on request, and replays a message the consumer applies', async () => {
     const page = await browser.newPage();
     const problems: string[] = [];
     page.on('console', (message) => {
@@ -198,7 +198,9 @@ describe('dashboard', () => {
     await screenshot(page, 'stall');
 
     await row.locator('button[data-action="show"]').click();
-    await page.locator('#payload').getByText(SECRET).waitFor();
+    // A message that says nothing about its fields (no x-converge-sensitive header) has its whole payload masked.
+    await page.locator('#payload').getByText('"payload": "[redacted]"').waitFor();
+    assert.ok(!(await page.content()).includes(SECRET), 'personal data stays masked on the page');
     await screenshot(page, 'payload');
 
     fixed = true;
@@ -276,7 +278,12 @@ describe('dashboard', () => {
       action(TOKEN, { origin: `http://127.0.0.1:${dashboard.port}` }),
     );
     assert.equal(shown.status, 200);
-    assert.ok(shown.body.includes(SECRET), 'the payload, on explicit request');
+    assert.equal(
+      (JSON.parse(shown.body) as { masking: string }).masking,
+      'payload',
+      'the message, its payload masked (unknown fields)',
+    );
+    assert.ok(!shown.body.includes(SECRET), 'never the personal data: that is for dlq show --show-sensitive');
 
     const discard = `/api/quarantine/${r2.id}/discard`;
     const blank = await request(dashboard, 'POST', discard, action(TOKEN), JSON.stringify({ reason: '  ' }));

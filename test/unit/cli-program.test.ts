@@ -138,7 +138,7 @@ const EXPECTED: Record<string, string[]> = {
   'retry-failed': ['--event-id'],
   dlq: [],
   'dlq list': ['--consumer', '--reason', '--event-type', '--older-than', '--all', '--limit', '--json'],
-  'dlq show': ['--body'],
+  'dlq show': ['--body', '--show-sensitive'],
   'dlq replay': ['--queue!', '--amqp-url', '--note'],
   'dlq discard': ['--reason!'],
 };

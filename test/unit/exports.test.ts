@@ -92,6 +92,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'compactionOptions',
       'diagnose',
       'discardQuarantined',
+      'displayQuarantined',
       'listOutbox',
       'listOutboxOptions',
       'listQuarantine',

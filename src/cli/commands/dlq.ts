@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import {
   discardQuarantined,
+  displayQuarantined,
   listQuarantine,
   quarantineFilterOptions,
   replayQuarantined,
@@ -70,17 +71,19 @@ export function registerDlq(program: Command, context: CommandContext): void {
   dlq
     .command('show')
     .argument('<id>', 'quarantine id (from dlq list)', quarantineId)
-    .description(
-      'one quarantined message with its properties (and with --body its raw body: it may hold personal data)',
+    .description('one quarantined message with its properties (with --body its body, sensitive payload fields masked)')
+    .option('--body', 'print the body too, with the fields its producer marked sensitive masked')
+    .option(
+      '--show-sensitive',
+      'print the body and detail unmasked, personal data included (implies --body); a message without sensitivity information has its whole payload masked otherwise',
     )
-    .option('--body', 'print the raw body too')
-    .action(async (id: string, options: { body?: boolean }) => {
+    .action(async (id: string, options: { body?: boolean; showSensitive?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
       const message = await withPool({ databaseUrl, schema }, (pool) => showQuarantined(pool, id, { schema }));
       if (!message) throw new QuarantineNotFoundError(id);
-      const { body, ...rest } = message;
-      const shown = { ...rest, bodyBytes: body.length, ...(options.body ? { body: body.toString('utf8') } : {}) };
-      console.log(JSON.stringify(shown, null, 2));
+      const { body, ...shown } = displayQuarantined(message, { showSensitive: options.showSensitive ?? false });
+      const withBody = options.body || options.showSensitive ? { body } : {};
+      console.log(JSON.stringify({ ...shown, ...withBody }, null, 2));
     });
 
   dlq

@@ -82,7 +82,7 @@ export const QUARANTINE_JS = String.raw`  function renderQuarantine(quarantine) 
         }
         if (action === 'show') {
           var message = result.json;
-          var text = 'properties: ' + JSON.stringify(message.properties, null, 2) + '\n\nbody (' + message.bodyBytes + ' bytes):\n' + prettyBody(message.body);
+          var text = 'properties: ' + JSON.stringify(message.properties, null, 2) + '\n\ndetail: ' + message.detail + '\n\nbody (' + message.bodyBytes + ' bytes, ' + maskingNote(message) + '):\n' + prettyBody(message.body);
           $('payload').textContent = text;
           $('payload').hidden = false;
           setResult('', '');
@@ -96,6 +96,12 @@ export const QUARANTINE_JS = String.raw`  function renderQuarantine(quarantine) 
       .catch(function () {
         setResult('failed: dashboard unreachable', 'failed');
       });
+  }
+  function maskingNote(message) {
+    if (message.masking === 'paths') return message.sensitivePaths.length ? 'masked: ' + message.sensitivePaths.join(', ') : 'nothing marked sensitive';
+    if (message.masking === 'payload') return 'payload masked: the message does not say which fields are sensitive';
+    if (message.masking === 'body') return 'masked: not a JSON envelope';
+    return 'unmasked';
   }
   function prettyBody(body) {
     try {
