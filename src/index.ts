@@ -76,6 +76,17 @@ export type {
 
 // Versioned projections
 export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } from './projection/index.js';
+// Freshness: reading your own writes (docs/freshness.md)
+export { waitForVersion, readFreshness, readFresh } from './projection/index.js';
+export type {
+  WaitForVersionOptions,
+  WaitResult,
+  Freshness,
+  FreshnessOptions,
+  ReadFreshOptions,
+  FreshRead,
+  FreshReadReason,
+} from './projection/index.js';
 export type {
   ApplyResult,
   BatchApplyResult,
@@ -139,6 +150,7 @@ export {
   WalLevelNotLogicalError,
   ReadyTimeoutError,
   AdapterError,
+  FreshnessTimeoutError,
 } from './runtime/errors.js';
 export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure, WrittenFor } from './runtime/errors.js';
 export type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './runtime/errors.js';
