@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Executor } from '../db/executor.js';
 import { runStatement } from '../db/statement.js';
@@ -252,17 +253,12 @@ export async function readFresh<T>(executor: Executor, input: ReadFreshOptions<T
   return { value, ...choice, freshness };
 }
 
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+/** Sleeps `ms`; an abort rejects at once with the signal's own reason (not timers' AbortError). */
+async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await sleep(ms, undefined, signal ? { signal } : {});
+  } catch (err) {
+    signal?.throwIfAborted();
+    throw err;
+  }
 }

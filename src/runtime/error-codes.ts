@@ -163,7 +163,8 @@ export const ERROR_CODES = {
   },
   CONVERGE_FRESHNESS_TIMEOUT: {
     error: 'FreshnessTimeoutError',
-    carries: '`projection`, `aggregateType`, `aggregateId`, `version` (awaited), `appliedVersion` (last seen), `timeoutMs`',
+    carries:
+      '`projection`, `aggregateType`, `aggregateId`, `version` (awaited), `appliedVersion` (last seen), `timeoutMs`',
     when: '`waitForVersion` waited `timeoutMs` without the projection applying the aggregate at `version` or later.',
     action:
       'Read the source instead (docs/freshness.md, `readFresh`); if it happens often, `converge status --lag-budget` shows which consumer is behind.',
