@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { readPipelineStatus } from '../../src/ops/index.js';
 import { registerConvergenceMetrics } from '../../src/metrics/index.js';
 import { formatStatus } from '../../src/cli/commands/status.js';
+import { cli } from '../support/cli.js';
 import { after, before, createTestSchema, describe, it, type TestDatabase } from '../support/rig.js';
 
 describe('lag budgets', () => {
@@ -52,6 +53,24 @@ describe('lag budgets', () => {
     assert.match(table, /lag budget search\s+WARNING/);
     assert.match(table, /lag budget billing\s+ok/);
     assert.match(table, /no event recorded by idle/);
+  });
+
+  it('converge status --lag-budget prints the warning and still exits 0 (over budget is no stall)', async () => {
+    const result = await cli([
+      '--schema',
+      db.schema,
+      'status',
+      '--sample-ms',
+      '0',
+      '--lag-budget',
+      'search=5s',
+      '--lag-budget',
+      'billing=1s',
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /lag budget search\s+WARNING\s+p99 8\.\d s over 20 event\(s\), budget 5\.0 s/);
+    assert.match(result.stdout, /lag budget billing\s+ok/);
+    assert.match(result.stdout, /WARNING projection: lag-over-budget \(search\)/);
   });
 
   it('the metrics expose the budget, the p99 lag and over-budget per consumer', async () => {
