@@ -80,6 +80,17 @@ export type { EffectOptions, EffectRef, EffectOutcome, EffectRecord, EffectStatu
 
 // Versioned projections
 export { applyIncrement, applyIncrements, applySnapshot, readProjectionState } from './projection/index.js';
+// Freshness: reading your own writes (docs/freshness.md)
+export { waitForVersion, readFreshness, readFresh } from './projection/index.js';
+export type {
+  WaitForVersionOptions,
+  WaitResult,
+  Freshness,
+  FreshnessOptions,
+  ReadFreshOptions,
+  FreshRead,
+  FreshReadReason,
+} from './projection/index.js';
 export type {
   ApplyResult,
   BatchApplyResult,
@@ -152,6 +163,7 @@ export {
   WalLevelNotLogicalError,
   ReadyTimeoutError,
   AdapterError,
+  FreshnessTimeoutError,
 } from './runtime/errors.js';
 export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure, WrittenFor } from './runtime/errors.js';
 export type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './runtime/errors.js';

@@ -34,6 +34,7 @@ import { defineEventsOptions } from '../../src/envelope/events.js';
 import { convergenceMetricsOptions, metricsEndpointOptions } from '../../src/metrics/metrics.js';
 import { serveMetricsOptions } from '../../src/metrics/server.js';
 import { dashboardOptions } from '../../src/dashboard/options.js';
+import { freshnessOptions, readFreshOptions, waitForVersionOptions } from '../../src/projection/freshness.js';
 import { isCurrent, runGenerator } from './generated.js';
 
 export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.md', import.meta.url));
@@ -71,6 +72,9 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [cleanupOptions, 'cleanup(pool, options)'],
   [scheduleCleanupOptions, 'scheduleCleanup(pool, options)'],
   [compactionOptions, 'compactInbox(pool, options)'],
+  [waitForVersionOptions, 'waitForVersion(options)'],
+  [freshnessOptions, 'readFreshness(executor, options)'],
+  [readFreshOptions, 'readFresh(executor, options)'],
   [reconcileOptions, 'reconcile(pool, options)'],
   [rebuildOptions, 'rebuildProjection(pool, options)'],
   [gapRepairOptions, 'repairGaps(consumer, options)'],

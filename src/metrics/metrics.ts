@@ -5,7 +5,14 @@ import { z } from 'zod';
 import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { readOutboxByStatus, readReorderBuffer, type ReorderBufferCount } from '../ops/gauges.js';
+import {
+  judgeLagBudgets,
+  readLag,
+  readOutboxByStatus,
+  readReorderBuffer,
+  type LagBudgetFacts,
+  type ReorderBufferCount,
+} from '../ops/gauges.js';
 import type { Relay, RelayEvents } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
 import { databaseRead, registerBrokerConnected } from './health.js';
@@ -27,6 +34,18 @@ export const convergenceMetricsOptions = defineOptions(
       .default(60_000)
       .describe('An aggregate counts as a gap once its oldest parked event waited this long, in ms.'),
     registry: registryOption.optional().describe('Registry to register the gauges in; a new one otherwise.'),
+    lagBudgets: z
+      .record(z.string().min(1), z.number().int().min(1))
+      .default({})
+      .describe(
+        'Acceptable end-to-end lag in ms, by consumer (inbox scope): adds converge_lag_budget_seconds, converge_lag_p99_seconds and converge_lag_over_budget for each.',
+      ),
+    lagWindowMs: z
+      .number()
+      .int()
+      .min(1)
+      .default(60_000)
+      .describe('Window the p99 lag against the budgets is taken over, in ms.'),
   }),
 );
 
@@ -44,7 +63,49 @@ export function registerConvergenceMetrics(pool: pg.Pool, input: ConvergenceMetr
   const schema = schemaRef(options.schema);
   registerReorderGauges(registry, pool, schema, options.gapAfterMs);
   registerOutboxGauges(registry, pool, schema);
+  if (Object.keys(options.lagBudgets).length > 0)
+    registerLagBudgetGauges(registry, pool, schema, options.lagBudgets, options.lagWindowMs);
   return registry;
+}
+
+/**
+ * Per budgeted consumer: the budget, the p99 end-to-end lag over the window (from inbox rows, so
+ * every process reports the same) and 1 while it is over the budget. Consumers without events in
+ * the window report NaN lag and 0 over budget: nothing recorded is not lag (a stopped consumer
+ * shows in the queue depth instead).
+ */
+function registerLagBudgetGauges(
+  registry: client.Registry,
+  pool: pg.Pool,
+  schema: SchemaRef,
+  budgetsMs: Record<string, number>,
+  windowMs: number,
+): void {
+  const read = databaseRead(registry, async () => judgeLagBudgets(budgetsMs, await readLag(pool, schema, windowMs)));
+  const gauge = (name: string, help: string, value: (budget: LagBudgetFacts) => number) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ['consumer'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const budget of (await read()) ?? []) this.set({ consumer: budget.name }, value(budget));
+      },
+    });
+  gauge(
+    'converge_lag_budget_seconds',
+    'The end-to-end lag the consumer is allowed (its lag budget).',
+    (b) => b.budgetSeconds,
+  );
+  gauge(
+    'converge_lag_p99_seconds',
+    `p99 of occurredAt → inbox row over the last ${windowMs} ms (NaN without events).`,
+    (b) => b.p99Seconds ?? NaN,
+  );
+  gauge('converge_lag_over_budget', '1 while the p99 end-to-end lag is over the lag budget.', (b) =>
+    b.overBudget ? 1 : 0,
+  );
 }
 
 /** Parked events, aggregates stuck on a missing version and the oldest wait, per consumer. */

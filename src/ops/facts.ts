@@ -104,7 +104,8 @@ export interface Finding {
     | 'queue-missing'
     | 'inbox-without-projection'
     | 'missing-versions'
-    | 'quarantined';
+    | 'quarantined'
+    | 'lag-over-budget';
   severity: 'stalled' | 'warning';
   stage: Stage;
   /** What the finding is about when a stage has several: the source table or the queue. */

@@ -1,6 +1,10 @@
 import type { Executor } from '../db/executor.js';
 import type { SchemaRef } from '../runtime/identifier.js';
+import type { ConsumerLag } from './lag-budget.js';
 import { opsSql } from './sql.js';
+
+// The lag budget's judgement is shared with metrics through this file, as the reads are.
+export { judgeLagBudgets, type ConsumerLag, type LagBudgetFacts } from './lag-budget.js';
 
 /** Outbox rows of one status and, for `pending`, the age of the oldest. */
 export interface OutboxStatusCount {
@@ -48,6 +52,24 @@ export async function readReorderBuffer(
     parked: Number(row.parked),
     gaps: Number(row.gaps),
     oldestAgeSeconds: ageOrNull(row.oldest_age_seconds),
+  }));
+}
+
+/**
+ * End-to-end lag per consumer over the last `windowMs`, from durable inbox rows (the BRIN index
+ * on received_at bounds the scan to the window): the same numbers for status, metrics and any process.
+ */
+export async function readLag(executor: Executor, schema: SchemaRef, windowMs: number): Promise<ConsumerLag[]> {
+  const { rows } = await executor.query<{ consumer: string; p50: number; p99: number; max: string; events: string }>(
+    opsSql(schema).lag,
+    [windowMs],
+  );
+  return rows.map((r) => ({
+    consumer: r.consumer,
+    p50Seconds: Number(r.p50),
+    p99Seconds: Number(r.p99),
+    maxSeconds: Number(r.max),
+    events: Number(r.events),
   }));
 }
 

@@ -6,7 +6,14 @@ export { readStatus, retryFailedEvents, listOutbox, listOutboxOptions } from './
 export type { ConvergeStatus, OutboxRow } from './status.js';
 export { readPipelineStatus } from './pipeline.js';
 export { pipelineStatusOptions } from './pipeline-options.js';
-export type { PipelineStatus, PipelineStatusOptions, SourceTable, WatchedQueue, ConsumerLag } from './pipeline.js';
+export type {
+  PipelineStatus,
+  PipelineStatusOptions,
+  SourceTable,
+  WatchedQueue,
+  ConsumerLag,
+  LagBudgetFacts,
+} from './pipeline.js';
 export { diagnose } from './diagnose.js';
 export type { Throughput } from './diagnose.js';
 export type { Finding, PipelineFacts, Stage } from './facts.js';

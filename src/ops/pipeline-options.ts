@@ -74,6 +74,12 @@ export const pipelineStatusOptions = defineOptions(
         .min(0)
         .default(30_000)
         .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
+      lagBudgets: z
+        .record(z.string().min(1), z.number().int().min(1))
+        .default({})
+        .describe(
+          'Acceptable end-to-end lag (occurredAt → inbox row) in ms, by projection (one a watched queue names) or inbox scope: a p99 over it in the window is a lag-over-budget warning.',
+        ),
       cdcSlots: z
         .array(identifierOption)
         .default([])

@@ -9,16 +9,12 @@ import { parseOptions, poolOption } from '../runtime/options.js';
 import { pipelineStatusOptions, type PipelineStatusOptions, type ResolvedSourceTable } from './pipeline-options.js';
 import { diagnose, queueThroughput, relayThroughput, type Throughput } from './diagnose.js';
 import type { CdcSlotFacts, Finding, GapFacts, OutboxFacts, PipelineFacts, QueueFacts, SourceFacts } from './facts.js';
-import { readReorderBuffer } from './gauges.js';
+import { readLag, readReorderBuffer, type ConsumerLag } from './gauges.js';
+import { judgeLagBudgets, lagBudgetFindings, type LagBudgetFacts } from './lag-budget.js';
 import { opsSql, sourceAheadSql } from './sql.js';
 
-export interface ConsumerLag {
-  consumer: string;
-  p50Seconds: number;
-  p99Seconds: number;
-  maxSeconds: number;
-  events: number;
-}
+export type { ConsumerLag } from './gauges.js';
+export type { LagBudgetFacts } from './lag-budget.js';
 
 export interface PipelineStatus {
   checkedAt: string;
@@ -32,6 +28,8 @@ export interface PipelineStatus {
   gaps: GapFacts;
   failures: PipelineFacts['failures'];
   lag: ConsumerLag[];
+  /** Each lag budget asked for, against the lag of the consumer it names. */
+  lagBudgets: LagBudgetFacts[];
   findings: Finding[];
   /** Any finding of severity `stalled`. */
   stalled: boolean;
@@ -132,7 +130,9 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
         ),
       },
     };
-    const findings = diagnose(facts);
+    const lag = await readLag(pool, schema, windowMs);
+    const lagBudgets = judgeLagBudgets(options.lagBudgets, lag, queues);
+    const findings = [...diagnose(facts), ...lagBudgetFindings(lagBudgets, facts.windowSeconds)];
     return {
       checkedAt: after.sampledAt.toISOString(),
       windowSeconds: facts.windowSeconds,
@@ -144,7 +144,8 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
       gaps: facts.gaps,
       failures: facts.failures,
-      lag: await readLag(pool, sql, windowMs),
+      lag,
+      lagBudgets,
       findings,
       stalled: findings.some((f) => f.severity === 'stalled'),
     };
@@ -263,18 +264,4 @@ async function gapFacts(pool: pg.Pool, schema: SchemaRef, stallAfterMs: number):
       parkedVersions: g.parkedVersions,
     })),
   };
-}
-
-async function readLag(pool: pg.Pool, sql: ReturnType<typeof opsSql>, windowMs: number): Promise<ConsumerLag[]> {
-  const { rows } = await pool.query<{ consumer: string; p50: number; p99: number; max: string; events: string }>(
-    sql.lag,
-    [windowMs],
-  );
-  return rows.map((r) => ({
-    consumer: r.consumer,
-    p50Seconds: Number(r.p50),
-    p99Seconds: Number(r.p99),
-    maxSeconds: Number(r.max),
-    events: Number(r.events),
-  }));
 }

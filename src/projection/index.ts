@@ -12,3 +12,13 @@ export { aggregateKey, judgeIncrement, planIncrements } from './versions.js';
 export type { IncrementPlan, IncrementVerdict, VersionedEvent } from './versions.js';
 export { watchVersions, reportBlocked } from './guard.js';
 export type { BlockedVerdict, VersionWatch } from './guard.js';
+export { waitForVersion, readFreshness, readFresh } from './freshness.js';
+export type {
+  WaitForVersionOptions,
+  WaitResult,
+  Freshness,
+  FreshnessOptions,
+  ReadFreshOptions,
+  FreshRead,
+  FreshReadReason,
+} from './freshness.js';

@@ -19,6 +19,20 @@ export const projectionSql = perSchema((schema: SchemaRef) => {
             WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3 FOR UPDATE`,
     read: `SELECT version, baseline_version, deleted FROM ${table}
             WHERE projection = $1 AND aggregate_type = $2 AND aggregate_id = $3`,
+    /**
+     * One aggregate's freshness: the applied version and baseline (no row: nothing applied), the
+     * newest outbox version of the aggregate, and the age of its oldest outbox event above the
+     * applied version. Both outbox reads are probes of the (aggregate_type, aggregate_id,
+     * aggregate_version) unique index.
+     */
+    freshness: `SELECT s.version, s.baseline_version, s.deleted,
+                       (SELECT max(o.aggregate_version) FROM ${schema.quoted}.outbox o
+                         WHERE o.aggregate_type = $2 AND o.aggregate_id = $3) AS outbox_version,
+                       (SELECT EXTRACT(EPOCH FROM now() - min(o.occurred_at)) FROM ${schema.quoted}.outbox o
+                         WHERE o.aggregate_type = $2 AND o.aggregate_id = $3
+                           AND o.aggregate_version > coalesce(s.version, 0)) AS oldest_unapplied_age_seconds
+                  FROM (VALUES (1)) AS one (x)
+                  LEFT JOIN ${table} s ON s.projection = $1 AND s.aggregate_type = $2 AND s.aggregate_id = $3`,
     /** A snapshot replaces state only when newer, and becomes the baseline watermark. */
     snapshot: `INSERT INTO ${table} (projection, aggregate_type, aggregate_id, version, baseline_version, deleted)
                VALUES ($1, $2, $3, $4, $4, $5)

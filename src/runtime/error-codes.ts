@@ -161,6 +161,14 @@ export const ERROR_CODES = {
     action:
       "Write with an upsert (`INSERT ... ON CONFLICT DO UPDATE`); return `'unchanged'` for an event that legitimately changes no row. Then replay the quarantined events.",
   },
+  CONVERGE_FRESHNESS_TIMEOUT: {
+    error: 'FreshnessTimeoutError',
+    carries:
+      '`projection`, `aggregateType`, `aggregateId`, `version` (awaited), `appliedVersion` (last seen), `timeoutMs`',
+    when: '`waitForVersion` waited `timeoutMs` without the projection applying the aggregate at `version` or later.',
+    action:
+      'Read the source instead (docs/freshness.md, `readFresh`); if it happens often, `converge status --lag-budget` shows which consumer is behind.',
+  },
   // ---- Connection and startup failures (ConnectionConfigError, ServiceUnavailableError, SchemaNotMigratedError, WalLevelNotLogicalError, ReadyTimeoutError) ----
   CONVERGE_DATABASE_AUTH_FAILED: {
     error: 'ConnectionConfigError',

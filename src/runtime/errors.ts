@@ -301,3 +301,23 @@ export class NoRowsWrittenError extends ConvergeError {
     );
   }
 }
+
+/**
+ * `waitForVersion` gave up: the projection had not applied the aggregate at `version` within
+ * `timeoutMs`. Names the aggregate and versions, never read-model contents.
+ */
+export class FreshnessTimeoutError extends ConvergeError {
+  constructor(
+    readonly projection: string,
+    readonly aggregateType: string,
+    readonly aggregateId: string,
+    readonly version: number,
+    readonly appliedVersion: number,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      'CONVERGE_FRESHNESS_TIMEOUT',
+      `${projection} had not applied ${aggregateType}/${aggregateId} version ${version} after ${timeoutMs} ms (applied: ${appliedVersion})`,
+    );
+  }
+}

@@ -81,6 +81,7 @@ const EXPECTED: Record<string, string[]> = {
     '--source-lookback-ms',
     '--cdc-slot',
     '--cdc-wal-warn-bytes',
+    '--lag-budget',
     '--json',
   ],
   gaps: ['--consumer', '--older-than', '--limit', '--json'],

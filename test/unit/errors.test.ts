@@ -14,6 +14,7 @@ import {
   ConnectionConfigError,
   ReadyTimeoutError,
   AdapterError,
+  FreshnessTimeoutError,
   SchemaNotMigratedError,
   ServiceUnavailableError,
   WalLevelNotLogicalError,
@@ -102,6 +103,7 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
   WalLevelNotLogicalError: () => [new WalLevelNotLogicalError('db:5432', 'replica')],
   ReadyTimeoutError: () => [new ReadyTimeoutError('consumer orders', 5_000)],
   AdapterError: () => [new AdapterError('knex', 'not inside a transaction')],
+  FreshnessTimeoutError: () => [new FreshnessTimeoutError('order_view', 'order', 'o-1', 3, 2, 1_000)],
 };
 
 /** Every class errors.ts exports that extends ConvergeError. */

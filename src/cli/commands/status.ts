@@ -23,6 +23,7 @@ export interface StatusCliOptions {
   sourceLookbackMs: number;
   cdcSlot: string[];
   cdcWalWarnBytes: number;
+  lagBudget: Record<string, number>;
   json?: boolean;
 }
 
@@ -74,6 +75,12 @@ export function registerStatus(program: Command, context: CommandContext): void 
       byteCount,
       statusDefault('cdcRetainedWalWarnBytes'),
     )
+    .option(
+      '--lag-budget <name=duration>',
+      'acceptable end-to-end lag of a projection (named on a --queue) or consumer, e.g. search=5s: a p99 over it is a warning (repeatable)',
+      parseLagBudget,
+      {},
+    )
     .option('--json', 'one JSON document instead of the table')
     .action(async (options: StatusCliOptions) => {
       const { databaseUrl, schema } = context.globals();
@@ -94,6 +101,7 @@ export async function statusCommand(pool: pg.Pool, schema: string, options: Stat
     sourceLookbackMs: options.sourceLookbackMs,
     cdcSlots: options.cdcSlot,
     cdcRetainedWalWarnBytes: options.cdcWalWarnBytes,
+    lagBudgets: options.lagBudget,
   });
   console.log(options.json ? JSON.stringify(status, null, 2) : formatStatus(status));
   return status.stalled ? 2 : 0;
@@ -114,6 +122,16 @@ export function parseSource(value: string, previous: SourceTable[] = []): Source
   if (fields.version) source.versionColumn = fields.version;
   if (fields['changed-at']) source.changedAtColumn = fields['changed-at'];
   return [...previous, source];
+}
+
+/** `search=5s`: a projection or consumer name and a duration, repeatable. */
+export function parseLagBudget(value: string, previous: Record<string, number> = {}): Record<string, number> {
+  const at = value.lastIndexOf('=');
+  const name = value.slice(0, at).trim();
+  if (at <= 0 || !name) throw new InvalidArgumentError('expected name=duration, e.g. search=5s');
+  const ms = duration(value.slice(at + 1));
+  if (ms < 1) throw new InvalidArgumentError('a lag budget must be at least 1 ms');
+  return { ...previous, [name]: ms };
 }
 
 /** `name` or `name,consumer=search,projection=order_search`, repeatable. */
@@ -227,6 +245,14 @@ function checkRows(status: PipelineStatus): string[][] {
         ]);
       return rows;
     }),
+    ...status.lagBudgets.map((b) => [
+      'projection',
+      `lag budget ${b.name}`,
+      state((f) => f.kind === 'lag-over-budget' && f.subject === b.name),
+      b.p99Seconds === null
+        ? `no event recorded by ${b.consumer} in ${status.windowSeconds} s; budget ${seconds(b.budgetSeconds)}`
+        : `p99 ${seconds(b.p99Seconds)} over ${b.events} event(s), budget ${seconds(b.budgetSeconds)}`,
+    ]),
     [
       'ordering',
       'missing versions',
