@@ -70,7 +70,7 @@ describe('consumer retries', () => {
         assert.equal(headers[ATTEMPT_HEADER], 2, 'the third delivery carried the attempt counter of the second');
         const deaths = headers['x-death'] as { queue: string; reason: string }[] | undefined;
         assert.ok(
-          Array.isArray(deaths) && deaths.some((d) => d.queue === env.retryQueue && d.reason === 'expired'),
+          Array.isArray(deaths) && deaths.some((d) => d.queue === env.retryTier && d.reason === 'expired'),
           JSON.stringify(deaths),
         );
         assert.equal(row!.properties.messageId, 'E1', 'the copy kept the messageId');
@@ -85,7 +85,7 @@ describe('consumer retries', () => {
         await env.stop(consumer);
       }
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0);
-      assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0, 'nothing left waiting');
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0, 'nothing left waiting');
     });
   });
 
@@ -243,7 +243,7 @@ describe('consumer retries', () => {
         await env.stop(consumer);
       }
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0);
-      assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0);
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0);
     });
   });
 });
