@@ -1,5 +1,5 @@
 /**
- * Retries: bounded through <queue>.retry, serialization re-runs, handler-chosen Permanent/Transient
+ * Retries: bounded through the retry tiers, serialization re-runs, handler-chosen Permanent/Transient
  * errors, outage-like errors that never quarantine, and version gaps without the reorder buffer.
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
@@ -18,7 +18,7 @@ import {
 import { describe, test, waitFor } from '../support/rig.js';
 
 describe('consumer retries', () => {
-  test('a handler that always fails is retried through <queue>.retry and quarantined after maxAttempts', async () => {
+  test('a handler that always fails is retried through the retry tiers and quarantined after maxAttempts', async () => {
     await withEnv(async (env) => {
       const attempts: number[] = [];
       const consumer = env.start({
