@@ -3,6 +3,7 @@
  * machine (it floods them and drops what it creates), names everything it creates uniquely,
  * and keeps a stack of undo steps that runs even when a measurement fails.
  */
+import { DEFAULT_RETRY_TIERS_MS, retryTiers } from '../src/transport/queue-arguments.js';
 import amqp from 'amqplib';
 import pg from 'pg';
 import {
@@ -175,8 +176,9 @@ export function brokerNames(
 ): { exchange: string; queue: string; remove(): Promise<void> } {
   const exchange = unique(`bench.${prefix}.x`);
   const queue = unique(`bench.${prefix}.q`);
-  // `<queue>.retry` is the companion queue converge's consumer declares.
-  const remove = () => deleteBrokerObjects(ctx.broker, { queues: [queue, `${queue}.retry`], exchanges: [exchange] });
+  // `<queue>.retry` and the retry tiers are the companion queues converge's consumer declares.
+  const companions = [`${queue}.retry`, ...retryTiers(queue, DEFAULT_RETRY_TIERS_MS).map((tier) => tier.queue)];
+  const remove = () => deleteBrokerObjects(ctx.broker, { queues: [queue, ...companions], exchanges: [exchange] });
   ctx.cleanup.add(`delete ${queue}`, remove);
   return { exchange, queue, remove };
 }

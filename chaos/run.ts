@@ -19,7 +19,13 @@ import {
   DEFAULT_ROUTING_KEY,
   type OutboxEnvelopeRow,
 } from '../src/testing/index.js';
-import { DEFAULT_DELIVERY_LIMIT, deadQueueName, queueSetArguments } from '../src/transport/queue-arguments.js';
+import {
+  DEFAULT_DELIVERY_LIMIT,
+  DEFAULT_RETRY_TIERS_MS,
+  deadQueueName,
+  queueSetArguments,
+  retryTiers,
+} from '../src/transport/queue-arguments.js';
 import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
 import { ClusterFaults, faultKindsFor, isClusterFault, rotated } from './cluster-faults.js';
 import type { WorkerConfig } from './worker.js';
@@ -217,10 +223,13 @@ async function setup(): Promise<void> {
   // Declared as the consumers declare them (they do it again at start): a quorum queue replicates
   // and survives a node's loss, and with it come the explicit delivery limit, the quorum retry
   // queue and the dead queue whose messages the consumers quarantine.
-  const args = queueSetArguments(queue, { queueType, deliveryLimit: DEFAULT_DELIVERY_LIMIT });
+  const tiers = retryTiers(queue, DEFAULT_RETRY_TIERS_MS);
+  const args = queueSetArguments(queue, { queueType, deliveryLimit: DEFAULT_DELIVERY_LIMIT, retryTiers: tiers });
   if (args.dead) await channel.assertQueue(deadQueueName(queue), { durable: true, arguments: args.dead });
   await channel.assertQueue(queue, { durable: true, arguments: args.main });
   await channel.assertQueue(`${queue}.retry`, { durable: true, arguments: args.retry });
+  for (const [i, tier] of tiers.entries())
+    await channel.assertQueue(tier.queue, { durable: true, arguments: args.tiers[i] });
   await channel.bindQueue(queue, exchange, '#');
   await connection.close();
 }
@@ -486,10 +495,12 @@ async function queueDepth(): Promise<number> {
   try {
     const channel = await connection.createChannel();
     const main = await channel.checkQueue(queue);
-    const retry = await channel.checkQueue(`${queue}.retry`);
+    let waiting = (await channel.checkQueue(`${queue}.retry`)).messageCount;
+    for (const tier of retryTiers(queue, DEFAULT_RETRY_TIERS_MS))
+      waiting += (await channel.checkQueue(tier.queue)).messageCount;
     // A message waiting in the dead queue is neither applied nor yet quarantined: stuck.
     const dead = queueType === 'quorum' ? await channel.checkQueue(deadQueueName(queue)) : { messageCount: 0 };
-    return main.messageCount + retry.messageCount + dead.messageCount;
+    return main.messageCount + waiting + dead.messageCount;
   } finally {
     await connection.close().catch(() => undefined);
   }

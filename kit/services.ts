@@ -10,6 +10,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
 import pg from 'pg';
+import { DEFAULT_RETRY_TIERS_MS, retryTierQueueName } from '../src/transport/queue-arguments.js';
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
@@ -124,9 +125,13 @@ export async function withChannel<T>(
   }
 }
 
-/** The broker objects one name can stand for: a queue, its `.retry` and `.dead` (quorum) companions, an exchange. */
+/**
+ * The broker objects one name can stand for: a queue, its `.retry` and `.dead` (quorum) companions,
+ * its retry tiers of the default delays, an exchange.
+ */
 export function brokerObjects(name: string): { queues: string[]; exchanges: string[] } {
-  return { queues: [name, `${name}.retry`, `${name}.dead`], exchanges: [name] };
+  const tiers = DEFAULT_RETRY_TIERS_MS.map((ms) => retryTierQueueName(name, ms));
+  return { queues: [name, `${name}.retry`, ...tiers, `${name}.dead`], exchanges: [name] };
 }
 
 /** Deletes queues (with their `.retry` and `.dead`) and exchanges named `names`; deleting what is not there is a no-op. */

@@ -1,4 +1,5 @@
 import type { Logger } from '../runtime/logger.js';
+import type { RetryTier } from '../transport/queue-arguments.js';
 import type { TransportDelivery, TransportPublisher } from '../transport/transport.js';
 import { parkForRetry } from './retry-copy.js';
 import type { Settlement } from './types.js';
@@ -13,7 +14,7 @@ export async function acknowledgeBatch(
   messages: TransportDelivery[],
   settlements: Settlement[],
   retryPublisher: TransportPublisher | undefined,
-  options: { retryQueue: string; logger: Logger },
+  options: { retryTiers: readonly RetryTier[]; logger: Logger },
 ): Promise<void> {
   // The usual batch: nothing to copy, no promise per delivery.
   if (!settlements.some((s) => s.action === 'retry')) {

@@ -25,7 +25,13 @@ import {
   DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
 import { amqpSocketOptionsOption, transportOption } from '../transport/transport-option.js';
-import { DEFAULT_DELIVERY_LIMIT, deadQueueName, retryQueueName } from '../transport/queue-arguments.js';
+import {
+  DEFAULT_DELIVERY_LIMIT,
+  deadQueueName,
+  retryQueueName,
+  retryTiers,
+  retryTiersOption,
+} from '../transport/queue-arguments.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
 import type { SchemaEvolution, Upcaster } from './upcast.js';
 import type { Settlement } from './types.js';
@@ -171,7 +177,9 @@ export const consumerOptions = defineOptions(
         .min(1)
         .max(200)
         .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only')
-        .describe('Durable queue to consume; a companion <queue>.retry queue holds deliveries that wait.'),
+        .describe(
+          'Durable queue to consume; its retry tiers `<queue>.retry.<delay>` (see retryTiersMs) hold deliveries that wait.',
+        ),
       ...processorShape,
       consumer: consumerName.optional().describe('Inbox scope; defaults to the queue name.'),
       amqpUrl: amqpUrlOption.describe(
@@ -188,7 +196,7 @@ export const consumerOptions = defineOptions(
         .enum(['classic', 'quorum'])
         .default('classic')
         .describe(
-          "Type of the queue and its `.retry` companion. `quorum` (replicated, for a cluster) also declares `<queue>.dead` as the dead-letter target past deliveryLimit, and the consumer quarantines what lands there (`delivery-limit-exceeded`). An existing queue's type and arguments cannot change: declaring it with others fails with 406 PRECONDITION_FAILED (migration: docs/scaling.md). With declare: false it still says whether to consume `<queue>.dead`.",
+          "Type of the queue and its retry tiers. `quorum` (replicated, for a cluster) also declares `<queue>.dead` as the dead-letter target past deliveryLimit, and the consumer quarantines what lands there (`delivery-limit-exceeded`). An existing queue's type and arguments cannot change: declaring it with others fails with 406 PRECONDITION_FAILED (migration: docs/scaling.md). With declare: false it still says whether to consume `<queue>.dead`.",
         ),
       deliveryLimit: z
         .number()
@@ -198,6 +206,7 @@ export const consumerOptions = defineOptions(
         .describe(
           'With queueType `quorum`: how often one message may come back (nack, lost channel or connection) before the broker dead-letters it into `<queue>.dead`. Always declared explicitly (RabbitMQ 4 would apply 20, then drop). Retries never count: each is a new copy.',
         ),
+      retryTiersMs: retryTiersOption,
       prefetch: z
         .number()
         .int()
@@ -237,7 +246,9 @@ export const consumerOptions = defineOptions(
       ...withHandlers(o),
       amqpUrl: o.amqpUrl === undefined ? undefined : brokerUrls(o.amqpUrl),
       consumer: o.consumer ?? o.queue,
+      /** The single retry queue of earlier versions: declared so what waits in it drains back; never sent to. */
       retryQueue: retryQueueName(o.queue),
+      retryTiers: retryTiers(o.queue, o.retryTiersMs),
       /** Null for a classic queue, which has no dead-letter target. */
       deadQueue: o.queueType === 'quorum' ? deadQueueName(o.queue) : null,
     })),

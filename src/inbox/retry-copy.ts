@@ -1,5 +1,6 @@
 import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import { describeError, type Logger } from '../runtime/logger.js';
+import { chooseRetryTier, type RetryTier } from '../transport/queue-arguments.js';
 import type { TransportPublisher } from '../transport/transport.js';
 import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, originOf, traceFields } from './headers.js';
 import type { RawDelivery, RetrySettlement } from './types.js';
@@ -11,13 +12,13 @@ import type { RawDelivery, RetrySettlement } from './types.js';
  */
 export async function parkForRetry(
   publisher: TransportPublisher | undefined,
-  options: { retryQueue: string; logger: Logger },
+  options: { retryTiers: readonly RetryTier[]; logger: Logger },
   delivery: RawDelivery,
   settlement: RetrySettlement,
 ): Promise<boolean> {
   try {
     if (!publisher) throw new Error('no retry channel');
-    await publishRetryCopy(publisher, options.retryQueue, delivery, settlement);
+    await publishRetryCopy(publisher, options.retryTiers, delivery, settlement);
     return true;
   } catch (err) {
     options.logger.warn(
@@ -30,13 +31,14 @@ export async function parkForRetry(
 }
 
 /**
- * Copies a delivery that must wait to the retry queue with its backoff as expiry and the
- * next attempt number; resolves once the broker confirmed the copy. The same path serves a
- * fresh delivery and a parked event drained for a retry: both are RawDeliveries.
+ * Copies a delivery that must wait to the retry tier of its backoff (chooseRetryTier), with the
+ * backoff as its own expiry (capped by the tier's TTL) and the next attempt number; resolves once
+ * the broker confirmed the copy. The same path serves a fresh delivery and a parked event drained
+ * for a retry: both are RawDeliveries.
  */
 export async function publishRetryCopy(
   publisher: TransportPublisher,
-  retryQueue: string,
+  tiers: readonly RetryTier[],
   delivery: RawDelivery,
   settlement: RetrySettlement,
 ): Promise<void> {
@@ -44,9 +46,10 @@ export async function publishRetryCopy(
     typeof delivery.properties.messageId === 'string'
       ? delivery.properties.messageId
       : `unidentified-${delivery.fields.deliveryTag}`;
+  const tier = chooseRetryTier(tiers, settlement.delayMs);
   await publisher.publish(
     '',
-    retryQueue,
+    tier.queue,
     delivery.content,
     {
       ...delivery.properties,
@@ -56,7 +59,7 @@ export async function publishRetryCopy(
         [ATTEMPT_HEADER]: settlement.attempt,
         ...originHeaders(delivery),
       },
-      expiration: String(settlement.delayMs),
+      expiration: String(Math.min(settlement.delayMs, tier.delayMs)),
       persistent: true,
     },
     DEFAULT_CONFIRM_TIMEOUT_MS,
@@ -76,7 +79,7 @@ export function withoutBrokerTripHeaders(headers: Record<string, unknown> = {}):
 
 const BROKER_TRIP_HEADER = /^x-(death|first-death-.*|last-death-.*|delivery-count)$/;
 
-/** The first exchange and routing key, kept across trips through the retry queue. */
+/** The first exchange and routing key, kept across trips through the retry tiers. */
 function originHeaders(delivery: RawDelivery): Record<string, string> {
   const origin = originOf(delivery);
   return { [ORIGIN_EXCHANGE_HEADER]: origin.exchange, [ORIGIN_ROUTING_KEY_HEADER]: origin.routingKey };

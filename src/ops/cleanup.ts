@@ -13,11 +13,14 @@ import {
   type OptionsOutput,
 } from '../runtime/options.js';
 import { opsSql } from './sql.js';
+import { brokerRetentionOption, checkBroker, type BrokerCheck } from './broker-retention.js';
 
 export interface CleanupResult {
   outboxDeleted: number;
   inboxDeleted: number;
   batches: number;
+  /** With inboxRetentionMs: how the messages still waiting in the broker bounded the inbox deletion. */
+  broker?: BrokerCheck;
 }
 
 const cleanupShape = {
@@ -50,6 +53,7 @@ const cleanupShape = {
     .min(0)
     .optional()
     .describe('How long a quarantined message may still be replayed, in ms; required with inboxRetentionMs.'),
+  broker: brokerRetentionOption,
   batchSize: z
     .number()
     .int()
@@ -111,7 +115,8 @@ export function validateRetention(
 }
 
 /**
- * Deletes what retention allows in bounded batches, each its own short autocommit DELETE that
+ * Deletes what retention allows in bounded batches; inbox rows younger than the oldest message still
+ * waiting in the consumers' queues (`broker`) stay, however old the retention would let them be, each its own short autocommit DELETE that
  * skips rows another cleaner holds, so any number of processes can run it at once and none
  * holds long locks or builds one huge transaction.
  */
@@ -127,6 +132,9 @@ async function runCleanup(pool: pg.Pool, options: ResolvedCleanup): Promise<Clea
   const sql = opsSql(schemaRef(options.schema));
   const { batchSize } = options;
   const result: CleanupResult = { outboxDeleted: 0, inboxDeleted: 0, batches: 0 };
+  // Before anything is deleted: a broker that cannot be read fails the run instead of deleting blind.
+  if (options.inboxRetentionMs !== undefined)
+    result.broker = await checkBroker(options.inboxRetentionMs, options.broker);
   const drain = async (text: string, retentionMs: number): Promise<number> => {
     let deleted = 0;
     for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {
@@ -138,8 +146,9 @@ async function runCleanup(pool: pg.Pool, options: ResolvedCleanup): Promise<Clea
     return deleted;
   };
   result.outboxDeleted = await drain(sql.deletePublishedOutbox, options.outboxRetentionMs);
-  if (options.inboxRetentionMs !== undefined)
-    result.inboxDeleted = await drain(sql.deleteOldInbox, options.inboxRetentionMs);
+  const inboxRetentionMs = result.broker?.appliedRetentionMs;
+  if (inboxRetentionMs !== undefined && inboxRetentionMs !== null)
+    result.inboxDeleted = await drain(sql.deleteOldInbox, inboxRetentionMs);
   return result;
 }
 

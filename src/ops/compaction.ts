@@ -5,6 +5,7 @@ import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { validateRetention } from './cleanup.js';
 import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
 import { opsSql } from './sql.js';
+import { brokerRetentionOption, checkBroker, type BrokerCheck } from './broker-retention.js';
 
 export interface CompactionResult {
   /** Inbox rows deleted. */
@@ -12,6 +13,8 @@ export interface CompactionResult {
   /** Watermark rows written; an aggregate touched by several batches counts once per batch. */
   watermarks: number;
   batches: number;
+  /** How the messages still waiting in the broker bounded the compaction. */
+  broker: BrokerCheck;
 }
 
 export const compactionOptions = defineOptions(
@@ -43,6 +46,7 @@ export const compactionOptions = defineOptions(
       .int()
       .min(0)
       .describe('How long a quarantined message may still be replayed, in ms.'),
+    broker: brokerRetentionOption,
     batchSize: z
       .number()
       .int()
@@ -67,6 +71,7 @@ export type CompactionOptions = OptionsInput<typeof compactionOptions>;
  * redelivered copy then fails the version check (StaleVersionError), and the processor, seeing
  * the watermark, acks it as a duplicate instead of quarantining it. Rows above the applied
  * version (beyond a gap) stay, so the watermark is never the highest version seen.
+ * Rows younger than the oldest message still waiting in the consumer's queues (`broker`) stay.
  * Each batch is one statement; concurrent compactors skip each other's rows.
  */
 export async function compactInbox(pool: pg.Pool, input: CompactionOptions): Promise<CompactionResult> {
@@ -82,12 +87,16 @@ export async function compactInbox(pool: pg.Pool, input: CompactionOptions): Pro
   );
   const sql = opsSql(schemaRef(options.schema));
   const { batchSize } = options;
-  const result: CompactionResult = { compacted: 0, watermarks: 0, batches: 0 };
+  const broker = await checkBroker(options.olderThanMs, options.broker);
+  const result: CompactionResult = { compacted: 0, watermarks: 0, batches: 0, broker };
+  // A waiting message of unknown age: no watermark may rise past what it could be a copy of.
+  const olderThanMs = broker.appliedRetentionMs;
+  if (olderThanMs === null) return result;
   for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {
     const { rows } = await pool.query<{ compacted: number; watermarks: number }>(sql.compactInbox, [
       options.consumer,
       options.projection,
-      options.olderThanMs,
+      olderThanMs,
       batchSize,
     ]);
     const { compacted, watermarks } = rows[0]!;

@@ -37,4 +37,6 @@ export type {
 export { cleanup, scheduleCleanup, cleanupOptions } from './cleanup.js';
 export type { CleanupOptions, CleanupResult, ScheduledCleanupOptions } from './cleanup.js';
 export { compactInbox, compactionOptions } from './compaction.js';
+export { boundInboxRetention, DEFAULT_BROKER_MARGIN_MS } from './broker-retention.js';
+export type { BrokerCheck, BrokerRetentionOptions } from './broker-retention.js';
 export type { CompactionOptions, CompactionResult } from './compaction.js';

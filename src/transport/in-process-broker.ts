@@ -32,8 +32,9 @@ export class InProcessBroker {
     if (!this.#exchanges.has(name)) this.#exchanges.set(name, []);
   }
 
-  declareQueue(name: string, deadLetterTo: string | null, deliveryLimit: number | null): void {
-    if (!this.#queues.has(name)) this.#queues.set(name, new Queue(name, deadLetterTo, deliveryLimit));
+  declareQueue(name: string, deadLetterTo: string | null, deliveryLimit: number | null, messageTtlMs?: number): void {
+    if (!this.#queues.has(name))
+      this.#queues.set(name, new Queue(name, deadLetterTo, deliveryLimit, messageTtlMs ?? null));
   }
 
   bind(exchange: string, queue: string, pattern: string): void {
@@ -60,7 +61,7 @@ export class InProcessBroker {
 
   enqueue(queue: Queue, message: Omit<Message, 'seq'>): void {
     const entry: Message = { ...message, seq: queue.nextSeq() };
-    armExpiry(entry, () => this.#expire(queue, entry));
+    armExpiry(entry, queue.messageTtlMs, () => this.#expire(queue, entry));
     queue.ready.push(entry);
     this.dispatch(queue);
   }

@@ -45,6 +45,8 @@ export class InProcessConnection implements TransportConnection {
     this.#broker.declareQueue(set.queue, quorum ? set.deadQueue : null, quorum ? set.deliveryLimit : null);
     for (const pattern of set.bindings) this.#broker.bind(set.exchange, set.queue, pattern);
     this.#broker.declareQueue(set.retryQueue, set.queue, quorum ? set.deliveryLimit : null);
+    for (const tier of set.retryTiers ?? [])
+      this.#broker.declareQueue(tier.queue, set.queue, quorum ? set.deliveryLimit : null, tier.delayMs);
     return Promise.resolve();
   }
 

@@ -3,11 +3,14 @@ import type { Message, Queue } from './in-process-queue.js';
 export type DeathReason = 'expired' | 'rejected' | 'delivery_limit';
 
 /**
- * Starts the expiry timer of a message that has an `expiration` (the delayed retry: it waits in
- * the retry queue, then is dead-lettered back). Unref'd, so a waiting retry keeps no process alive.
+ * Starts the expiry timer of a message that has an `expiration` or sits in a queue with a TTL, the
+ * lower of the two winning as on RabbitMQ (the delayed retry: it waits in a retry tier, then is
+ * dead-lettered back). Each message expires on its own time, never held back by the one ahead: what
+ * RabbitMQ would do with one tier per delay. Unref'd, so a waiting retry keeps no process alive.
  */
-export function armExpiry(message: Message, onExpired: () => void): void {
-  const delay = message.properties.expiration === undefined ? NaN : Number(message.properties.expiration);
+export function armExpiry(message: Message, queueTtlMs: number | null, onExpired: () => void): void {
+  const own = message.properties.expiration === undefined ? NaN : Number(message.properties.expiration);
+  const delay = Math.min(Number.isFinite(own) ? own : Infinity, queueTtlMs ?? Infinity);
   if (!Number.isFinite(delay)) return;
   message.expiry = setTimeout(onExpired, Math.max(0, delay));
   message.expiry.unref();

@@ -32,6 +32,8 @@ export class Queue {
     readonly deadLetterTo: string | null,
     /** Returns before a message is dead-lettered; null is no limit. */
     readonly deliveryLimit: number | null,
+    /** Queue-level TTL (x-message-ttl) in ms; a message's own expiration applies if lower. Null: none. */
+    readonly messageTtlMs: number | null = null,
   ) {}
 
   nextSeq(): number {

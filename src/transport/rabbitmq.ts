@@ -113,6 +113,8 @@ class RabbitMqConnection implements TransportConnection {
       await channel.assertQueue(set.queue, { durable: true, arguments: args.main });
       for (const pattern of set.bindings) await channel.bindQueue(set.queue, set.exchange, pattern);
       await channel.assertQueue(set.retryQueue, { durable: true, arguments: args.retry });
+      for (const [i, tier] of (set.retryTiers ?? []).entries())
+        await channel.assertQueue(tier.queue, { durable: true, arguments: args.tiers[i] });
     } finally {
       await channel.close().catch(() => undefined);
     }

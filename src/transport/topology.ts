@@ -5,7 +5,15 @@ import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import { DEFAULT_EXCHANGE } from '../runtime/defaults.js';
 import { PARTITION_PROPERTY } from './wire.js';
-import { DEFAULT_DELIVERY_LIMIT, deadQueueName, queueSetArguments, retryQueueName } from './queue-arguments.js';
+import {
+  DEFAULT_DELIVERY_LIMIT,
+  deadQueueName,
+  queueSetArguments,
+  retryQueueName,
+  retryTiers,
+  retryTiersOption,
+  type RetryTier,
+} from './queue-arguments.js';
 
 export interface PartitionedTopology {
   /** The consistent-hash exchange between the topic exchange and the partition queues. */
@@ -13,6 +21,8 @@ export interface PartitionedTopology {
   /** The exchange of earlier versions (`<queuePrefix>.partitions`, hashing a header) that this call removes if it exists. */
   legacyHashExchange: string;
   queues: string[];
+  /** The retry tiers of each partition, in the order of `queues`. */
+  retryTiers: RetryTier[][];
 }
 
 export const partitionedTopologyOptions = defineOptions(
@@ -48,6 +58,9 @@ export const partitionedTopologyOptions = defineOptions(
       .describe(
         'With quorum: returns of one message (nack, lost channel) before the broker dead-letters it into `<partition>.dead`.',
       ),
+    retryTiersMs: retryTiersOption.describe(
+      "Delays of each partition's retry tiers `<partition>.retry.<delay>`, in ms; start the partitions' consumers with the same retryTiersMs.",
+    ),
   }),
 );
 
@@ -60,7 +73,7 @@ export type PartitionedTopologyOptions = OptionsInput<typeof partitionedTopology
  * (partitionKey in wire.ts), so every event of one aggregate lands in the same partition
  * queue; each partition queue is single-active-consumer, so one consumer at a time takes
  * its deliveries and another takes over when it goes away. Each partition also gets its
- * `<queue>.retry` companion and, for quorum partitions, its `<queue>.dead` queue (see startConsumer). Needs the rabbitmq_consistent_hash_exchange
+ * retry tiers `<queue>.retry.<delay>` (and `<queue>.retry`, kept from earlier versions) and, for quorum partitions, its `<queue>.dead` queue (see startConsumer). Needs the rabbitmq_consistent_hash_exchange
  * plugin. Run it once per deployment (or at every start: it is idempotent); start consumers
  * on the returned queues with `declare: false`.
  *
@@ -84,9 +97,11 @@ export async function declarePartitionedTopology(
     arguments: { 'hash-property': PARTITION_PROPERTY },
   });
   const queues: string[] = [];
+  const tiersOfQueues: RetryTier[][] = [];
   for (let partition = 0; partition < options.partitions; partition++) {
     const queue = `${options.queuePrefix}.p${partition}`;
-    const args = queueSetArguments(queue, options);
+    const tiers = retryTiers(queue, options.retryTiersMs);
+    const args = queueSetArguments(queue, { ...options, retryTiers: tiers });
     // The dead-letter target first, so it exists before anything can die.
     if (args.dead) await channel.assertQueue(deadQueueName(queue), { durable: true, arguments: args.dead });
     await channel.assertQueue(queue, {
@@ -95,15 +110,18 @@ export async function declarePartitionedTopology(
     });
     // The binding key of a consistent-hash exchange is the partition's weight.
     await channel.bindQueue(queue, hashExchange, '1');
-    // Retry copies wait with a per-message expiry, honoured at the head by classic and quorum queues alike.
+    // Retry copies wait in the tier of their delay; the single retry queue of earlier versions stays so what waits in it drains back.
     await channel.assertQueue(retryQueueName(queue), { durable: true, arguments: args.retry });
+    for (const [i, tier] of tiers.entries())
+      await channel.assertQueue(tier.queue, { durable: true, arguments: args.tiers[i] });
     queues.push(queue);
+    tiersOfQueues.push(tiers);
   }
   // Fed only once every partition is bound, so no message is spread over a partial ring.
   for (const pattern of options.bindings) await channel.bindExchange(hashExchange, exchange, pattern);
   // Only now: until the new exchange feeds every partition, the old one must go on routing.
   await channel.deleteExchange(legacyHashExchange);
-  return { hashExchange, legacyHashExchange, queues };
+  return { hashExchange, legacyHashExchange, queues, retryTiers: tiersOfQueues };
 }
 
 /** An exchange type RabbitMQ ships disabled, and the plugin that provides it. */

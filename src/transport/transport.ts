@@ -8,10 +8,10 @@
  * succeeds only once confirmed and routed (mandatory); a queue delivers FIFO to its subscriber,
  * with a prefetch window; a nacked (requeue) delivery or one left unacked when its connection
  * ends comes back with `redelivered` set; a queue may dead-letter what expires or is rejected
- * into another queue, which is how delayed retry works (a copy with an expiry waits in
- * `<queue>.retry` and dead-letters back into `<queue>`).
+ * into another queue, which is how delayed retry works (a copy waits in a retry tier
+ * `<queue>.retry.<delay>`, whose queue-level TTL caps its own expiry, and dead-letters back into `<queue>`).
  */
-import type { QueueType } from './queue-arguments.js';
+import type { QueueType, RetryTier } from './queue-arguments.js';
 
 /** AMQP basic properties converge sets and reads; the transport carries them unchanged. */
 export interface MessageProperties {
@@ -83,7 +83,13 @@ export interface SubscribeOptions {
 /** A consumer's queues, as transport/queue-arguments.ts describes them. */
 export interface QueueSet {
   queue: string;
+  /**
+   * `<queue>.retry`, the single retry queue of earlier versions: still declared (as it was) so the
+   * copies waiting in it drain back after an upgrade; nothing new is sent to it.
+   */
   retryQueue: string;
+  /** The retry tiers, shortest first; a retry copy goes to the one chooseRetryTier picks. None when absent. */
+  retryTiers?: readonly RetryTier[];
   /** `<queue>.dead` for quorum sets, null for classic ones. */
   deadQueue: string | null;
   exchange: string;
@@ -110,7 +116,7 @@ export interface ConnectRequest {
 export interface TransportConnection {
   /** A confirm channel; `declareExchange` is declared (topic, durable) on it first. */
   openPublisher(options?: { declareExchange?: string; onConfirmTimeout?: () => void }): Promise<TransportPublisher>;
-  /** Declares the exchange, the queue with its bindings, its retry queue and (quorum) its dead queue. Idempotent. */
+  /** Declares the exchange, the queue with its bindings, its retry tiers and legacy retry queue and (quorum) its dead queue. Idempotent. */
   declareQueues(set: QueueSet): Promise<void>;
   subscribe(
     queue: string,

@@ -3,6 +3,7 @@
  * on different nodes keep single-active-consumer order when the active group's node is killed, and
  * the killed node, restarted, rejoins and serves a relay and a consumer given only its URL.
  */
+import { DEFAULT_RETRY_TIERS_MS, retryTierQueueName } from '../../src/transport/queue-arguments.js';
 import assert from 'node:assert/strict';
 import {
   declarePartitionedTopology,
@@ -103,6 +104,7 @@ describe('RabbitMQ cluster: partitions and a restarted node', () => {
         for (let p = 0; p < partitions; p++) {
           await ch.deleteQueue(`${queuePrefix}.p${p}`);
           await ch.deleteQueue(`${queuePrefix}.p${p}.retry`);
+          for (const ms of DEFAULT_RETRY_TIERS_MS) await ch.deleteQueue(retryTierQueueName(`${queuePrefix}.p${p}`, ms));
         }
       }, keeper).catch(() => undefined);
       await env.close();

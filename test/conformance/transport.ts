@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import type { TestFn } from 'node:test';
 import { PublishError } from '../../src/runtime/errors.js';
+import { chooseRetryTier, retryTiers } from '../../src/transport/queue-arguments.js';
 import type {
   MessageProperties,
   QueueSet,
@@ -246,6 +247,36 @@ export function transportConformance(label: string, rig: ConformanceRig, open: (
       }),
     );
 
+    for (const queueType of ['classic', 'quorum'] as const)
+      test(
+        `${queueType}: a 1 s retry is not held back behind a 30 s one (one retry tier per delay)`,
+        withTransport(async (t) => {
+          const set = await t.declare(queueType, ['#'], 20, [1_000, 30_000]);
+          const received = await t.collect(set.queue);
+          const publisher = await t.publisher();
+          // What publishRetryCopy does: the tier of the delay, the delay as the copy's own expiry.
+          const park = (id: string, delayMs: number) =>
+            publisher.publish(
+              '',
+              chooseRetryTier(set.retryTiers!, delayMs).queue,
+              Buffer.from(id),
+              { ...props(id), expiration: String(delayMs) },
+              TIMEOUT_MS,
+            );
+          await park('slow', 30_000);
+          const sentAt = performance.now();
+          await park('fast', 1_000);
+          await waitFor(() => received.length === 1, 'the 1 s copy', 10_000);
+          const elapsed = receivedAt.get(received[0]!)! - sentAt;
+          assert.equal(received[0]!.properties.messageId, 'fast');
+          // A timer runs from the event loop's cached clock, which can lag performance.now() by a millisecond or two.
+          assert.ok(elapsed >= 1_000 - 5, `back after ${elapsed.toFixed(1)} ms, before its 1 s delay`);
+          assert.ok(elapsed < 5_000, `back after ${elapsed.toFixed(0)} ms: held back`);
+          assert.equal(received.length, 1, 'the 30 s copy is still waiting in its own tier');
+          received[0]!.ack();
+        }),
+      );
+
     test(
       'a quorum set dead-letters a rejected message into <queue>.dead',
       withTransport(async (t) => {
@@ -329,11 +360,18 @@ class Harness {
     return (await this.connect()).openPublisher();
   }
 
-  async declare(queueType: 'classic' | 'quorum', bindings: string[], deliveryLimit = 20): Promise<QueueSet> {
+  async declare(
+    queueType: 'classic' | 'quorum',
+    bindings: string[],
+    deliveryLimit = 20,
+    tiersMs: number[] = [],
+  ): Promise<QueueSet> {
     const queue = this.#uniqueName('cvt.tr');
     const set: QueueSet = {
       queue,
       retryQueue: `${queue}.retry`,
+      // The rig drops the tiers of the default delays; tests use only those.
+      retryTiers: retryTiers(queue, tiersMs),
       deadQueue: queueType === 'quorum' ? `${queue}.dead` : null,
       exchange: queue, // the rig drops an exchange named like the test's queue
       bindings,

@@ -121,6 +121,8 @@ describe('cleanup', () => {
         batchSize: 500,
       });
       assert.equal(result.inboxDeleted, 1_200);
+      assert.equal(result.broker?.status, 'not-configured', 'no broker given: by age alone, and the result says so');
+      assert.match(result.broker.warning ?? '', /no broker given/);
       assert.equal(Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.inbox`)).rows[0]?.n), 10);
     });
   });

@@ -14,7 +14,7 @@ import {
   type EventHandler,
   type Logger,
 } from '../../src/index.js';
-import { compactInbox, type CompactionOptions } from '../../src/ops/index.js';
+import { compactInbox, type CompactionOptions, type CompactionResult } from '../../src/ops/index.js';
 import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, type TestDatabase, orderEvent, deliveryOf } from '../support/rig.js';
 
@@ -27,7 +27,8 @@ interface Fixture {
   /** The schema, quoted for SQL. */
   q: string;
   processor(options?: Partial<ProcessorOptions>): DeliveryProcessor;
-  compact(options?: Partial<CompactionOptions>): ReturnType<typeof compactInbox>;
+  /** The counts of a compaction without a broker (checked to say so; test/integration/retention-broker.test.ts has one). */
+  compact(options?: Partial<CompactionOptions>): Promise<Omit<CompactionResult, 'broker'>>;
   /** Makes inbox rows of this consumer (all, or those matching `where`) look received two hours ago; the default window is one hour. */
   age(where?: string): Promise<void>;
   total(aggregateId: string): Promise<{ total: number; events: number } | undefined>;
@@ -62,8 +63,8 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
         processors.push(processor);
         return processor;
       },
-      compact: (options = {}) =>
-        compactInbox(db.pool, {
+      async compact(options = {}) {
+        const { broker, ...counts } = await compactInbox(db.pool, {
           schema: db.schema,
           consumer: CONSUMER,
           projection: PROJECTION,
@@ -71,7 +72,11 @@ async function withFixture(work: (f: Fixture) => Promise<void>): Promise<void> {
           retryHorizonMs: 0,
           quarantineReplayWindowMs: 0,
           ...options,
-        }),
+        });
+        assert.equal(broker.status, 'not-configured');
+        assert.match(broker.warning ?? '', /no broker given/);
+        return counts;
+      },
       async age(where = 'true') {
         await db.pool.query(
           `UPDATE ${q}.inbox SET received_at = now() - interval '2 hours' WHERE consumer = $1 AND ${where}`,

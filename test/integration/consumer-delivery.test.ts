@@ -19,9 +19,14 @@ describe('consumer delivery and ack-after-commit', () => {
       const main = await env.checkQueue(env.queue);
       assert.equal(main.queue, env.queue);
       assert.equal(main.consumerCount, 1, 'the consumer is subscribed to the main queue');
-      const retry = await env.checkQueue(env.retryQueue);
-      assert.equal(retry.queue, env.retryQueue);
-      assert.equal(retry.consumerCount, 0, 'nobody consumes the retry queue: copies only expire back');
+      const retry = await env.checkQueue(env.retryTier);
+      assert.equal(retry.queue, env.retryTier);
+      assert.equal(retry.consumerCount, 0, 'nobody consumes a retry tier: copies only expire back');
+      assert.equal(
+        (await env.checkQueue(env.retryQueue)).consumerCount,
+        0,
+        'the retry queue of earlier versions stays',
+      );
 
       // Durable (a non-durable redeclaration is refused) and the retry queue dead-letters to the main queue.
       await assert.rejects(
@@ -29,16 +34,20 @@ describe('consumer delivery and ack-after-commit', () => {
         /PRECONDITION/,
       );
       await env.withChannel((ch) =>
-        ch.assertQueue(env.retryQueue, {
+        ch.assertQueue(env.retryTier, {
           durable: true,
-          arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': env.queue },
+          arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': env.queue, 'x-message-ttl': 1000 },
         }),
       );
       await assert.rejects(
         env.withChannel((ch) =>
-          ch.assertQueue(env.retryQueue, {
+          ch.assertQueue(env.retryTier, {
             durable: true,
-            arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'elsewhere' },
+            arguments: {
+              'x-dead-letter-exchange': '',
+              'x-dead-letter-routing-key': 'elsewhere',
+              'x-message-ttl': 1000,
+            },
           }),
         ),
         /PRECONDITION/,
@@ -168,7 +177,7 @@ describe('consumer delivery and ack-after-commit', () => {
       }
       // An unacked delivery would be back in the ready list once the consumer's channel closed.
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0, 'acked');
-      assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0, 'never parked');
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0, 'never parked');
     });
   });
 

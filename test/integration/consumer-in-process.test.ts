@@ -1,7 +1,7 @@
 /**
  * Relay and consumer on the in-process transport (docs/transports.md): outbox → relay → queue →
  * consumer → inbox + projection, with the same invariants as on RabbitMQ. A handler failure takes
- * the delayed-retry path through `<queue>.retry`, and the delivery is acked only after commit.
+ * the delayed-retry path through the retry tier `<queue>.retry.1s`, and the delivery is acked only after commit.
  */
 import assert from 'node:assert/strict';
 import { appendToOutbox, withTransaction } from '../../src/index.js';
@@ -62,6 +62,6 @@ describe('relay and consumer on the in-process transport', () => {
         [1, 1, 2],
       );
       await waitFor(() => consumer.stats.retried >= 1 || undefined, 'the retry counted');
-      await waitFor(() => transport.depth(queue) === 0 && transport.depth(`${queue}.retry`) === 0, 'queues drained');
+      await waitFor(() => transport.depth(queue) === 0 && transport.depth(`${queue}.retry.1s`) === 0, 'queues drained');
     }));
 });

@@ -150,7 +150,7 @@ describe('consumer conflicts and quarantine', () => {
         await env.stop(consumer);
       }
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0, 'quarantined deliveries are acked');
-      assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0, 'and never parked for retry');
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0, 'and never parked for retry');
     });
   });
 

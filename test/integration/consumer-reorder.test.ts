@@ -100,7 +100,7 @@ describe('reorder buffer', () => {
       } finally {
         await env.stop(consumer);
       }
-      assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0, 'nothing went through the retry queue');
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0, 'nothing went through the retry queue');
     });
   });
 

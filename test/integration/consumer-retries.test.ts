@@ -1,5 +1,5 @@
 /**
- * Retries: bounded through <queue>.retry, serialization re-runs, handler-chosen Permanent/Transient
+ * Retries: bounded through the retry tiers, serialization re-runs, handler-chosen Permanent/Transient
  * errors, outage-like errors that never quarantine, and version gaps without the reorder buffer.
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
@@ -18,7 +18,7 @@ import {
 import { describe, test, waitFor } from '../support/rig.js';
 
 describe('consumer retries', () => {
-  test('a handler that always fails is retried through <queue>.retry and quarantined after maxAttempts', async () => {
+  test('a handler that always fails is retried through the retry tiers and quarantined after maxAttempts', async () => {
     await withEnv(async (env) => {
       const attempts: number[] = [];
       const consumer = env.start({
@@ -70,7 +70,7 @@ describe('consumer retries', () => {
         assert.equal(headers[ATTEMPT_HEADER], 2, 'the third delivery carried the attempt counter of the second');
         const deaths = headers['x-death'] as { queue: string; reason: string }[] | undefined;
         assert.ok(
-          Array.isArray(deaths) && deaths.some((d) => d.queue === env.retryQueue && d.reason === 'expired'),
+          Array.isArray(deaths) && deaths.some((d) => d.queue === env.retryTier && d.reason === 'expired'),
           JSON.stringify(deaths),
         );
         assert.equal(row!.properties.messageId, 'E1', 'the copy kept the messageId');
@@ -85,7 +85,7 @@ describe('consumer retries', () => {
         await env.stop(consumer);
       }
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0);
-      assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0, 'nothing left waiting');
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0, 'nothing left waiting');
     });
   });
 
@@ -243,7 +243,7 @@ describe('consumer retries', () => {
         await env.stop(consumer);
       }
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0);
-      assert.equal((await env.checkQueue(env.retryQueue)).messageCount, 0);
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0);
     });
   });
 });

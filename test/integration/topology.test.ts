@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { DEFAULT_RETRY_TIERS_MS, retryTierQueueName } from '../../src/transport/queue-arguments.js';
 import type amqp from 'amqplib';
 import {
   BrokerPluginMissingError,
@@ -53,8 +54,27 @@ describe('partitioned topology', () => {
     const prefix = uniqueName('cvt.topo');
     const channel = await connection.createConfirmChannel();
     // basic.get, used here to look inside the partitions, needs classic queues.
-    const { hashExchange, queues } = await declare(channel, exchange, prefix, 3, 'classic');
+    const { hashExchange, queues, retryTiers } = await declare(channel, exchange, prefix, 3, 'classic');
     try {
+      // Every partition has its retry tiers, each dead-lettering back into it after its delay.
+      assert.deepEqual(
+        retryTiers.map((tiers) => tiers.map((t) => t.delayMs)),
+        queues.map(() => [...DEFAULT_RETRY_TIERS_MS]),
+      );
+      for (const [p, queue] of queues.entries())
+        for (const tier of retryTiers[p]!) {
+          assert.equal(tier.queue, retryTierQueueName(queue, tier.delayMs));
+          const check = await connection.createChannel();
+          await check.assertQueue(tier.queue, {
+            durable: true,
+            arguments: {
+              'x-dead-letter-exchange': '',
+              'x-dead-letter-routing-key': queue,
+              'x-message-ttl': tier.delayMs,
+            },
+          });
+          await check.close();
+        }
       const key = routingKeyFromTemplate('{aggregateType}.{eventType}');
       for (let version = 1; version <= 3; version++) {
         for (let id = 0; id < 60; id++) {

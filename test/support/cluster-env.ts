@@ -3,6 +3,12 @@
  * nodes on their own ports; the shared broker on 5672 is never touched), a migrated schema with an
  * `applied` log per test, quorum queues on the cluster, and relays and consumers given node URLs.
  */
+import {
+  DEFAULT_DELIVERY_LIMIT,
+  DEFAULT_RETRY_TIERS_MS,
+  queueSetArguments,
+  retryTiers,
+} from '../../src/transport/queue-arguments.js';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import amqp from 'amqplib';
@@ -150,6 +156,15 @@ export async function declareQuorumQueue(channel: amqp.Channel, exchange: string
       'x-overflow': 'reject-publish',
     },
   });
+  // The consumers start with declare: false, so their retry tiers are declared here, as startConsumer would.
+  const tiers = retryTiers(queue, DEFAULT_RETRY_TIERS_MS);
+  const { tiers: tierArgs } = queueSetArguments(queue, {
+    queueType: 'quorum',
+    deliveryLimit: DEFAULT_DELIVERY_LIMIT,
+    retryTiers: tiers,
+  });
+  for (const [i, tier] of tiers.entries())
+    await channel.assertQueue(tier.queue, { durable: true, arguments: tierArgs[i] });
 }
 
 export async function clusterEnv(): Promise<ClusterEnv> {

@@ -3,6 +3,7 @@
  * one queue (plus extras), a confirm channel to publish on; consumers stopped and everything
  * removed on close. Built on the test rig, so a failed test can keep it (CONVERGE_KEEP_FAILED).
  */
+import { DEFAULT_RETRY_TIERS_MS, retryTierQueueName } from '../../src/transport/queue-arguments.js';
 import type amqp from 'amqplib';
 import type pg from 'pg';
 import {
@@ -47,7 +48,10 @@ export interface Env {
   channel: amqp.ConfirmChannel;
   exchange: string;
   queue: string;
+  /** The single retry queue of earlier versions: still declared, never sent to. */
   retryQueue: string;
+  /** The retry tier a retry with the test backoff (BACKOFF, at most 100 ms) goes to: the shortest default tier. */
+  retryTier: string;
   /** Starts a consumer on this env's queue/exchange/schema (overridable) and stops it on close. */
   start<M extends object = UntypedEvents>(options: Partial<ConsumerOptions<M>>): Consumer<M>;
   stop(consumer: Consumer): Promise<void>;
@@ -88,6 +92,7 @@ export async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
     exchange,
     queue,
     retryQueue: `${queue}.retry`,
+    retryTier: retryTierQueueName(queue, DEFAULT_RETRY_TIERS_MS[0]!),
     extraQueues: [],
     start<M extends object>(options: Partial<ConsumerOptions<M>>) {
       const consumer = startConsumer<M>({

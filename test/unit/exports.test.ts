@@ -90,6 +90,8 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
   './ops': {
     source: 'src/ops/index.ts',
     names: [
+      'DEFAULT_BROKER_MARGIN_MS',
+      'boundInboxRetention',
       'cleanup',
       'cleanupOptions',
       'compactInbox',

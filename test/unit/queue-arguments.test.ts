@@ -12,15 +12,32 @@ import {
   deadQueueName,
   queueSetArguments,
   retryQueueName,
+  retryTierQueueName,
+  retryTiers,
+  chooseRetryTier,
+  DEFAULT_RETRY_TIERS_MS,
 } from '../../src/transport/queue-arguments.js';
+import { backoffDelay } from '../../src/runtime/backoff.js';
 
 describe('queue arguments', () => {
   it('classic: the queue without arguments and a retry queue dead-lettering back into it, no dead queue', () => {
     assert.deepEqual(queueSetArguments('orders', { queueType: 'classic', deliveryLimit: 5 }), {
       main: {},
       retry: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'orders' },
+      tiers: [],
       dead: null,
     });
+  });
+
+  it('a retry tier is the retry queue with its delay as queue-level TTL, per queue type', () => {
+    const tiers = retryTiers('orders', [5_000, 1_000]);
+    for (const queueType of ['classic', 'quorum'] as const) {
+      const args = queueSetArguments('orders', { queueType, deliveryLimit: 5, retryTiers: tiers });
+      assert.deepEqual(
+        args.tiers,
+        tiers.map((tier) => ({ ...args.retry, 'x-message-ttl': tier.delayMs })),
+      );
+    }
   });
 
   it('quorum: explicit limits everywhere, at-least-once dead-lettering, the queue dying into <queue>.dead', () => {
@@ -40,6 +57,7 @@ describe('queue arguments', () => {
         'x-dead-letter-routing-key': 'orders',
         ...safeDeadLettering,
       },
+      tiers: [],
       dead: { 'x-queue-type': 'quorum', 'x-delivery-limit': DEAD_QUEUE_DELIVERY_LIMIT },
     });
     assert.equal(retryQueueName('orders'), 'orders.retry');
@@ -49,6 +67,51 @@ describe('queue arguments', () => {
   it('the dead queue dead-letters nowhere: a way back would be a cycle RabbitMQ drops', () => {
     const { dead } = queueSetArguments('orders', { queueType: 'quorum', deliveryLimit: 1 });
     assert.equal(dead?.['x-dead-letter-exchange'], undefined);
+  });
+});
+
+describe('retry tiers', () => {
+  const tiers = retryTiers('orders', DEFAULT_RETRY_TIERS_MS);
+
+  it('are named after their delay, shortest first, without repeats', () => {
+    assert.deepEqual(
+      tiers.map((t) => t.queue),
+      ['orders.retry.1s', 'orders.retry.5s', 'orders.retry.30s', 'orders.retry.2m', 'orders.retry.10m'],
+    );
+    assert.deepEqual(retryTiers('q', [30_000, 250, 30_000, 1_500]), [
+      { queue: 'q.retry.250ms', delayMs: 250 },
+      { queue: 'q.retry.1500ms', delayMs: 1_500 },
+      { queue: 'q.retry.30s', delayMs: 30_000 },
+    ]);
+    assert.equal(retryTierQueueName('q', 3_600_000), 'q.retry.60m');
+  });
+
+  it('a delay goes to the shortest tier at least as long: never back before its backoff', () => {
+    const pick = (ms: number) => chooseRetryTier(tiers, ms).delayMs;
+    assert.equal(pick(0), 1_000);
+    assert.equal(pick(1), 1_000);
+    assert.equal(pick(1_000), 1_000);
+    assert.equal(pick(1_001), 5_000);
+    assert.equal(pick(29_999), 30_000);
+    assert.equal(pick(30_000), 30_000);
+    assert.equal(pick(120_001), 600_000);
+  });
+
+  it('past the longest tier the longest caps the wait', () => {
+    assert.equal(chooseRetryTier(tiers, 3_600_000).delayMs, 600_000);
+    assert.throws(() => chooseRetryTier([], 1), /no retry tiers/);
+  });
+
+  it('jittered backoff delays keep their spread: each lands in a tier no shorter than itself', () => {
+    const policy = { initialDelayMs: 100, maxDelayMs: 60_000, factor: 2 };
+    for (let attempt = 1; attempt <= 12; attempt++)
+      for (const r of [0, 0.5, 1]) {
+        const delay = backoffDelay(attempt, policy, () => r);
+        const tier = chooseRetryTier(tiers, delay);
+        assert.ok(tier.delayMs >= delay, `attempt ${attempt}: ${delay} ms in the ${tier.delayMs} ms tier`);
+        const shorter = tiers.filter((t) => t.delayMs < tier.delayMs).at(-1);
+        assert.ok(!shorter || shorter.delayMs < delay, 'and in the shortest such tier');
+      }
   });
 });
 

@@ -1,9 +1,65 @@
 import type { Command } from 'commander';
-import { cleanup, cleanupOptions } from '../../ops/index.js';
-import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
-import { schemaDefault } from '../env.js';
+import { cleanup, cleanupOptions, DEFAULT_BROKER_MARGIN_MS, type BrokerCheck } from '../../ops/index.js';
+import { AMQP_URL_HELP, duration, positiveInteger, withPool, type CommandContext } from '../context.js';
+import { amqpUrl, schemaDefault } from '../env.js';
+import { DEFAULT_RETRY_TIERS_MS } from '../../transport/queue-arguments.js';
 
-interface CleanupCliOptions {
+/** The flags that name where the consumers' messages wait (cleanup and compact-inbox). */
+export interface BrokerGuardCliOptions {
+  queue?: string[];
+  amqpUrl?: string;
+  retryTiers?: number[];
+  brokerMarginMs: number;
+}
+
+function tierDelay(value: string, previous: number[] | undefined): number[] {
+  return [...(previous ?? []), positiveInteger(value)];
+}
+
+export function addBrokerGuardFlags(command: Command): Command {
+  return command
+    .option(
+      '--queue <name...>',
+      "consumers' queues (with their retry tiers, .retry and .dead): inbox rows younger than the oldest message waiting there stay",
+    )
+    .option('--amqp-url <url>', AMQP_URL_HELP)
+    .option(
+      '--retry-tiers <ms...>',
+      `the consumers' retryTiersMs (default ${DEFAULT_RETRY_TIERS_MS.join(' ')})`,
+      tierDelay,
+    )
+    .option(
+      '--broker-margin-ms <ms>',
+      'added to the age of the oldest waiting message',
+      duration,
+      DEFAULT_BROKER_MARGIN_MS,
+    );
+}
+
+/** The `broker` option from the flags; undefined (no check, a warning) without --queue. */
+export function brokerGuard(options: BrokerGuardCliOptions) {
+  if (!options.queue?.length) return undefined;
+  return {
+    amqpUrl: amqpUrl(options.amqpUrl),
+    queues: options.queue,
+    marginMs: options.brokerMarginMs,
+    ...(options.retryTiers ? { retryTiersMs: options.retryTiers } : {}),
+  };
+}
+
+/** One line on how the broker bounded the inbox deletion; the no-broker warning goes to stderr. */
+export function reportBrokerCheck(check: BrokerCheck | undefined): void {
+  if (!check) return;
+  if (check.warning) console.error(`warning: ${check.warning}`);
+  if (check.status === 'bounded')
+    console.log(
+      `oldest waiting message (${check.queue}) is ${check.oldestMessageAgeMs} ms old: inbox rows younger than ${check.appliedRetentionMs} ms kept`,
+    );
+  if (check.status === 'unknown-age')
+    console.log(`a message of unknown age (no timestamp) waits in ${check.queue}: no inbox row deleted`);
+}
+
+interface CleanupCliOptions extends BrokerGuardCliOptions {
   outboxOlderThan: number;
   inboxOlderThan?: number;
   retryHorizonMs?: number;
@@ -14,7 +70,7 @@ interface CleanupCliOptions {
 
 /** `cleanup`: retention for published outbox rows and, if asked, old inbox rows. */
 export function registerCleanup(program: Command, context: CommandContext): void {
-  program
+  const command = program
     .command('cleanup')
     .description(
       'delete published outbox rows (and, if asked, old inbox rows) past retention, in short bounded batches',
@@ -28,22 +84,24 @@ export function registerCleanup(program: Command, context: CommandContext): void
     .option('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', duration)
     .option('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', duration)
     .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
-    .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger)
-    .action(async (options: CleanupCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
-      const result = await withPool({ databaseUrl, schema }, (pool) =>
-        cleanup(pool, {
-          schema,
-          outboxRetentionMs: options.outboxOlderThan,
-          batchSize: options.batchSize,
-          ...(options.inboxOlderThan !== undefined ? { inboxRetentionMs: options.inboxOlderThan } : {}),
-          ...(options.retryHorizonMs !== undefined ? { retryHorizonMs: options.retryHorizonMs } : {}),
-          ...(options.quarantineWindowMs !== undefined ? { quarantineReplayWindowMs: options.quarantineWindowMs } : {}),
-          ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        }),
-      );
-      console.log(
-        `deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`,
-      );
-    });
+    .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger);
+  addBrokerGuardFlags(command).action(async (options: CleanupCliOptions) => {
+    const { databaseUrl, schema } = context.globals();
+    const result = await withPool({ databaseUrl, schema }, (pool) =>
+      cleanup(pool, {
+        schema,
+        outboxRetentionMs: options.outboxOlderThan,
+        batchSize: options.batchSize,
+        ...(options.inboxOlderThan !== undefined ? { inboxRetentionMs: options.inboxOlderThan } : {}),
+        ...(options.retryHorizonMs !== undefined ? { retryHorizonMs: options.retryHorizonMs } : {}),
+        ...(options.quarantineWindowMs !== undefined ? { quarantineReplayWindowMs: options.quarantineWindowMs } : {}),
+        ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
+        broker: brokerGuard(options),
+      }),
+    );
+    reportBrokerCheck(result.broker);
+    console.log(
+      `deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`,
+    );
+  });
 }

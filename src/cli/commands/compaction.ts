@@ -2,8 +2,9 @@ import type { Command } from 'commander';
 import { compactInbox, compactionOptions } from '../../ops/index.js';
 import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
+import { addBrokerGuardFlags, brokerGuard, reportBrokerCheck, type BrokerGuardCliOptions } from './cleanup.js';
 
-interface CompactionCliOptions {
+interface CompactionCliOptions extends BrokerGuardCliOptions {
   consumer: string;
   projection: string;
   olderThan: number;
@@ -16,7 +17,7 @@ interface CompactionCliOptions {
 
 /** `compact-inbox`: folds a consumer's old applied inbox rows into per-aggregate watermarks. */
 export function registerCompaction(program: Command, context: CommandContext): void {
-  program
+  const command = program
     .command('compact-inbox')
     .description(
       "replace a consumer's old inbox rows, up to each aggregate's applied projection version, by per-aggregate watermarks",
@@ -37,25 +38,27 @@ export function registerCompaction(program: Command, context: CommandContext): v
       schemaDefault<number>(compactionOptions, 'batchSize'),
     )
     .option('--max-batches <n>', 'stop after this many batches', positiveInteger)
-    .option('--json', 'the counts as JSON')
-    .action(async (options: CompactionCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
-      const result = await withPool({ databaseUrl, schema }, (pool) =>
-        compactInbox(pool, {
-          schema,
-          consumer: options.consumer,
-          projection: options.projection,
-          olderThanMs: options.olderThan,
-          retryHorizonMs: options.retryHorizonMs,
-          quarantineReplayWindowMs: options.quarantineWindowMs,
-          batchSize: options.batchSize,
-          ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        }),
-      );
-      console.log(
-        options.json
-          ? JSON.stringify(result)
-          : `compacted ${result.compacted} inbox rows into ${result.watermarks} watermarks in ${result.batches} batches`,
-      );
-    });
+    .option('--json', 'the counts as JSON');
+  addBrokerGuardFlags(command).action(async (options: CompactionCliOptions) => {
+    const { databaseUrl, schema } = context.globals();
+    const result = await withPool({ databaseUrl, schema }, (pool) =>
+      compactInbox(pool, {
+        schema,
+        consumer: options.consumer,
+        projection: options.projection,
+        olderThanMs: options.olderThan,
+        retryHorizonMs: options.retryHorizonMs,
+        quarantineReplayWindowMs: options.quarantineWindowMs,
+        batchSize: options.batchSize,
+        ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
+        broker: brokerGuard(options),
+      }),
+    );
+    if (!options.json) reportBrokerCheck(result.broker);
+    console.log(
+      options.json
+        ? JSON.stringify(result)
+        : `compacted ${result.compacted} inbox rows into ${result.watermarks} watermarks in ${result.batches} batches`,
+    );
+  });
 }

@@ -11,7 +11,17 @@ interface TopologyCliOptions {
   binding: string[];
   queueType: 'quorum' | 'classic';
   deliveryLimit: number;
+  retryTiers: number[];
 }
+
+/** One retry tier delay of `--retry-tiers`, in ms. */
+function tierDelay(value: string, previous: number[] | undefined): number[] {
+  const ms = positiveInteger(value);
+  // commander hands the default as `previous` to the first value given: the list given replaces it.
+  return previous === DEFAULT_TIERS ? [ms] : [...(previous ?? []), ms];
+}
+
+const DEFAULT_TIERS = schemaDefault<number[]>(partitionedTopologyOptions, 'retryTiersMs');
 
 /** `topology`: declares a partitioned consumer group on the broker. */
 export function registerTopology(program: Command, _context: CommandContext): void {
@@ -40,6 +50,12 @@ export function registerTopology(program: Command, _context: CommandContext): vo
       positiveInteger,
       schemaDefault<number>(partitionedTopologyOptions, 'deliveryLimit'),
     )
+    .option(
+      '--retry-tiers <ms...>',
+      'delays of the retry tiers <queue>.retry.<delay> of each partition; start its consumers with the same retryTiersMs',
+      tierDelay,
+      DEFAULT_TIERS,
+    )
     .action(async (options: TopologyCliOptions) => {
       await withBroker(amqpUrl(options.amqpUrl), 'topology', async (connection) => {
         const channel = await connection.createChannel();
@@ -50,8 +66,16 @@ export function registerTopology(program: Command, _context: CommandContext): vo
           bindings: options.binding,
           queueType: options.queueType,
           deliveryLimit: options.deliveryLimit,
+          retryTiersMs: options.retryTiers,
         });
         console.log(`declared ${topology.hashExchange} -> ${topology.queues.join(', ')}`);
+        const tiers = topology.retryTiers[0] ?? [];
+        console.log(
+          `retry tiers of each partition, e.g. ${tiers.map((t) => `${t.queue} (${t.delayMs} ms)`).join(', ')}`,
+        );
+        console.log(
+          'each partition also keeps <queue>.retry, the single retry queue of earlier versions: it drains back on its own; delete it once empty',
+        );
       });
     });
 }
