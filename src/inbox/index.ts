@@ -10,6 +10,8 @@ export { decideFailure } from './failure-policy.js';
 export type { FailureDecision, FailureContext } from './failure-policy.js';
 export { upcast } from './upcast.js';
 export type { Upcaster, SchemaEvolution, Evolution } from './upcast.js';
+export { acceptedVersions, acceptsVersion, formatAccepts, parseAccepts } from './accepts.js';
+export type { AcceptedVersions, VersionRange } from './accepts.js';
 export type { ConsumerHooks, ConsumerOptions, ProcessorOptions } from './options.js';
 export type { EventHandler, EventHandlers, BatchHandler, BatchHandlerOf, HandlerContext } from './handler.js';
 export type { ReplayOutcome } from './replay.js';

@@ -101,5 +101,12 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
          SET replay_outcome = r.outcome, replay_outcome_at = now(), replay_quarantine_id = r.quarantine_id
         FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, outcome, quarantine_id)
        WHERE q.id = r.id AND (q.replay_outcome IS NULL OR q.replay_outcome = 'parked')`,
+    /**
+     * The schema registry (migration 15): consumer $1 on queue $2 reads versions $3 (formatAccepts).
+     * One row per consumer and accepted set, so old and new code of a rolling deploy are both seen.
+     */
+    registerAccepts: `
+      INSERT INTO ${schema}.consumer_schemas (consumer, queue, accepts) VALUES ($1, $2, $3)
+      ON CONFLICT (consumer, md5(accepts)) DO UPDATE SET last_seen_at = now(), queue = EXCLUDED.queue`,
   };
 });

@@ -1,6 +1,6 @@
 /**
  * `converge/ops`: operator tools over durable state (status and stall diagnosis, the outbox's
- * failed rows, the quarantine, retention cleanup, inbox compaction). The CLI is built on them.
+ * failed rows, the quarantine, retention cleanup, inbox compaction, schema compatibility). The CLI is built on them.
  */
 export { readStatus, retryFailedEvents, listOutbox, listOutboxOptions } from './status.js';
 export type { ConvergeStatus, OutboxRow } from './status.js';
@@ -28,3 +28,13 @@ export { cleanup, scheduleCleanup, cleanupOptions } from './cleanup.js';
 export type { CleanupOptions, CleanupResult, ScheduledCleanupOptions } from './cleanup.js';
 export { compactInbox, compactionOptions } from './compaction.js';
 export type { CompactionOptions, CompactionResult } from './compaction.js';
+export {
+  checkCompat,
+  createCompatGuard,
+  findUnreadable,
+  judgeCompat,
+  listRegisteredConsumers,
+  compatOptions,
+  unreadableOptions,
+} from './compat.js';
+export type { CompatGuard, CompatVerdict, RegisteredConsumer, UnreadableGroup, UnreadableReport } from './compat.js';

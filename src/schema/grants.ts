@@ -47,7 +47,9 @@ export type GrantsOptions = OptionsInput<typeof grantsOptions>;
  *   columns, and USAGE on the bigserial's sequence; the NOTIFY trigger needs nothing more.
  * - consumer: inbox INSERT … ON CONFLICT DO NOTHING RETURNING and fingerprint reads; watermark
  *   reads; parked read, insert, delete; quarantine upserts (ON CONFLICT DO UPDATE) and replay
- *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates.
+ *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates;
+ *   its schema registry row (an upsert).
+ * - producer, besides: reads the schema registry, for the opt-in compat guard.
  *
  * Nobody gets DELETE on the outbox or inbox, TRUNCATE, or anything on `migrations`: retention,
  * compaction, DLQ and reconciliation tools run as the owning (migration) role.
@@ -80,6 +82,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
       `GRANT INSERT ON ${schema.quoted}.outbox TO ${p};`,
       `GRANT SELECT (position, event_id) ON ${schema.quoted}.outbox TO ${p};`,
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.outbox_position_seq TO ${p};`,
+      `GRANT SELECT ON ${schema.quoted}.consumer_schemas TO ${p};`,
     );
   }
 
@@ -94,6 +97,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.quarantine TO ${c};`,
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.quarantine_id_seq TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.projection_state TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.consumer_schemas TO ${c};`,
     );
     for (const table of options.projectionTables) {
       const [tableSchema, tableName] = table.split('.') as [string, string];

@@ -249,6 +249,25 @@ export const migrations: readonly Migration[] = [
       `ALTER TABLE ${s.quoted}.outbox ADD COLUMN IF NOT EXISTS broker_retries integer NOT NULL DEFAULT 0`,
     ],
   },
+  {
+    // 14 belongs to another change merged alongside; the migrator applies whatever is missing, in order.
+    version: 15,
+    name: 'schema registry: which event versions each consumer reads',
+    statements: (s) => [
+      // Written by consumers when they subscribe and refreshed while they run (src/inbox/registry.ts);
+      // `converge compat` reads it. One row per consumer and accepted set (formatAccepts text), so
+      // the old and the new code of a rolling deploy are both live until the old one stops beating.
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.consumer_schemas (
+        consumer      text NOT NULL,
+        accepts       text NOT NULL,
+        queue         text,
+        first_seen_at timestamptz NOT NULL DEFAULT now(),
+        last_seen_at  timestamptz NOT NULL DEFAULT now()
+      )`,
+      // md5: an accepted set of many types may outgrow a btree key.
+      `CREATE UNIQUE INDEX IF NOT EXISTS consumer_schemas_key ON ${s.quoted}.consumer_schemas (consumer, md5(accepts))`,
+    ],
+  },
 ];
 
 export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;
