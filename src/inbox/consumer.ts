@@ -134,6 +134,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     if (!this.#subscribed) this.#broker?.kill.abort();
     await this.#loop;
     this.#removeSignals?.();
+    await this.#registration.stop(this.pool);
     await this.#processor.close();
   }
 
@@ -299,7 +300,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
 
   async #closeSession(): Promise<void> {
     this.#sessionEnded = undefined;
-    this.#registration.stop();
+    this.#registration.pause();
     // Stop new deliveries first, then let the ones already taken commit and ack.
     if (this.#subscribed) await this.#broker?.cancel();
     this.#subscribed = false;

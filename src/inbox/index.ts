@@ -12,6 +12,7 @@ export { upcast } from './upcast.js';
 export type { Upcaster, SchemaEvolution, Evolution } from './upcast.js';
 export { acceptedVersions, acceptsVersion, formatAccepts, parseAccepts } from './accepts.js';
 export type { AcceptedVersions, VersionRange } from './accepts.js';
+export { REGISTRY_HEARTBEAT_MS, REGISTRY_LOST_AFTER_MS } from './registry.js';
 export type { ConsumerHooks, ConsumerOptions, ProcessorOptions } from './options.js';
 export type { EventHandler, EventHandlers, BatchHandler, BatchHandlerOf, HandlerContext } from './handler.js';
 export type { ReplayOutcome } from './replay.js';

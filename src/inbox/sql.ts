@@ -102,11 +102,23 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
         FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, outcome, quarantine_id)
        WHERE q.id = r.id AND (q.replay_outcome IS NULL OR q.replay_outcome = 'parked')`,
     /**
-     * The schema registry (migration 15): consumer $1 on queue $2 reads versions $3 (formatAccepts).
-     * One row per consumer and accepted set, so old and new code of a rolling deploy are both seen.
+     * The schema registry (migration 15): instance $2 of consumer $1 on queue $3 reads versions $4
+     * (formatAccepts text). Written on subscribe and as the heartbeat; a stopped row is running again.
      */
-    registerAccepts: `
-      INSERT INTO ${schema}.consumer_schemas (consumer, queue, accepts) VALUES ($1, $2, $3)
-      ON CONFLICT (consumer, md5(accepts)) DO UPDATE SET last_seen_at = now(), queue = EXCLUDED.queue`,
+    registerInstance: `
+      INSERT INTO ${schema}.consumer_schemas (consumer, instance, queue, accepts) VALUES ($1, $2, $3, $4)
+      ON CONFLICT (consumer, instance) DO UPDATE SET last_seen_at = now(), stopped_at = NULL`,
+    /**
+     * Rows of consumer $1 other than instance $2 that no longer run (stopped, or silent for $3 ms)
+     * and have a newer row with the same accepted versions: one row per accepted set stays as history.
+     */
+    pruneInstances: `
+      DELETE FROM ${schema}.consumer_schemas r
+       WHERE r.consumer = $1 AND r.instance <> $2
+         AND (r.stopped_at IS NOT NULL OR r.last_seen_at < now() - make_interval(secs => $3::double precision / 1000))
+         AND EXISTS (SELECT 1 FROM ${schema}.consumer_schemas n
+                      WHERE n.consumer = r.consumer AND n.accepts = r.accepts AND n.instance <> r.instance
+                        AND n.last_seen_at > r.last_seen_at)`,
+    stopInstance: `UPDATE ${schema}.consumer_schemas SET stopped_at = now(), last_seen_at = now() WHERE consumer = $1 AND instance = $2`,
   };
 });

@@ -4,13 +4,19 @@ import { schemaRef } from '../runtime/identifier.js';
 import { defineOptions, identifierOption } from '../runtime/options.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { IncompatibleSchemaVersionError } from '../runtime/errors.js';
-import { acceptsVersion, formatAccepts, parseAccepts, type AcceptedVersions } from '../inbox/index.js';
+import {
+  acceptsVersion,
+  formatAccepts,
+  parseAccepts,
+  REGISTRY_LOST_AFTER_MS,
+  type AcceptedVersions,
+} from '../inbox/index.js';
 import { compatSql } from './sql.js';
 
 /**
- * A consumer counts as live while its registry row was refreshed within this window. Running
- * consumers refresh every minute; a day keeps one that is down for a while (a deploy, a night's
- * outage) in the check, since its queue still collects events it will read when it is back.
+ * A consumer with no running instance still counts while its newest registry row was refreshed
+ * within this window: its queue collects events meanwhile, and its code reads them when it is back
+ * (a deploy, a night's outage). Past it, the consumer is taken as gone for good.
  */
 export const DEFAULT_LIVE_WITHIN_MS = 24 * 3_600_000;
 
@@ -28,7 +34,7 @@ const liveWithinOption = z
   );
 
 export const registryOptions = defineOptions(
-  'listRegisteredConsumers',
+  'listRegistry',
   z.strictObject({ schema: schemaOption, liveWithinMs: liveWithinOption }),
 );
 
@@ -76,65 +82,100 @@ export const unreadableOptions = defineOptions(
   }),
 );
 
-/** One row of the schema registry: a consumer, what one of its deployed versions reads, when it was last seen. */
-export interface RegisteredConsumer {
+/** One row of the schema registry: a consumer instance, what its code reads, when it was last seen. */
+export interface RegistryEntry {
   consumer: string;
+  /** `host:pid:random`, one per Consumer object. */
+  instance: string;
   queue: string | null;
   /** Accepted versions as formatAccepts writes them; give an older one to `findUnreadable` before a rollback. */
   accepts: string;
-  firstSeenAt: Date;
+  startedAt: Date;
   lastSeenAt: Date;
+  stoppedAt: Date | null;
+  /** Not stopped and refreshed within the last few heartbeats. */
+  running: boolean;
+  /** Refreshed within the live window. */
   live: boolean;
 }
 
-/** The registry, newest entry of each consumer first. */
-export async function listRegisteredConsumers(
+/** The registry, each consumer's newest row first. */
+export async function listRegistry(
   executor: Executor,
   input: z.input<typeof registryOptions.schema> = {},
-): Promise<RegisteredConsumer[]> {
+): Promise<RegistryEntry[]> {
   const options = registryOptions.parse(input);
   const { rows } = await executor.query<Record<string, unknown>>(compatSql(schemaRef(options.schema)).registry, [
     options.liveWithinMs,
+    REGISTRY_LOST_AFTER_MS,
   ]);
   return rows.map((row) => ({
     consumer: row.consumer as string,
+    instance: row.instance as string,
     queue: (row.queue as string | null) ?? null,
     accepts: row.accepts as string,
-    firstSeenAt: row.first_seen_at as Date,
+    startedAt: row.started_at as Date,
     lastSeenAt: row.last_seen_at as Date,
+    stoppedAt: (row.stopped_at as Date | null) ?? null,
+    running: row.running as boolean,
     live: row.live as boolean,
   }));
+}
+
+/**
+ * The rows that speak for each consumer: its running instances (all of them: during a rolling
+ * deploy old and new code both run); with none running, its newest row if it is live (the code
+ * that reads the queue when the consumer is back). `stale`: consumers with neither.
+ */
+export function countedEntries(entries: readonly RegistryEntry[]): {
+  counted: RegistryEntry[];
+  stale: RegistryEntry[];
+} {
+  const byConsumer = new Map<string, RegistryEntry[]>();
+  for (const entry of entries) byConsumer.set(entry.consumer, [...(byConsumer.get(entry.consumer) ?? []), entry]);
+  const counted: RegistryEntry[] = [];
+  const stale: RegistryEntry[] = [];
+  for (const rows of byConsumer.values()) {
+    const running = rows.filter((row) => row.running);
+    const newest = rows.reduce((a, b) => (b.lastSeenAt > a.lastSeenAt ? b : a));
+    if (running.length > 0) counted.push(...running);
+    else if (newest.live) counted.push(newest);
+    else stale.push(newest);
+  }
+  return { counted, stale };
 }
 
 export interface CompatVerdict {
   eventType: string;
   schemaVersion: number;
-  /** True when no live consumer of the type is left out (also when none declares it at all). */
+  /** True when no counted consumer of the type is left out (also when none reads the type at all). */
   compatible: boolean;
-  /** Live entries that read the type, each saying whether it reads this version. */
-  consumers: (Pick<RegisteredConsumer, 'consumer' | 'queue' | 'accepts' | 'lastSeenAt'> & { reads: boolean })[];
-  /** Entries of the type older than the live window: not counted. */
-  stale: Pick<RegisteredConsumer, 'consumer' | 'accepts' | 'lastSeenAt'>[];
+  /** Counted rows (see countedEntries) of consumers that read the type, each saying whether they read this version. */
+  consumers: (Pick<RegistryEntry, 'consumer' | 'instance' | 'accepts' | 'lastSeenAt' | 'running'> & {
+    reads: boolean;
+  })[];
+  /** Consumers of the type not seen within the live window: not counted. */
+  stale: Pick<RegistryEntry, 'consumer' | 'accepts' | 'lastSeenAt'>[];
 }
 
-/** The verdict over registry entries, without I/O: what checkCompat and the guard decide with. */
+/** The verdict over registry rows, without I/O: what checkCompat and the guard decide with. */
 export function judgeCompat(
-  entries: readonly RegisteredConsumer[],
+  entries: readonly RegistryEntry[],
   eventType: string,
   schemaVersion: number,
 ): CompatVerdict {
   const verdict: CompatVerdict = { eventType, schemaVersion, compatible: true, consumers: [], stale: [] };
-  for (const entry of entries) {
+  const { counted, stale } = countedEntries(entries);
+  for (const entry of counted) {
     const answer = acceptsVersion(parseAccepts(entry.accepts), eventType, schemaVersion);
     if (answer === 'not-consumer') continue;
-    const { consumer, queue, accepts, lastSeenAt } = entry;
-    if (!entry.live) {
-      verdict.stale.push({ consumer, accepts, lastSeenAt });
-      continue;
-    }
-    verdict.consumers.push({ consumer, queue, accepts, lastSeenAt, reads: answer === 'yes' });
+    const { consumer, instance, accepts, lastSeenAt, running } = entry;
+    verdict.consumers.push({ consumer, instance, accepts, lastSeenAt, running, reads: answer === 'yes' });
     if (answer === 'no') verdict.compatible = false;
   }
+  for (const { consumer, accepts, lastSeenAt } of stale)
+    if (acceptsVersion(parseAccepts(accepts), eventType, schemaVersion) !== 'not-consumer')
+      verdict.stale.push({ consumer, accepts, lastSeenAt });
   return verdict;
 }
 
@@ -147,8 +188,7 @@ export async function checkCompat(
   input: z.input<typeof compatOptions.schema>,
 ): Promise<CompatVerdict> {
   const { schema, eventType, schemaVersion, liveWithinMs } = compatOptions.parse(input);
-  const entries = await listRegisteredConsumers(executor, { schema, liveWithinMs });
-  return judgeCompat(entries, eventType, schemaVersion);
+  return judgeCompat(await listRegistry(executor, { schema, liveWithinMs }), eventType, schemaVersion);
 }
 
 /** The opt-in producer guard: call `check` in the business transaction before appending. */
@@ -170,24 +210,21 @@ export interface CompatGuard {
  */
 export function createCompatGuard(input: z.input<typeof compatGuardOptions.schema> = {}): CompatGuard {
   const { schema, liveWithinMs, cacheTtlMs } = compatGuardOptions.parse(input);
-  let cached: { at: number; live: RegisteredConsumer[] } | undefined;
-  const liveEntries = async (executor: Executor) => {
-    if (cached && Date.now() - cached.at < cacheTtlMs) return cached.live;
-    const entries = await listRegisteredConsumers(executor, { schema, liveWithinMs });
-    cached = { at: Date.now(), live: entries.filter((entry) => entry.live) };
-    return cached.live;
+  let cached: { at: number; entries: RegistryEntry[] } | undefined;
+  const registry = async (executor: Executor) => {
+    if (cached && Date.now() - cached.at < cacheTtlMs) return cached.entries;
+    cached = { at: Date.now(), entries: await listRegistry(executor, { schema, liveWithinMs }) };
+    return cached.entries;
   };
   return {
     async check(executor, events) {
-      const live = await liveEntries(executor);
+      const entries = await registry(executor);
       for (const event of Array.isArray(events) ? events : [events]) {
-        const verdict = judgeCompat(live, event.eventType, event.schemaVersion ?? 1);
+        const verdict = judgeCompat(entries, event.eventType, event.schemaVersion ?? 1);
         if (!verdict.compatible)
-          throw new IncompatibleSchemaVersionError(
-            verdict.eventType,
-            verdict.schemaVersion,
-            verdict.consumers.filter((c) => !c.reads).map((c) => c.consumer),
-          );
+          throw new IncompatibleSchemaVersionError(verdict.eventType, verdict.schemaVersion, [
+            ...new Set(verdict.consumers.filter((c) => !c.reads).map((c) => c.consumer)),
+          ]);
       }
     },
   };

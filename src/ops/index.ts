@@ -33,8 +33,9 @@ export {
   createCompatGuard,
   findUnreadable,
   judgeCompat,
-  listRegisteredConsumers,
+  countedEntries,
+  listRegistry,
   compatOptions,
   unreadableOptions,
 } from './compat.js';
-export type { CompatGuard, CompatVerdict, RegisteredConsumer, UnreadableGroup, UnreadableReport } from './compat.js';
+export type { CompatGuard, CompatVerdict, RegistryEntry, UnreadableGroup, UnreadableReport } from './compat.js';

@@ -147,12 +147,16 @@ export const opsSql = perSchema((schema: SchemaRef) => {
 export const compatSql = perSchema((schema: SchemaRef) => {
   const s = schema.quoted;
   return {
-    /** Every entry; live when refreshed within $1 ms (by the database's clock, which the heartbeats use). */
+    /**
+     * Every instance row: running when not stopped and refreshed within $2 ms, live when refreshed
+     * within $1 ms (both by the database's clock, which the heartbeats write with). Newest first.
+     */
     registry: `
-      SELECT consumer, queue, accepts, first_seen_at, last_seen_at,
+      SELECT consumer, instance, queue, accepts, started_at, last_seen_at, stopped_at,
+             (stopped_at IS NULL AND last_seen_at >= now() - make_interval(secs => $2::double precision / 1000)) AS running,
              last_seen_at >= now() - make_interval(secs => $1::double precision / 1000) AS live
         FROM ${s}.consumer_schemas
-       ORDER BY consumer, last_seen_at DESC`,
+       ORDER BY consumer, last_seen_at DESC, instance`,
     /**
      * Events consumer $4 waits for whose version the ranges ($1 types, $2 mins, $3 maxs) leave out,
      * per place, type and version, with $5 ids each: unpublished outbox rows; published ones that

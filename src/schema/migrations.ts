@@ -252,20 +252,21 @@ export const migrations: readonly Migration[] = [
   {
     // 14 belongs to another change merged alongside; the migrator applies whatever is missing, in order.
     version: 15,
-    name: 'schema registry: which event versions each consumer reads',
+    name: 'schema registry: which event versions each consumer instance reads',
     statements: (s) => [
-      // Written by consumers when they subscribe and refreshed while they run (src/inbox/registry.ts);
-      // `converge compat` reads it. One row per consumer and accepted set (formatAccepts text), so
-      // the old and the new code of a rolling deploy are both live until the old one stops beating.
+      // One row per running consumer process (instance), written when it subscribes, refreshed every
+      // minute, marked stopped on a graceful stop (src/inbox/registry.ts); `converge compat` reads it.
+      // A consumer with no running instance still counts, by its newest row, for the live window.
       `CREATE TABLE IF NOT EXISTS ${s.quoted}.consumer_schemas (
-        consumer      text NOT NULL,
-        accepts       text NOT NULL,
-        queue         text,
-        first_seen_at timestamptz NOT NULL DEFAULT now(),
-        last_seen_at  timestamptz NOT NULL DEFAULT now()
+        consumer     text NOT NULL,
+        instance     text NOT NULL,
+        accepts      text NOT NULL,
+        queue        text,
+        started_at   timestamptz NOT NULL DEFAULT now(),
+        last_seen_at timestamptz NOT NULL DEFAULT now(),
+        stopped_at   timestamptz,
+        PRIMARY KEY (consumer, instance)
       )`,
-      // md5: an accepted set of many types may outgrow a btree key.
-      `CREATE UNIQUE INDEX IF NOT EXISTS consumer_schemas_key ON ${s.quoted}.consumer_schemas (consumer, md5(accepts))`,
     ],
   },
 ];

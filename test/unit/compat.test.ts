@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError, IncompatibleSchemaVersionError, type Executor } from '../../src/index.js';
 import { acceptedVersions, acceptsVersion, formatAccepts, parseAccepts } from '../../src/inbox/index.js';
-import { createCompatGuard, judgeCompat, type RegisteredConsumer } from '../../src/ops/index.js';
+import { createProgram } from '../../src/cli/program.js';
+import { createCompatGuard, judgeCompat, type RegistryEntry } from '../../src/ops/index.js';
 
 const handler = () => undefined;
 const up = (p: unknown) => p;
@@ -70,23 +71,34 @@ describe('parseAccepts', () => {
   });
 });
 
-const entry = (consumer: string, accepts: string, live = true): RegisteredConsumer => ({
+const at = (secondsAgo: number) => new Date(Date.now() - secondsAgo * 1000);
+
+/** A registry row: running by default; `stopped` or `lost` seen `secondsAgo`, live or not. */
+const entry = (
+  consumer: string,
+  accepts: string,
+  state: 'running' | 'stopped' | 'lost' = 'running',
+  options: { secondsAgo?: number; live?: boolean } = {},
+): RegistryEntry => ({
   consumer,
+  instance: `${consumer}-${accepts}-${state}`,
   queue: consumer,
   accepts,
-  firstSeenAt: new Date(0),
-  lastSeenAt: new Date(0),
-  live,
+  startedAt: at(3600),
+  lastSeenAt: at(options.secondsAgo ?? 10),
+  stoppedAt: state === 'stopped' ? at(options.secondsAgo ?? 10) : null,
+  running: state === 'running',
+  live: options.live ?? true,
 });
 
 describe('judgeCompat', () => {
-  it('compatible only when every live consumer of the type reads the version; others and stale ones do not count', () => {
+  it('compatible only when every counted consumer of the type reads the version; other types and stale ones do not count', () => {
     const entries = [
       entry('billing', 'OrderPaid:1-2'),
       entry('search', 'OrderPaid:1-3'),
       entry('audit', '*'),
       entry('shipping', 'OrderShipped:1'),
-      entry('gone', 'OrderPaid:1', false),
+      entry('gone', 'OrderPaid:1', 'stopped', { secondsAgo: 90_000, live: false }),
     ];
     const v3 = judgeCompat(entries, 'OrderPaid', 3);
     assert.equal(v3.compatible, false);
@@ -106,9 +118,30 @@ describe('judgeCompat', () => {
     assert.equal(judgeCompat(entries, 'Unknown', 5).compatible, true);
   });
 
-  it('during a rolling deploy both entries of one consumer must read the version', () => {
+  it('during a rolling deploy the running old and new instances must both read the version', () => {
     const entries = [entry('billing', 'OrderPaid:1-3'), entry('billing', 'OrderPaid:1-2')];
     assert.equal(judgeCompat(entries, 'OrderPaid', 3).compatible, false);
+  });
+
+  it('once the new code runs, stopped or lost rows of the old code no longer count', () => {
+    for (const state of ['stopped', 'lost'] as const) {
+      const entries = [entry('billing', 'OrderPaid:1-3'), entry('billing', 'OrderPaid:1-2', state, { secondsAgo: 5 })];
+      assert.equal(judgeCompat(entries, 'OrderPaid', 3).compatible, true, state);
+    }
+  });
+
+  it('a consumer with no running instance counts by its newest row while that is live', () => {
+    const down = [
+      entry('billing', 'OrderPaid:1', 'stopped', { secondsAgo: 7200 }),
+      entry('billing', 'OrderPaid:1-2', 'stopped', { secondsAgo: 600 }),
+    ];
+    const verdict = judgeCompat(down, 'OrderPaid', 3);
+    assert.equal(verdict.compatible, false);
+    assert.deepEqual(
+      verdict.consumers.map((c) => c.accepts),
+      ['OrderPaid:1-2'],
+    );
+    assert.equal(judgeCompat(down, 'OrderPaid', 2).compatible, true, 'the older row does not speak for it');
   });
 });
 
@@ -126,10 +159,13 @@ function fakeRegistry(rows: () => Record<string, unknown>[]): Executor & { state
 
 const row = (consumer: string, accepts: string) => ({
   consumer,
+  instance: 'host:1:abc',
   queue: consumer,
   accepts,
-  first_seen_at: new Date(),
+  started_at: new Date(),
   last_seen_at: new Date(),
+  stopped_at: null,
+  running: true,
   live: true,
 });
 
@@ -163,5 +199,43 @@ describe('createCompatGuard', () => {
       () => createCompatGuard({ cacheTtl: 5 } as never),
       (err: unknown) => err instanceof ConfigError && err.field === 'cacheTtl',
     );
+  });
+});
+
+describe('converge compat flags', () => {
+  // Refused in the action before anything connects: the URL points nowhere on purpose.
+  const compat = (...args: string[]) =>
+    createProgram().parseAsync([
+      'node',
+      'converge',
+      '--database-url',
+      'postgres://nowhere.invalid/x',
+      'compat',
+      ...args,
+    ]);
+
+  it('a half-given or mixed mode is a ConfigError naming every bad flag', async () => {
+    const cases: [string[], string[]][] = [
+      [['--rollback', '--accepts', 'OrderPaid:1-2'], ['--consumer']],
+      [['--rollback'], ['--accepts', '--consumer']],
+      [['--event-type', 'OrderPaid'], ['--schema-version']],
+      [['--schema-version', '3'], ['--event-type']],
+      [
+        ['--event-type', 'A', '--schema-version', '3', '--rollback', '--accepts', 'A:1', '--consumer', 'c'],
+        ['--rollback'],
+      ],
+      [['--consumer', 'c'], ['--consumer']],
+      [['--rollback', '--accepts', 'OrderPaid', '--consumer', 'c'], ['--accepts']],
+    ];
+    for (const [args, fields] of cases)
+      await assert.rejects(compat(...args), (err: unknown) => {
+        assert.ok(err instanceof ConfigError, `${args.join(' ')}: ${String(err)}`);
+        assert.deepEqual(
+          err.problems.map((p) => p.path),
+          fields,
+          args.join(' '),
+        );
+        return true;
+      });
   });
 });

@@ -3,10 +3,10 @@ import {
   checkCompat,
   compatOptions,
   findUnreadable,
-  listRegisteredConsumers,
+  listRegistry,
   unreadableOptions,
   type CompatVerdict,
-  type RegisteredConsumer,
+  type RegistryEntry,
   type UnreadableReport,
 } from '../../ops/index.js';
 import { parseAccepts } from '../../inbox/index.js';
@@ -81,7 +81,7 @@ export function registerCompat(program: Command, context: CommandContext): void 
           console.log(options.json ? JSON.stringify(verdict, null, 2) : verdictText(verdict));
           return verdict.compatible ? 0 : FOUND;
         }
-        const entries = await listRegisteredConsumers(pool, { schema, liveWithinMs: options.liveWithin });
+        const entries = await listRegistry(pool, { schema, liveWithinMs: options.liveWithin });
         console.log(options.json ? JSON.stringify(entries, null, 2) : registryText(entries));
         return 0;
       });
@@ -109,30 +109,38 @@ function checkFlags(options: CompatCliOptions): void {
 
 const ago = (at: Date) => `${Math.max(0, Math.round((Date.now() - at.getTime()) / 1000))} s ago`;
 
-function registryText(entries: RegisteredConsumer[]): string {
+function registryText(entries: RegistryEntry[]): string {
   if (entries.length === 0) return 'no consumer has registered (consumers register when they subscribe)';
+  const state = (e: RegistryEntry) => (e.running ? 'running' : e.stoppedAt ? 'stopped' : 'lost');
   return table(
-    ['consumer', 'live', 'last_seen', 'queue', 'accepts'],
-    entries.map((e) => [e.consumer, e.live ? 'yes' : 'no', ago(e.lastSeenAt), e.queue ?? '', e.accepts]),
+    ['consumer', 'instance', 'state', 'last_seen', 'live', 'accepts'],
+    entries.map((e) => [e.consumer, e.instance, state(e), ago(e.lastSeenAt), e.live ? 'yes' : 'no', e.accepts]),
   );
 }
 
 function verdictText(verdict: CompatVerdict): string {
   const subject = `${verdict.eventType} schemaVersion ${verdict.schemaVersion}`;
-  const refusing = verdict.consumers.filter((c) => !c.reads);
+  const refusing = [...new Set(verdict.consumers.filter((c) => !c.reads).map((c) => c.consumer))];
   const lines = [
     verdict.consumers.length === 0
       ? `${subject}: compatible (no live consumer reads ${verdict.eventType})`
       : refusing.length === 0
         ? `${subject}: compatible, every live consumer reads it`
-        : `${subject}: NOT compatible, not read by ${refusing.map((c) => c.consumer).join(', ')}: roll them out first`,
+        : `${subject}: NOT compatible, not read by ${refusing.join(', ')}: roll them out first`,
   ];
   if (verdict.consumers.length > 0)
     lines.push(
       '',
       table(
-        ['consumer', 'reads', 'last_seen', 'accepts'],
-        verdict.consumers.map((c) => [c.consumer, c.reads ? 'yes' : 'no', ago(c.lastSeenAt), c.accepts]),
+        ['consumer', 'instance', 'reads', 'running', 'last_seen', 'accepts'],
+        verdict.consumers.map((c) => [
+          c.consumer,
+          c.instance,
+          c.reads ? 'yes' : 'no',
+          c.running ? 'yes' : 'no',
+          ago(c.lastSeenAt),
+          c.accepts,
+        ]),
       ),
     );
   for (const stale of verdict.stale)
