@@ -56,8 +56,8 @@ export type {
   ReplayOutcome,
 } from './inbox/index.js';
 // Rolling out a schema version: consumers first; the producer's opt-in guard (docs/consumer.md)
-export { createCompatGuard } from './ops/index.js';
-export type { CompatGuard } from './ops/index.js';
+export { createCompatGuard } from './ops/compat.js';
+export type { CompatGuard, GuardedEvent } from './ops/compat.js';
 export { declarePartitionedTopology } from './transport/topology.js';
 export type { PartitionedTopology, PartitionedTopologyOptions } from './transport/topology.js';
 

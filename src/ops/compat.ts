@@ -197,10 +197,13 @@ export interface CompatGuard {
    * Throws IncompatibleSchemaVersionError (CONVERGE_INCOMPATIBLE_SCHEMA_VERSION), naming the
    * consumers, if a live consumer does not read an event's `schemaVersion` (1 when not given).
    */
-  check(
-    executor: Executor,
-    events: { eventType: string; schemaVersion?: number } | readonly { eventType: string; schemaVersion?: number }[],
-  ): Promise<void>;
+  check(executor: Executor, events: GuardedEvent | readonly GuardedEvent[]): Promise<void>;
+}
+
+/** What the guard looks at: a NewEvent fits. */
+export interface GuardedEvent {
+  eventType: string;
+  schemaVersion?: number;
 }
 
 /**
@@ -219,7 +222,7 @@ export function createCompatGuard(input: z.input<typeof compatGuardOptions.schem
   return {
     async check(executor, events) {
       const entries = await registry(executor);
-      for (const event of Array.isArray(events) ? events : [events]) {
+      for (const event of (Array.isArray(events) ? events : [events]) as readonly GuardedEvent[]) {
         const verdict = judgeCompat(entries, event.eventType, event.schemaVersion ?? 1);
         if (!verdict.compatible)
           throw new IncompatibleSchemaVersionError(verdict.eventType, verdict.schemaVersion, [

@@ -30,7 +30,6 @@ export { compactInbox, compactionOptions } from './compaction.js';
 export type { CompactionOptions, CompactionResult } from './compaction.js';
 export {
   checkCompat,
-  createCompatGuard,
   findUnreadable,
   judgeCompat,
   countedEntries,
@@ -38,4 +37,4 @@ export {
   compatOptions,
   unreadableOptions,
 } from './compat.js';
-export type { CompatGuard, CompatVerdict, RegistryEntry, UnreadableGroup, UnreadableReport } from './compat.js';
+export type { CompatVerdict, RegistryEntry, UnreadableGroup, UnreadableReport } from './compat.js';

@@ -48,7 +48,7 @@ export type GrantsOptions = OptionsInput<typeof grantsOptions>;
  * - consumer: inbox INSERT … ON CONFLICT DO NOTHING RETURNING and fingerprint reads; watermark
  *   reads; parked read, insert, delete; quarantine upserts (ON CONFLICT DO UPDATE) and replay
  *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates;
- *   its schema registry row (an upsert).
+ *   its schema registry rows (upsert, and delete of its own superseded ones).
  * - producer, besides: reads the schema registry, for the opt-in compat guard.
  *
  * Nobody gets DELETE on the outbox or inbox, TRUNCATE, or anything on `migrations`: retention,
@@ -97,7 +97,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.quarantine TO ${c};`,
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.quarantine_id_seq TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.projection_state TO ${c};`,
-      `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.consumer_schemas TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE, DELETE ON ${schema.quoted}.consumer_schemas TO ${c};`,
     );
     for (const table of options.projectionTables) {
       const [tableSchema, tableName] = table.split('.') as [string, string];

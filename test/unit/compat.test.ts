@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, IncompatibleSchemaVersionError, type Executor } from '../../src/index.js';
+import { ConfigError, createCompatGuard, IncompatibleSchemaVersionError, type Executor } from '../../src/index.js';
 import { acceptedVersions, acceptsVersion, formatAccepts, parseAccepts } from '../../src/inbox/index.js';
 import { createProgram } from '../../src/cli/program.js';
-import { createCompatGuard, judgeCompat, type RegistryEntry } from '../../src/ops/index.js';
+import { judgeCompat, type RegistryEntry } from '../../src/ops/index.js';
 
 const handler = () => undefined;
 const up = (p: unknown) => p;

@@ -89,7 +89,6 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'compactionOptions',
       'compatOptions',
       'countedEntries',
-      'createCompatGuard',
       'diagnose',
       'discardQuarantined',
       'findUnreadable',
