@@ -26,7 +26,8 @@ const LAYERS = [
 /**
  * Folders whose index.ts is their public face: other folders import that file, not the ones
  * behind it. A folder may name further files that other layers may use without making them
- * public API (ops/gauges.ts: the reads that metrics and status share).
+ * public API (ops/gauges.ts: the reads that metrics and status share; ops/compat.ts: the producer's
+ * compat guard, which the package root exports).
  */
 const FACADES = {
   inbox: [],
@@ -35,7 +36,7 @@ const FACADES = {
   relay: [],
   cdc: [],
   effects: [],
-  ops: ['gauges'],
+  ops: ['gauges', 'compat'],
   metrics: [],
   dashboard: [],
 };

@@ -55,6 +55,9 @@ export type {
   QuarantineReason,
   ReplayOutcome,
 } from './inbox/index.js';
+// Rolling out a schema version: consumers first; the producer's opt-in guard (docs/consumer.md)
+export { createCompatGuard } from './ops/compat.js';
+export type { CompatGuard, GuardedEvent } from './ops/compat.js';
 export { declarePartitionedTopology } from './transport/topology.js';
 export type { PartitionedTopology, PartitionedTopologyOptions } from './transport/topology.js';
 
@@ -152,6 +155,7 @@ export {
   PermanentError,
   TransientError,
   UnsupportedSchemaVersionError,
+  IncompatibleSchemaVersionError,
   QuarantineNotFoundError,
   QuarantineResolvedError,
   BrokerPluginMissingError,

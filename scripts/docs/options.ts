@@ -23,6 +23,7 @@ import {
 } from '../../src/ops/dlq.js';
 import { cleanupOptions, scheduleCleanupOptions } from '../../src/ops/cleanup.js';
 import { compactionOptions } from '../../src/ops/compaction.js';
+import { compatGuardOptions, compatOptions, registryOptions, unreadableOptions } from '../../src/ops/compat.js';
 import { gapQueryOptions } from '../../src/inbox/parking.js';
 import { reconcileOptions } from '../../src/reconcile/reconcile.js';
 import { rebuildOptions } from '../../src/reconcile/rebuild.js';
@@ -75,6 +76,10 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [waitForVersionOptions, 'waitForVersion(options)'],
   [freshnessOptions, 'readFreshness(executor, options)'],
   [readFreshOptions, 'readFresh(executor, options)'],
+  [compatGuardOptions, 'createCompatGuard(options)'],
+  [compatOptions, 'checkCompat(executor, options)'],
+  [registryOptions, 'listRegistry(executor, options)'],
+  [unreadableOptions, 'findUnreadable(executor, options)'],
   [reconcileOptions, 'reconcile(pool, options)'],
   [rebuildOptions, 'rebuildProjection(pool, options)'],
   [gapRepairOptions, 'repairGaps(consumer, options)'],

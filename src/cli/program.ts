@@ -8,6 +8,7 @@ import { packageVersion } from './version.js';
 import { registerCdc } from './commands/cdc.js';
 import { registerCleanup } from './commands/cleanup.js';
 import { registerCompaction } from './commands/compaction.js';
+import { registerCompat } from './commands/compat.js';
 import { registerDashboard } from './commands/dashboard.js';
 import { registerDlq } from './commands/dlq.js';
 import { registerGaps } from './commands/gaps.js';
@@ -34,6 +35,7 @@ const COMMAND_GROUPS: ((program: Command, context: CommandContext) => void)[] = 
   registerCompaction,
   registerOutbox,
   registerDlq,
+  registerCompat,
 ];
 
 /** The `converge` program with every command registered; building it touches no service and reads no environment. */

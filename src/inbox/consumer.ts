@@ -17,6 +17,7 @@ import { BatchPump } from './batch-pump.js';
 import { DeadLetterIntake } from './dead-letter.js';
 import { SessionBroker } from './session-broker.js';
 import { SettlementReport } from './settlement-report.js';
+import { ConsumerRegistration } from './registry.js';
 import { DeliveryProcessor, ProcessorSetup } from './processor.js';
 import type { AggregateRef, ConsumerEvents, ConsumerStats, DrainedEvent, Settlement } from './types.js';
 
@@ -51,6 +52,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   #removeSignals: (() => void) | undefined;
   readonly #ramp: RampAdmission | undefined;
   #sessions = 0;
+  readonly #registration: ConsumerRegistration;
 
   /** `M`, the event map, is inferred from `options.events` (or given) and types the handlers. */
   constructor(options: ConsumerOptions<M>) {
@@ -71,6 +73,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     if (this.options.rampUp)
       this.#ramp = new RampAdmission(new RampGate(this.options.rampUp), (limit) => this.#reportRamp(limit));
     this.#pump = new BatchPump(this.options.batchSize, this.#ramp);
+    this.#registration = new ConsumerRegistration(this.options);
   }
 
   start(): this {
@@ -131,6 +134,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     if (!this.#subscribed) this.#broker?.kill.abort();
     await this.#loop;
     this.#removeSignals?.();
+    await this.#registration.stop(this.pool);
     await this.#processor.close();
   }
 
@@ -187,6 +191,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       await checkSchema(this.pool, this.options.schema);
       this.#schemaChecked = true;
     }
+    // Before subscribing: `converge compat` knows what this code reads before it reads anything.
+    await this.#registration.start(this.pool);
     await this.#subscribe(broker, broker.connection).catch((err: unknown) => {
       throw this.#transport.failure(err);
     });
@@ -294,6 +300,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
 
   async #closeSession(): Promise<void> {
     this.#sessionEnded = undefined;
+    this.#registration.pause();
     // Stop new deliveries first, then let the ones already taken commit and ack.
     if (this.#subscribed) await this.#broker?.cancel();
     this.#subscribed = false;

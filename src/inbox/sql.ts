@@ -101,5 +101,24 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
          SET replay_outcome = r.outcome, replay_outcome_at = now(), replay_quarantine_id = r.quarantine_id
         FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, outcome, quarantine_id)
        WHERE q.id = r.id AND (q.replay_outcome IS NULL OR q.replay_outcome = 'parked')`,
+    /**
+     * The schema registry (migration 15): instance $2 of consumer $1 on queue $3 reads versions $4
+     * (formatAccepts text). Written on subscribe and as the heartbeat; a stopped row is running again.
+     */
+    registerInstance: `
+      INSERT INTO ${schema}.consumer_schemas (consumer, instance, queue, accepts) VALUES ($1, $2, $3, $4)
+      ON CONFLICT (consumer, instance) DO UPDATE SET last_seen_at = now(), stopped_at = NULL`,
+    /**
+     * Rows of consumer $1 other than instance $2 that no longer run (stopped, or silent for $3 ms)
+     * and have a newer row with the same accepted versions: one row per accepted set stays as history.
+     */
+    pruneInstances: `
+      DELETE FROM ${schema}.consumer_schemas r
+       WHERE r.consumer = $1 AND r.instance <> $2
+         AND (r.stopped_at IS NOT NULL OR r.last_seen_at < now() - make_interval(secs => $3::double precision / 1000))
+         AND EXISTS (SELECT 1 FROM ${schema}.consumer_schemas n
+                      WHERE n.consumer = r.consumer AND n.accepts = r.accepts AND n.instance <> r.instance
+                        AND n.last_seen_at > r.last_seen_at)`,
+    stopInstance: `UPDATE ${schema}.consumer_schemas SET stopped_at = now(), last_seen_at = now() WHERE consumer = $1 AND instance = $2`,
   };
 });

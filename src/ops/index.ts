@@ -1,6 +1,6 @@
 /**
  * `converge/ops`: operator tools over durable state (status and stall diagnosis, the outbox's
- * failed rows, the quarantine, retention cleanup, inbox compaction). The CLI is built on them.
+ * failed rows, the quarantine, retention cleanup, inbox compaction, schema compatibility). The CLI is built on them.
  */
 export { readStatus, retryFailedEvents, listOutbox, listOutboxOptions } from './status.js';
 export type { ConvergeStatus, OutboxRow } from './status.js';
@@ -40,3 +40,13 @@ export { compactInbox, compactionOptions } from './compaction.js';
 export { boundInboxRetention, DEFAULT_BROKER_MARGIN_MS } from './broker-retention.js';
 export type { BrokerCheck, BrokerRetentionOptions } from './broker-retention.js';
 export type { CompactionOptions, CompactionResult } from './compaction.js';
+export {
+  checkCompat,
+  findUnreadable,
+  judgeCompat,
+  countedEntries,
+  listRegistry,
+  compatOptions,
+  unreadableOptions,
+} from './compat.js';
+export type { CompatVerdict, RegistryEntry, UnreadableGroup, UnreadableReport } from './compat.js';

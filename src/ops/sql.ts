@@ -142,3 +142,55 @@ export const opsSql = perSchema((schema: SchemaRef) => {
       RETURNING event_id`,
   };
 });
+
+/** The schema registry (migration 15) and what `converge compat` reads, of one schema. */
+export const compatSql = perSchema((schema: SchemaRef) => {
+  const s = schema.quoted;
+  return {
+    /**
+     * Every instance row: running when not stopped and refreshed within $2 ms, live when refreshed
+     * within $1 ms (both by the database's clock, which the heartbeats write with). Newest first.
+     */
+    registry: `
+      SELECT consumer, instance, queue, accepts, started_at, last_seen_at, stopped_at,
+             (stopped_at IS NULL AND last_seen_at >= now() - make_interval(secs => $2::double precision / 1000)) AS running,
+             last_seen_at >= now() - make_interval(secs => $1::double precision / 1000) AS live
+        FROM ${s}.consumer_schemas
+       ORDER BY consumer, last_seen_at DESC, instance`,
+    /**
+     * Events consumer $4 waits for whose version the ranges ($1 types, $2 mins, $3 maxs) leave out,
+     * per place, type and version, with $5 ids each: unpublished outbox rows; published ones that
+     * reached neither its inbox, its compaction watermark nor its quarantine (so still queued or
+     * parked); its open quarantine rows. Types not in $1 are read whatever their version.
+     */
+    unreadable: `
+      WITH waiting AS (
+        SELECT 'outbox' AS place, o.event_type, o.schema_version, o.event_id AS id, o.occurred_at AS at
+          FROM ${s}.outbox o
+         WHERE o.status <> 'published' AND o.event_type = ANY($1::text[])
+        UNION ALL
+        SELECT 'in-flight', o.event_type, o.schema_version, o.event_id, o.occurred_at
+          FROM ${s}.outbox o
+         WHERE o.status = 'published' AND o.event_type = ANY($1::text[])
+           AND NOT EXISTS (SELECT 1 FROM ${s}.inbox i WHERE i.consumer = $4 AND i.event_id = o.event_id)
+           AND NOT EXISTS (SELECT 1 FROM ${s}.inbox_watermark w
+                            WHERE w.consumer = $4 AND w.aggregate_type = o.aggregate_type
+                              AND w.aggregate_id = o.aggregate_id AND w.version >= o.aggregate_version)
+           AND NOT EXISTS (SELECT 1 FROM ${s}.quarantine q
+                            WHERE q.consumer = $4 AND q.event_id = o.event_id
+                              AND (q.resolved_at IS NULL OR q.resolution = 'discarded'))
+        UNION ALL
+        SELECT 'quarantine', q.event_type, q.schema_version, q.id::text, q.quarantined_at
+          FROM ${s}.quarantine q
+         WHERE q.consumer = $4 AND q.resolved_at IS NULL
+           AND q.event_type = ANY($1::text[]) AND q.schema_version IS NOT NULL
+      )
+      SELECT place, event_type, schema_version, count(*)::bigint AS n,
+             (array_agg(id ORDER BY at, id))[1:$5] AS sample
+        FROM waiting w
+       WHERE NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::int[], $3::int[]) AS a(event_type, lo, hi)
+                          WHERE a.event_type = w.event_type AND w.schema_version BETWEEN a.lo AND a.hi)
+       GROUP BY place, event_type, schema_version
+       ORDER BY place, event_type, schema_version`,
+  };
+});

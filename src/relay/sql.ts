@@ -142,7 +142,7 @@ export interface ClaimedRow {
   occurred_at: Date;
   traceparent: string | null;
   tenant_id: string | null;
-  /** Comma-separated sensitive payload paths (migration 17); null or absent: unknown. */
+  /** Comma-separated sensitive payload paths (migration 16); null or absent: unknown. */
   sensitive_fields?: string | null;
   attempts: number;
   broker_retries: number;

@@ -128,6 +128,13 @@ export const ERROR_CODES = {
     when: "An event's `schemaVersion` is newer than the consumer's `schemas[type].current`, or no upcaster bridges it. Quarantined as `unsupported-schema-version` with the original body.",
     action: 'Deploy a consumer that knows the version (or add the upcaster), then `converge dlq replay`.',
   },
+  CONVERGE_INCOMPATIBLE_SCHEMA_VERSION: {
+    error: 'IncompatibleSchemaVersionError',
+    carries: '`eventType`, `schemaVersion`, `consumers` (the live consumers that do not read it)',
+    when: "The producer's compat guard (`createCompatGuard`) refused an event: a live consumer in the schema registry does not read its `schemaVersion`. Nothing was appended.",
+    action:
+      'Roll the named consumers out first with support for the version (`schemas` entry, upcasters), check with `converge compat`, then write it.',
+  },
   CONVERGE_QUARANTINE_NOT_FOUND: {
     error: 'QuarantineNotFoundError',
     carries: '`id`',

@@ -227,6 +227,23 @@ export class UnsupportedSchemaVersionError extends ConvergeError {
   }
 }
 
+/**
+ * The compat guard refused to write an event version some live consumer does not read (the
+ * article's rule: consumers roll out first). `consumers` names them; nothing was appended.
+ */
+export class IncompatibleSchemaVersionError extends ConvergeError {
+  constructor(
+    readonly eventType: string,
+    readonly schemaVersion: number,
+    readonly consumers: readonly string[],
+  ) {
+    super(
+      'CONVERGE_INCOMPATIBLE_SCHEMA_VERSION',
+      `${eventType} schemaVersion ${schemaVersion} is not read by live consumer(s) ${consumers.join(', ')}: roll them out first (converge compat)`,
+    );
+  }
+}
+
 /** A quarantine replay or discard (or `dlq show`) named an id that has no quarantine row. */
 export class QuarantineNotFoundError extends ConvergeError {
   constructor(readonly id: string) {

@@ -48,7 +48,9 @@ export type GrantsOptions = OptionsInput<typeof grantsOptions>;
  * - consumer: inbox INSERT … ON CONFLICT DO NOTHING RETURNING and fingerprint reads; watermark
  *   reads; parked read, insert, delete; quarantine upserts (ON CONFLICT DO UPDATE) and replay
  *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates;
- *   the effects a handler performs with performEffect (a row per key, inserted then updated).
+ *   the effects a handler performs with performEffect (a row per key, inserted then updated);
+ *   its schema registry rows (upsert, and delete of its own superseded ones).
+ * - producer, besides: reads the schema registry, for the opt-in compat guard.
  *
  * Nobody gets DELETE on the outbox or inbox, TRUNCATE, or anything on `migrations`: retention,
  * compaction, DLQ and reconciliation tools run as the owning (migration) role.
@@ -81,6 +83,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
       `GRANT INSERT ON ${schema.quoted}.outbox TO ${p};`,
       `GRANT SELECT (position, event_id) ON ${schema.quoted}.outbox TO ${p};`,
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.outbox_position_seq TO ${p};`,
+      `GRANT SELECT ON ${schema.quoted}.consumer_schemas TO ${p};`,
     );
   }
 
@@ -96,6 +99,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.quarantine_id_seq TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.projection_state TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.effects TO ${c};`,
+      `GRANT SELECT, INSERT, UPDATE, DELETE ON ${schema.quoted}.consumer_schemas TO ${c};`,
     );
     for (const table of options.projectionTables) {
       const [tableSchema, tableName] = table.split('.') as [string, string];

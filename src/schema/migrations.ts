@@ -273,7 +273,26 @@ export const migrations: readonly Migration[] = [
     ],
   },
   {
-    version: 17,
+    version: 15,
+    name: 'schema registry: which event versions each consumer instance reads',
+    statements: (s) => [
+      // One row per running consumer process (instance), written when it subscribes, refreshed every
+      // minute, marked stopped on a graceful stop (src/inbox/registry.ts); `converge compat` reads it.
+      // A consumer with no running instance still counts, by its newest row, for the live window.
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.consumer_schemas (
+        consumer     text NOT NULL,
+        instance     text NOT NULL,
+        accepts      text NOT NULL,
+        queue        text,
+        started_at   timestamptz NOT NULL DEFAULT now(),
+        last_seen_at timestamptz NOT NULL DEFAULT now(),
+        stopped_at   timestamptz,
+        PRIMARY KEY (consumer, instance)
+      )`,
+    ],
+  },
+  {
+    version: 16,
     name: 'outbox: sensitive payload paths of each event',
     statements: (s) => [
       // Comma-separated paths from the producer's catalog, sent as the x-converge-sensitive header so

@@ -8,6 +8,7 @@ import { LATEST_MIGRATION, migrations } from '../../src/schema/migrations.js';
 import { after, before, describe, it, DATABASE_URL, connectPostgres, uniqueName, waitFor } from '../support/rig.js';
 
 const CONVERGE_TABLES = [
+  'consumer_schemas',
   'effects',
   'inbox',
   'inbox_watermark',

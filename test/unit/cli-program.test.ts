@@ -151,6 +151,16 @@ const EXPECTED: Record<string, string[]> = {
   'dlq show': ['--body', '--show-sensitive'],
   'dlq replay': ['--queue!', '--amqp-url', '--note'],
   'dlq discard': ['--reason!'],
+  compat: [
+    '--event-type',
+    '--schema-version',
+    '--rollback',
+    '--accepts',
+    '--consumer',
+    '--live-within',
+    '--sample',
+    '--json',
+  ],
 };
 
 describe('converge program', () => {

@@ -34,6 +34,7 @@ import {
   StaleVersionError,
   TransientError,
   UnsupportedSchemaVersionError,
+  IncompatibleSchemaVersionError,
   VersionGapError,
   type ConvergeErrorCode,
   type PublishFailure,
@@ -62,6 +63,7 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
   UnsupportedSchemaVersionError: () => [
     new UnsupportedSchemaVersionError('OrderPaid', 4, 2, 'newer than this consumer knows'),
   ],
+  IncompatibleSchemaVersionError: () => [new IncompatibleSchemaVersionError('OrderPaid', 3, ['billing'])],
   QuarantineNotFoundError: () => [new QuarantineNotFoundError('42')],
   QuarantineResolvedError: () => [new QuarantineResolvedError('42', 'replayed'), new QuarantineResolvedError('42')],
   BrokerPluginMissingError: () => [
