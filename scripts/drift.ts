@@ -46,6 +46,8 @@ async function main(): Promise<number> {
       amqpUrl: AMQP_URL,
       queue: env.queue,
       exchange: env.exchange,
+      // The lab environment declared the queue with its expiry (lab/broker.ts): a plain declaration would disagree.
+      declare: false,
       pool: env.pool,
       schema: env.schema,
       handlers: env.handlers,

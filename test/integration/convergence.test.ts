@@ -112,7 +112,7 @@ describe('convergence over random histories', () => {
     q = `"${db.schema}"`;
     await db.pool.query(`CREATE TABLE ${q}.totals (id text PRIMARY KEY, total integer NOT NULL)`);
     // One row per written effect; an effect written twice shows up as a repeated event_id.
-    await db.pool.query(`CREATE TABLE ${q}.effects (event_id text NOT NULL)`);
+    await db.pool.query(`CREATE TABLE ${q}.written_effects (event_id text NOT NULL)`);
     const handlers: Record<string, EventHandler> = {
       Added: async (event, { tx }) => {
         await applyIncrement(tx, { projection: PROJECTION, event, schema: db.schema }, async () => {
@@ -120,7 +120,7 @@ describe('convergence over random histories', () => {
             `INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = totals.total + $2`,
             [event.aggregateId, (event.payload as { delta: number }).delta],
           );
-          await tx.query(`INSERT INTO ${q}.effects (event_id) VALUES ($1)`, [event.eventId]);
+          await tx.query(`INSERT INTO ${q}.written_effects (event_id) VALUES ($1)`, [event.eventId]);
           return written;
         });
       },
@@ -130,7 +130,7 @@ describe('convergence over random histories', () => {
             `INSERT INTO ${q}.totals (id, total) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET total = $2`,
             [event.aggregateId, (event.payload as { total: number }).total],
           );
-          await tx.query(`INSERT INTO ${q}.effects (event_id) VALUES ($1)`, [event.eventId]);
+          await tx.query(`INSERT INTO ${q}.written_effects (event_id) VALUES ($1)`, [event.eventId]);
           return written;
         });
       },
@@ -157,7 +157,7 @@ describe('convergence over random histories', () => {
         historyArb.chain((history) => deliveryPlanArb(history).map((plan) => ({ history, plan }))),
         async ({ history, plan }) => {
           await db.pool.query(
-            `TRUNCATE ${q}.totals, ${q}.effects, ${q}.inbox, ${q}.parked, ${q}.projection_state, ${q}.quarantine`,
+            `TRUNCATE ${q}.totals, ${q}.written_effects, ${q}.inbox, ${q}.parked, ${q}.projection_state, ${q}.quarantine`,
           );
           const queue = [...plan.order, ...plan.duplicates.map((i) => plan.items[i]!)]
             // A lost event never reaches the consumers; only the reconciler can bring its effect in.
@@ -224,7 +224,7 @@ describe('convergence over random histories', () => {
             assert.equal(versions.get(id), finalVersion, `${id} at the source's version`);
             assert.equal(totals.get(id), totalUpTo(history, id, finalVersion), `${id} equals the source`);
           }
-          const twice = await db.pool.query(`SELECT event_id FROM ${q}.effects GROUP BY event_id HAVING count(*) > 1`);
+          const twice = await db.pool.query(`SELECT event_id FROM ${q}.written_effects GROUP BY event_id HAVING count(*) > 1`);
           assert.deepEqual(twice.rows, [], 'no effect written twice');
           assert.equal(
             Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.parked`)).rows[0]?.n),
