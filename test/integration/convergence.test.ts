@@ -224,7 +224,9 @@ describe('convergence over random histories', () => {
             assert.equal(versions.get(id), finalVersion, `${id} at the source's version`);
             assert.equal(totals.get(id), totalUpTo(history, id, finalVersion), `${id} equals the source`);
           }
-          const twice = await db.pool.query(`SELECT event_id FROM ${q}.written_effects GROUP BY event_id HAVING count(*) > 1`);
+          const twice = await db.pool.query(
+            `SELECT event_id FROM ${q}.written_effects GROUP BY event_id HAVING count(*) > 1`,
+          );
           assert.deepEqual(twice.rows, [], 'no effect written twice');
           assert.equal(
             Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${q}.parked`)).rows[0]?.n),
