@@ -82,17 +82,7 @@ function registerLagBudgetGauges(
   windowMs: number,
 ): void {
   const read = databaseRead(registry, async () => judgeLagBudgets(budgetsMs, await readLag(pool, schema, windowMs)));
-  const gauge = (name: string, help: string, value: (budget: LagBudgetFacts) => number) =>
-    new client.Gauge({
-      name,
-      help,
-      labelNames: ['consumer'],
-      registers: [registry],
-      async collect() {
-        this.reset();
-        for (const budget of (await read()) ?? []) this.set({ consumer: budget.name }, value(budget));
-      },
-    });
+  const gauge = perConsumerGauge(registry, read, (budget: LagBudgetFacts) => budget.name);
   gauge(
     'converge_lag_budget_seconds',
     'The end-to-end lag the consumer is allowed (its lag budget).',
@@ -108,10 +98,16 @@ function registerLagBudgetGauges(
   );
 }
 
-/** Parked events, aggregates stuck on a missing version and the oldest wait, per consumer. */
-function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef, gapAfterMs: number): void {
-  const read = databaseRead(registry, () => readReorderBuffer(pool, schema, gapAfterMs));
-  const gauge = (name: string, help: string, value: (row: ReorderBufferCount) => number) =>
+/**
+ * Makes gauges labelled by consumer that share one database read per scrape: each collect sets
+ * one value per row the read returned, after dropping the consumers it no longer returns.
+ */
+function perConsumerGauge<T>(
+  registry: client.Registry,
+  read: () => Promise<T[] | undefined>,
+  consumerOf: (row: T) => string,
+): (name: string, help: string, value: (row: T) => number) => client.Gauge {
+  return (name, help, value) =>
     new client.Gauge({
       name,
       help,
@@ -119,9 +115,15 @@ function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema:
       registers: [registry],
       async collect() {
         this.reset();
-        for (const row of (await read()) ?? []) this.set({ consumer: row.consumer }, value(row));
+        for (const row of (await read()) ?? []) this.set({ consumer: consumerOf(row) }, value(row));
       },
     });
+}
+
+/** Parked events, aggregates stuck on a missing version and the oldest wait, per consumer. */
+function registerReorderGauges(registry: client.Registry, pool: pg.Pool, schema: SchemaRef, gapAfterMs: number): void {
+  const read = databaseRead(registry, () => readReorderBuffer(pool, schema, gapAfterMs));
+  const gauge = perConsumerGauge(registry, read, (row: ReorderBufferCount) => row.consumer);
   gauge(
     'converge_parked_events',
     'Incremental events waiting in the reorder buffer for their predecessor.',
