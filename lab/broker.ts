@@ -79,15 +79,15 @@ export async function openLabBroker(kind: LabTransportKind): Promise<LabBroker> 
   };
 }
 
-/** The classic queue set RabbitMqTransport declares (same exchange, bindings and dead-lettering), each queue with `x-expires`. */
+/** The classic queue set RabbitMqTransport declares (same exchange, bindings, retry tiers and dead-lettering), each queue with `x-expires`. */
 async function declareExpiring(admin: ChannelModel, set: QueueSet, expiresMs: number): Promise<void> {
   await withChannel(admin, async (channel) => {
     await channel.assertExchange(set.exchange, 'topic', { durable: true });
     await channel.assertQueue(set.queue, { durable: true, arguments: { 'x-expires': expiresMs } });
     for (const pattern of set.bindings) await channel.bindQueue(set.queue, set.exchange, pattern);
-    await channel.assertQueue(set.retryQueue, {
-      durable: true,
-      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': set.queue, 'x-expires': expiresMs },
-    });
+    const retry = { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': set.queue, 'x-expires': expiresMs };
+    await channel.assertQueue(set.retryQueue, { durable: true, arguments: retry });
+    for (const tier of set.retryTiers ?? [])
+      await channel.assertQueue(tier.queue, { durable: true, arguments: { ...retry, 'x-message-ttl': tier.delayMs } });
   });
 }

@@ -25,6 +25,7 @@ import {
   type TransportPublisher,
 } from '../src/index.js';
 import { encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
+import { DEFAULT_RETRY_TIERS_MS, retryTiers } from '../src/transport/queue-arguments.js';
 import { labTransportKind, openLabBroker, type LabTransportKind } from './broker.js';
 
 export { AMQP_URL, DATABASE_URL };
@@ -155,10 +156,12 @@ export async function createLabEnv(
     `CREATE TABLE "${schema}".applications (event_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
   );
   const pools = roles ? await grantRoles(pool, schema, roles) : { relay: pool, consumer: pool, producer: pool };
-  // A classic queue set bound with '#'; the scenarios' consumers take it as declared (declare: false).
+  // A classic queue set bound with '#'; the scenarios' consumers take it as declared (declare: false),
+  // so it has the retry tiers a consumer with default options sends its delayed retries to.
   await broker.declare(connection, {
     queue,
     retryQueue: `${queue}.retry`,
+    retryTiers: retryTiers(queue, DEFAULT_RETRY_TIERS_MS),
     deadQueue: null,
     exchange,
     bindings: ['#'],

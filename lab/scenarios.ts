@@ -99,6 +99,7 @@ export const consumerRollback: Scenario = {
   title: 'consumer transaction rollback',
   async run(env) {
     const checks: string[] = [];
+    const warnings: string[] = [];
     let calls = 0;
     const handlers = {
       AmountAdded: async (...args: Parameters<NonNullable<typeof env.handlers.AmountAdded>>) => {
@@ -115,7 +116,8 @@ export const consumerRollback: Scenario = {
       pool: env.pools.consumer,
       schema: env.schema,
       handlers,
-      logger: silentLogger,
+      // Warnings only: the one this scenario must not see is a retry copy the broker would not take.
+      logger: { ...silentLogger, warn: (_fields: object, message: string) => void warnings.push(message) },
       backoff: fastRetry,
     });
     const relay = new Relay({
@@ -142,6 +144,12 @@ export const consumerRollback: Scenario = {
       check(checks, (await projectionRow(env, '1')) === null, 'after the failed attempt: projection unchanged');
       await waitUntil(async () => (await projectionRow(env, '1'))?.amount === 10, 'the redelivery to apply');
       check(checks, calls === 2, 'the redelivery ran the handler again', calls);
+      check(
+        checks,
+        !warnings.some((w) => w.startsWith('could not park delivery for retry')),
+        'the retry waited in its retry tier',
+        warnings,
+      );
       check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.applications`)) === 1, 'applied exactly once');
       check(checks, (await count(env, `SELECT count(*) AS n FROM $schema.inbox`)) === 1, 'one inbox row');
     } finally {
