@@ -82,7 +82,8 @@ export async function openLabBroker(kind: LabTransportKind): Promise<LabBroker> 
 /** The classic queue set RabbitMqTransport declares (same exchange, bindings, retry tiers and dead-lettering), each queue with `x-expires`. */
 async function declareExpiring(admin: ChannelModel, set: QueueSet, expiresMs: number): Promise<void> {
   await withChannel(admin, async (channel) => {
-    await channel.assertExchange(set.exchange, 'topic', { durable: true });
+    // Auto-deleted once its last binding goes, i.e. when the expiring queue does: a killed lab leaves no exchange.
+    await channel.assertExchange(set.exchange, 'topic', { durable: true, autoDelete: true });
     await channel.assertQueue(set.queue, { durable: true, arguments: { 'x-expires': expiresMs } });
     for (const pattern of set.bindings) await channel.bindQueue(set.queue, set.exchange, pattern);
     const retry = { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': set.queue, 'x-expires': expiresMs };

@@ -168,7 +168,8 @@ export async function createLabEnv(
     queueType: 'classic',
     deliveryLimit: 20,
   });
-  const publisher = await connection.openPublisher({ declareExchange: exchange });
+  // Declared above (auto-deleted on RabbitMQ): a publisher's plain declaration would disagree (406).
+  const publisher = await connection.openPublisher();
   const puller = new Puller(connection, queue);
 
   const handlers: Record<string, EventHandler> = {

@@ -121,6 +121,7 @@ export const consumerRollback: Scenario = {
       backoff: fastRetry,
     });
     const relay = new Relay({
+      declareExchange: false,
       transport: env.transport,
       pool: env.pools.relay,
       schema: env.schema,
@@ -365,6 +366,7 @@ export const brokerDuplicates: Scenario = {
     let published = 0;
     // Relay A crashes between the broker's confirm and the mark; its lease then expires.
     const crashing = new Relay({
+      declareExchange: false,
       transport: env.transport,
       pool: env.pools.relay,
       schema: env.schema,
@@ -380,6 +382,7 @@ export const brokerDuplicates: Scenario = {
       },
     });
     const survivor = new Relay({
+      declareExchange: false,
       transport: env.transport,
       pool: env.pools.relay,
       schema: env.schema,

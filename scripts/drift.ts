@@ -58,6 +58,7 @@ async function main(): Promise<number> {
     await consumer.ready();
     relay = startRelay({
       amqpUrl: AMQP_URL,
+      declareExchange: false,
       pool: env.pool,
       schema: env.schema,
       exchange: env.exchange,

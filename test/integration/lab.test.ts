@@ -96,7 +96,7 @@ test('a closed lab environment leaves no queue or exchange on RabbitMQ', async (
 
 const EXPIRES_MS = 500;
 
-test('a lab process killed with SIGKILL leaves no queue behind: the broker expires them', async () => {
+test('a lab process killed with SIGKILL leaves no queue or exchange behind: the broker expires them', async () => {
   const admin = await connectRabbit();
   const pool = await connectPostgres(1);
   const child = spawn(process.execPath, ['--import', 'tsx', 'lab/hold.ts'], {
@@ -126,9 +126,13 @@ test('a lab process killed with SIGKILL leaves no queue behind: the broker expir
       const present = await Promise.all(left.map((queue) => queueExists(admin, queue)));
       left = left.filter((_, i) => present[i]);
     }
+    const exchange = await withChannel(admin, (channel) => channel.checkExchange(names!.exchange)).catch(
+      (err: { code?: number }) => err.code,
+    );
+    assert.equal(exchange, 404, 'the exchange went with its last queue (auto-delete)');
   } finally {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    // What a kill leaves by design: the schema (PostgreSQL) and the empty exchange.
+    // What a kill leaves by design: the schema in PostgreSQL.
     if (names) {
       await dropBrokerNames(admin, [names.queue, names.exchange]);
       await pool.query(`DROP SCHEMA IF EXISTS "${names.schema}" CASCADE`);
