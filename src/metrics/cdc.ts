@@ -3,10 +3,10 @@ import type { CdcRelay } from '../cdc/index.js';
 import { showCdcSlot } from '../cdc/index.js';
 import { schemaRef } from '../runtime/identifier.js';
 import { databaseRead, registerBrokerConnected } from './health.js';
+import { registerOutboxGauges } from './database-gauges.js';
 import {
   instrumentPublishing,
   metricsEndpointOptions,
-  registerOutboxGauges,
   serveUntilClosed,
   type MetricsEndpoint,
   type ServedMetrics,
