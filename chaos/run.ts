@@ -7,6 +7,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
@@ -61,6 +62,8 @@ const { values: flags } = parseArgs({
     // exclusive (one holds the schema's relay lock, the other waits as standby); cdc: CDC relays
     // (one active, one standby) on CDC_DATABASE_URL.
     relay: { type: 'string', default: 'polling' },
+    // Each worker writes its library log (info and up, JSON lines) to DIR/<worker>.log: for chasing a failure.
+    'worker-logs': { type: 'string' },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
   },
@@ -151,6 +154,7 @@ function worker(role: WorkerConfig['role'], name: string): Worker {
       queueType,
       relayMode,
       ...cdcSlot,
+      logFile: flags['worker-logs'] ? path.join(flags['worker-logs'], `${name}.log`) : undefined,
     },
     child: undefined,
   };
@@ -525,6 +529,31 @@ async function settled(): Promise<boolean> {
   return (await queueDepth().catch(() => 1)) === 0;
 }
 
+/** What is left when quiescence did not come: ids, positions, states and errors, never payloads. */
+async function describeStuck(): Promise<void> {
+  const { rows: open } = await pool.query(
+    `SELECT event_id, position, status, attempts, broker_retries, claimed_by, last_error,
+            round(extract(epoch FROM now() - created_at)) AS age_s
+       FROM ${q}.outbox WHERE status <> 'published' OR claimed_by IS NOT NULL ORDER BY position LIMIT 10`,
+  );
+  for (const row of open) log(`not published: ${JSON.stringify(row)}`);
+  if (relayMode === 'cdc') {
+    const { rows: slots } = await pool.query(
+      `SELECT active, active_pid, restart_lsn, confirmed_flush_lsn, pg_current_wal_lsn() AS wal_end
+         FROM pg_replication_slots WHERE slot_name = $1`,
+      [cdcSlot.slot],
+    );
+    log(`slot: ${JSON.stringify(slots[0] ?? null)}`);
+  }
+  const { rows: sessions } = await pool.query(
+    `SELECT pid, application_name, backend_type, state, wait_event_type, wait_event, left(query, 80) AS query
+       FROM pg_stat_activity WHERE application_name LIKE $1 AND application_name NOT LIKE '%-injector'`,
+    [`%chaos-${runId}-%`],
+  );
+  for (const session of sessions) log(`session: ${JSON.stringify(session)}`);
+  log(`workers alive: ${workers.map((w) => `${w.config.name.slice(-10)}=${w.child ? 'yes' : 'no'}`).join(' ')}`);
+}
+
 interface Verdict {
   events: number;
   lost: number;
@@ -704,7 +733,10 @@ async function main(): Promise<number> {
   await clusterFaults?.restoreNodes();
   await revive();
   const quiet = await waitUntil(settled, quiesceMs);
-  if (!quiet) log('no quiescence within the bound: the check below counts what is left as stuck');
+  if (!quiet) {
+    log('no quiescence within the bound: the check below counts what is left as stuck');
+    await describeStuck().catch((err: unknown) => log(`could not describe what is stuck: ${(err as Error).message}`));
+  }
   await Promise.all(workers.map(stopGracefully));
   if (flags.sabotage) await sabotage();
   const verdict = await check();

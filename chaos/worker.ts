@@ -6,6 +6,7 @@
  * before it acked (consumer).
  */
 import pg from 'pg';
+import { pino } from 'pino';
 import {
   applyIncrement,
   applySnapshot,
@@ -39,10 +40,16 @@ export interface WorkerConfig {
   relayMode: 'polling' | 'exclusive' | 'cdc';
   slot: string;
   publication: string;
+  /** Where the library's log goes (--worker-logs); none: silent. */
+  logFile?: string;
 }
 
 const config = JSON.parse(process.env.CHAOS_WORKER ?? '{}') as WorkerConfig;
 const die = () => process.kill(process.pid, 'SIGKILL');
+// Synchronous writes: a worker killed with -9 keeps every line it logged before.
+const logger = config.logFile
+  ? pino({ level: 'info' }, pino.destination({ dest: config.logFile, sync: true, append: true }))
+  : silentLogger;
 const pool = new pg.Pool({ connectionString: config.databaseUrl, application_name: config.appName, max: 6 });
 // A terminated backend surfaces here for idle clients; the components retry on their own.
 pool.on('error', () => undefined);
@@ -74,7 +81,7 @@ function runRelay(): () => Promise<void> {
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
     maxAttempts: 1_000_000,
-    logger: silentLogger,
+    logger,
     hooks: {
       afterConfirm: () => {
         if (config.armed) die();
@@ -103,7 +110,7 @@ function runCdcRelay(): () => Promise<void> {
     standbyRetryMs: 200,
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
-    logger: silentLogger,
+    logger,
   });
   process.send?.({ ready: true });
   return () => relay.stop();
@@ -132,7 +139,7 @@ function runConsumer(): () => Promise<void> {
     batchSize: 50,
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
-    logger: silentLogger,
+    logger,
     hooks: {
       afterCommit: () => {
         if (config.armed) die();

@@ -95,8 +95,11 @@ export class EmbeddedPostgres {
    * initdb in a new temporary directory, then start on a free port; everything is removed again on failure or exit.
    * `signals: false` leaves SIGINT/SIGTERM to the caller (a launcher that must let its child clean up on the server
    * first, then calls stop()); the exit hook stays, so the directory never outlives the process.
+   * `settings` go into postgresql.conf before the first start (e.g. `{ wal_level: 'logical' }`).
    */
-  static async start(options: { signals?: boolean } = {}): Promise<EmbeddedPostgres> {
+  static async start(
+    options: { signals?: boolean; settings?: Record<string, string | number> } = {},
+  ): Promise<EmbeddedPostgres> {
     const bin = binaries();
     const owner = await account();
     const dir = mkdtempSync(path.join(os.tmpdir(), 'converge-pg-'));
@@ -105,7 +108,7 @@ export class EmbeddedPostgres {
     if (options.signals !== false)
       for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, instance.#onSignal);
     try {
-      await instance.#init();
+      await instance.#init(options.settings ?? {});
       await instance.#pgCtl(['start', '-w', '-t', '60', '-l', path.join(dir, 'server.log')]);
       return instance;
     } catch (err) {
@@ -114,7 +117,7 @@ export class EmbeddedPostgres {
     }
   }
 
-  async #init(): Promise<void> {
+  async #init(settings: Record<string, string | number>): Promise<void> {
     // The postgres user must reach its data directory inside ours.
     await chmod(this.#dir, 0o755);
     await mkdir(this.#data, { mode: 0o700 });
@@ -133,7 +136,13 @@ export class EmbeddedPostgres {
     ]);
     await appendFile(
       path.join(this.#data, 'postgresql.conf'),
-      [`port = ${this.port}`, `listen_addresses = '127.0.0.1'`, `unix_socket_directories = ''`, ''].join('\n'),
+      [
+        `port = ${this.port}`,
+        `listen_addresses = '127.0.0.1'`,
+        `unix_socket_directories = ''`,
+        ...Object.entries(settings).map(([name, value]) => `${name} = '${String(value).replaceAll("'", "''")}'`),
+        '',
+      ].join('\n'),
     );
   }
 

@@ -4,6 +4,7 @@ import { backoffDelay } from '../runtime/backoff.js';
 import { PublishError } from '../runtime/errors.js';
 import { describeError } from '../runtime/logger.js';
 import { runStatement } from '../db/statement.js';
+import { markFailed, markPublished, type PendingFail, type PendingMark, type RetryRow } from './marks.js';
 import { tracePublish } from '../telemetry/index.js';
 import { encodeMessage, type EncodedMessage } from '../transport/wire.js';
 import { chargedToEvent, publishableEnvelope } from '../relay/index.js';
@@ -51,8 +52,10 @@ export class CdcSession {
   #failure: Failure | undefined;
   #stream: ReplicationStream | undefined;
   #broker: BrokerSession | undefined;
-  #toMark: { position: string; eventId: string }[] = [];
-  #toFail: { position: string; eventId: string; error: string }[] = [];
+  #toMark: PendingMark[] = [];
+  #toFail: PendingFail[] = [];
+  /** The open transaction's id, carried by each of its events to their mark. */
+  #xid = 0;
   #latencies: number[] = [];
   #outstanding = 0;
   #drained: (() => void) | undefined;
@@ -76,7 +79,11 @@ export class CdcSession {
       const stream = new ReplicationStream(
         { client: this.#ctx.client, schema: options.schema, slot: options.slot, publication: options.publication },
         {
-          begin: (lsn) => this.#guard(() => this.progress.begin(lsn)),
+          begin: (lsn, xid) =>
+            this.#guard(() => {
+              this.progress.begin(lsn);
+              this.#xid = xid;
+            }),
           insert: (row) => this.#guard(() => this.#publish(row)),
           commit: () => this.#guard(() => this.progress.commit()),
           keepalive: (walEnd, reply) => this.#keepalive(walEnd, reply),
@@ -141,9 +148,15 @@ export class CdcSession {
       const error = new PublishError('unencodable', describeError(err).err);
       // Retrying cannot help a row consumers would reject: fail it, as the polling relay does, and go on.
       this.progress.confirm(row.event_id);
-      this.#toFail.push({ position: row.position, eventId: row.event_id, error: `${error.code}: ${error.message}` });
+      this.#toFail.push({
+        position: row.position,
+        eventId: row.event_id,
+        xid: this.#xid,
+        error: `${error.code}: ${error.message}`,
+      });
       return;
     }
+    const xid = this.#xid;
     const publisher = this.#broker!.publisher;
     const sentAt = performance.now();
     this.#outstanding++;
@@ -158,7 +171,7 @@ export class CdcSession {
     ).then(
       () => {
         this.progress.confirm(row.event_id);
-        this.#toMark.push({ position: row.position, eventId: row.event_id });
+        this.#toMark.push({ position: row.position, eventId: row.event_id, xid });
         this.#latencies.push(performance.now() - sentAt);
         this.#settled();
       },
@@ -223,24 +236,22 @@ export class CdcSession {
     if (latencies.length > 0) events.emit('confirmed', latencies);
     if (marks.length === 0 && fails.length === 0 && !advances) return;
     cdcTestHooks.beforeAcknowledge?.(marks.map((m) => m.eventId));
+    const waitingFails: PendingFail[] = [];
+    let waitingMarks: PendingMark[] = [];
     try {
       for (const fail of fails) {
-        const { rows } = await runStatement<RetryRow>(pool, sql.markUnencodable, [fail.position, fail.error]);
-        for (const row of rows) {
-          const info = retryInfo(row, 'unencodable');
+        const { failed, waiting } = await markFailed(pool, sql, fail);
+        if (waiting) waitingFails.push(fail);
+        else if (failed) {
+          const info = retryInfo(failed, 'unencodable');
           options.logger.error(info, 'event cannot be published; it stays in the outbox as failed');
           events.emit('failed', info);
         }
       }
       if (marks.length > 0) {
-        const { rows } = await runStatement<{ event_id: string }>(pool, sql.markPublished, [
-          marks.map((m) => m.position),
-        ]);
-        if (rows.length > 0)
-          events.emit(
-            'published',
-            rows.map((r) => r.event_id),
-          );
+        const { marked, waiting } = await markPublished(pool, sql, marks);
+        if (marked.length > 0) events.emit('published', marked);
+        waitingMarks = waiting;
       }
     } catch (err) {
       // Not marked, so not acknowledged either: both are tried again on the next flush.
@@ -248,6 +259,15 @@ export class CdcSession {
       this.#toFail.unshift(...fails);
       options.logger.warn({ ...describeError(err), relayId: options.relayId }, 'marking published events failed');
       if (events.listenerCount('error') > 0) events.emit('error', err as Error);
+      return;
+    }
+    const waiting = waitingMarks.length + waitingFails.length;
+    if (waiting > 0) {
+      // Their transactions committed (the slot sent them) but are not visible yet: acknowledging
+      // now would leave their rows pending for good, so the slot waits for the next flush.
+      this.#toMark.unshift(...waitingMarks);
+      this.#toFail.unshift(...waitingFails);
+      options.logger.debug({ relayId: options.relayId, waiting }, 'confirmed events not visible in the outbox yet');
       return;
     }
     if (advances && ackable !== undefined) {
@@ -293,12 +313,6 @@ export class CdcSession {
     events.emit('retry', info);
     return { kind: 'retry', delayMs: backoffDelay(counted.attempts + counted.broker_retries, options.backoff) };
   }
-}
-
-interface RetryRow {
-  event_id: string;
-  attempts: number;
-  broker_retries: number;
 }
 
 function retryInfo(row: RetryRow, reason: string) {

@@ -13,7 +13,8 @@ export type StreamedRow = OutboxEnvelopeRow & {
 
 /** What one replication session reports, in stream order and synchronously, so stream order is publish order. */
 export interface StreamHandlers {
-  begin(commitLsn: string): void;
+  /** `xid`: the transaction's id (32 bits, as pgoutput sends it), to tell when its rows are visible. */
+  begin(commitLsn: string, xid: number): void;
   insert(row: StreamedRow): void;
   commit(): void;
   /** A keepalive: the server has sent everything up to `walEnd`. */
@@ -103,7 +104,7 @@ export class ReplicationStream {
     if (!this.#open) return;
     switch (message.tag) {
       case 'begin':
-        this.#handlers.begin(message.commitLsn ?? '0/0');
+        this.#handlers.begin(message.commitLsn ?? '0/0', message.xid);
         return;
       case 'insert':
         if (message.relation.schema === this.#target.schema && message.relation.name === 'outbox')

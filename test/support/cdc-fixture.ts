@@ -35,8 +35,8 @@ export interface Received {
 }
 
 /** A pool on the logical-replication server; a missing server fails naming it and how to start it. */
-export async function connectCdcPostgres(max = 5): Promise<pg.Pool> {
-  const pool = new pg.Pool({ connectionString: CDC_DATABASE_URL, max, connectionTimeoutMillis: 5000 });
+export async function connectCdcPostgres(max = 5, databaseUrl = CDC_DATABASE_URL): Promise<pg.Pool> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: 5000 });
   pool.on('error', () => undefined);
   try {
     const { rows } = await pool.query<{ wal_level: string }>('SHOW wal_level');
@@ -44,7 +44,7 @@ export async function connectCdcPostgres(max = 5): Promise<pg.Pool> {
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw new Error(
-      `PostgreSQL with wal_level=logical is not reachable at ${redactUrl(CDC_DATABASE_URL)} (${(err as Error).message}); ${CDC_PG_HINT}`,
+      `PostgreSQL with wal_level=logical is not reachable at ${redactUrl(databaseUrl)} (${(err as Error).message}); ${CDC_PG_HINT}`,
     );
   }
   registry.pool(pool);
@@ -73,22 +73,26 @@ export class CdcRig {
   readonly #queues: string[] = [];
 
   private constructor(
+    readonly databaseUrl: string,
     readonly pool: pg.Pool,
     readonly schema: string,
     readonly connection: amqp.ChannelModel,
     readonly channel: amqp.Channel,
   ) {}
 
-  /** `bind`: the routing key pattern the collecting queue is bound with (omit for none yet). */
-  static async open(bind: string | undefined = '#'): Promise<CdcRig> {
-    const pool = await connectCdcPostgres();
+  /**
+   * `bind`: the routing key pattern the collecting queue is bound with (omit for none yet);
+   * `databaseUrl`: another server with wal_level=logical than CDC_DATABASE_URL's.
+   */
+  static async open(bind: string | undefined = '#', databaseUrl = CDC_DATABASE_URL): Promise<CdcRig> {
+    const pool = await connectCdcPostgres(5, databaseUrl);
     const schema = uniqueName('cvt_cdc');
     await migrate(pool, { schema });
     const connection = await connectRabbit();
     connection.on('error', () => undefined);
     const channel = await connection.createChannel();
     channel.on('error', () => undefined);
-    const rig = new CdcRig(pool, schema, connection, channel);
+    const rig = new CdcRig(databaseUrl, pool, schema, connection, channel);
     await channel.assertExchange(rig.exchange, 'topic', { durable: true });
     await channel.assertQueue(rig.queue, { durable: false });
     if (bind !== undefined) await rig.bind(bind);
@@ -127,7 +131,7 @@ export class CdcRig {
 
   options(overrides: Partial<CdcRelayOptions> = {}): CdcRelayOptions {
     return {
-      connectionString: CDC_DATABASE_URL,
+      connectionString: this.databaseUrl,
       amqpUrl: AMQP_URL,
       schema: this.schema,
       exchange: this.exchange,
@@ -226,8 +230,12 @@ export class CdcRig {
   }
 }
 
-export async function withCdcRig(work: (rig: CdcRig) => Promise<void>, bind: string | undefined = '#'): Promise<void> {
-  const rig = await CdcRig.open(bind);
+export async function withCdcRig(
+  work: (rig: CdcRig) => Promise<void>,
+  bind: string | undefined = '#',
+  databaseUrl = CDC_DATABASE_URL,
+): Promise<void> {
+  const rig = await CdcRig.open(bind, databaseUrl);
   try {
     await work(rig);
   } finally {
