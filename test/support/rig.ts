@@ -51,8 +51,10 @@ let adminPool: pg.Pool | undefined;
 let adminBroker: amqp.ChannelModel | undefined;
 
 function admin(): pg.Pool {
-  adminPool ??= new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
-  adminPool.on('error', () => undefined);
+  if (!adminPool) {
+    adminPool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+    adminPool.on('error', () => undefined);
+  }
   return adminPool;
 }
 
