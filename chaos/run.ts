@@ -532,8 +532,8 @@ async function settled(): Promise<boolean> {
 /** What is left when quiescence did not come: ids, positions, states and errors, never payloads. */
 async function describeStuck(): Promise<void> {
   const { rows: open } = await pool.query(
-    `SELECT event_id, position, status, attempts, broker_retries, claimed_by, last_error,
-            round(extract(epoch FROM now() - created_at)) AS age_s
+    `SELECT event_id, position, status, attempts, broker_retries, claimed_by, last_error, xmin::text AS xmin,
+            round(extract(epoch FROM now() - occurred_at)) AS age_s
        FROM ${q}.outbox WHERE status <> 'published' OR claimed_by IS NOT NULL ORDER BY position LIMIT 10`,
   );
   for (const row of open) log(`not published: ${JSON.stringify(row)}`);

@@ -48,7 +48,7 @@ const config = JSON.parse(process.env.CHAOS_WORKER ?? '{}') as WorkerConfig;
 const die = () => process.kill(process.pid, 'SIGKILL');
 // Synchronous writes: a worker killed with -9 keeps every line it logged before.
 const logger = config.logFile
-  ? pino({ level: 'info' }, pino.destination({ dest: config.logFile, sync: true, append: true }))
+  ? pino({ level: 'debug' }, pino.destination({ dest: config.logFile, sync: true, append: true }))
   : silentLogger;
 const pool = new pg.Pool({ connectionString: config.databaseUrl, application_name: config.appName, max: 6 });
 // A terminated backend surfaces here for idle clients; the components retry on their own.

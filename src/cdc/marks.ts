@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { runStatement } from '../db/statement.js';
 import type { cdcSql } from './sql.js';
+import { cdcTestHooks } from './test-hooks.js';
 
 /** A confirmed event whose row is still to be marked, with the id of the transaction that inserted it. */
 export interface PendingMark {
@@ -23,9 +24,9 @@ export interface RetryRow {
 type CdcStatements = ReturnType<typeof cdcSql>;
 
 /**
- * Marks confirmed rows published. `waiting` are the rows whose inserting transaction is not
- * visible yet (the stream can be ahead of the commit's visibility): they are neither marked nor
- * done, and the slot must not be acknowledged past them until a later try marks them.
+ * Marks confirmed rows published. `waiting` are rows the mark did not see although they are
+ * still pending (their transaction was not visible to it yet: the stream can be ahead of a
+ * commit's visibility): the slot must not be acknowledged past them until a later try marks them.
  */
 export async function markPublished(
   pool: pg.Pool,
@@ -36,14 +37,9 @@ export async function markPublished(
   const marked = rows.map((r) => r.event_id);
   if (marked.length === marks.length) return { marked, waiting: [] };
   const found = new Set(marked);
-  return {
-    marked,
-    waiting: await notYetVisible(
-      pool,
-      sql,
-      marks.filter((m) => !found.has(m.eventId)),
-    ),
-  };
+  const missing = marks.filter((m) => !found.has(m.eventId));
+  await cdcTestHooks.afterIncompleteMark?.();
+  return { marked, waiting: await stillToMark(pool, sql, missing) };
 }
 
 /** Marks one row failed; `waiting` when its transaction is not visible yet (try again later). */
@@ -54,20 +50,24 @@ export async function markFailed(
 ): Promise<{ failed: RetryRow | undefined; waiting: boolean }> {
   const { rows } = await runStatement<RetryRow>(pool, sql.markUnencodable, [fail.position, fail.error]);
   if (rows[0]) return { failed: rows[0], waiting: false };
-  return { failed: undefined, waiting: (await notYetVisible(pool, sql, [fail])).length > 0 };
+  await cdcTestHooks.afterIncompleteMark?.();
+  return { failed: undefined, waiting: (await stillToMark(pool, sql, [fail])).length > 0 };
 }
 
-/** Rows a statement did not find: the ones still invisible, rather than marked by someone else or deleted. */
-async function notYetVisible<T extends PendingMark>(
+/**
+ * Of the rows a statement did not change, the ones to try again: still invisible, or visible and
+ * pending since (the statement's snapshot was taken first), rather than marked by someone else or deleted.
+ */
+async function stillToMark<T extends PendingMark>(
   pool: pg.Pool,
   sql: CdcStatements,
   missing: readonly T[],
 ): Promise<T[]> {
   if (missing.length === 0) return [];
-  const { rows } = await runStatement<{ position: string }>(pool, sql.notYetVisible, [
+  const { rows } = await runStatement<{ position: string }>(pool, sql.stillToMark, [
     missing.map((m) => m.position),
     missing.map((m) => m.xid),
   ]);
-  const invisible = new Set(rows.map((r) => r.position));
-  return missing.filter((m) => invisible.has(m.position));
+  const again = new Set(rows.map((r) => r.position));
+  return missing.filter((m) => again.has(m.position));
 }

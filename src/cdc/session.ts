@@ -304,7 +304,13 @@ export class CdcSession {
     await this.#flush();
     await this.#flush();
     const row = failure.row;
-    if (!row) return { kind: 'retry', delayMs: backoffDelay(1, options.reconnectBackoff) };
+    if (!row) {
+      options.logger.warn(
+        { relayId: options.relayId, code: failure.error.code, reason: failure.error.reason },
+        'the broker session ended; the stream restarts from the slot after a backoff',
+      );
+      return { kind: 'retry', delayMs: backoffDelay(1, options.reconnectBackoff) };
+    }
     const charged = chargedToEvent(failure.error.reason);
     const { rows } = await runStatement<RetryRow>(pool, sql.countRetry, [row.position, failure.error.code, charged]);
     const counted = rows[0] ?? { event_id: row.event_id, attempts: row.attempts, broker_retries: row.broker_retries };

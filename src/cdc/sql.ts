@@ -28,23 +28,25 @@ export const cdcSql = perSchema((schema: SchemaRef) => {
       RETURNING event_id, attempts, broker_retries`,
 
     /**
-     * Of the rows a mark did not find ($1 positions, $2 the 32-bit ids of their transactions as the
-     * stream sent them), those whose transaction this statement's snapshot cannot see yet: PostgreSQL
-     * sends a transaction through the slot once its commit record is flushed, a moment before the
-     * committing backend makes it visible, so a fast confirm can beat it. The full 64-bit id is the
-     * one below the snapshot's xmax with those low 32 bits. A row missing from a visible transaction
-     * was deleted (or never kept) and is not waited for.
+     * Of the rows a mark did not change ($1 positions, $2 the 32-bit ids of their transactions as
+     * the stream sent them), those still to be marked. PostgreSQL sends a transaction through the
+     * slot once its commit record is flushed, a moment before the committing backend makes it
+     * visible, so a fast confirm can beat it: such a row is either still invisible (its transaction
+     * is not in this snapshot) or became visible since the mark's own snapshot (still pending).
+     * The full 64-bit id is the one below the snapshot's xmax with those low 32 bits. A row another
+     * tool marked, or one missing from a visible transaction (deleted), is not waited for.
      */
-    notYetVisible: `
+    stillToMark: `
       WITH snap AS (
         SELECT pg_current_snapshot() AS snapshot, pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax
       )
       SELECT m.position::text AS position
         FROM unnest($1::bigint[], $2::bigint[]) AS m(position, xid), snap
-       WHERE NOT EXISTS (SELECT 1 FROM ${outbox} o WHERE o.position = m.position)
-         AND NOT pg_visible_in_snapshot(
-               (snap.xmax - ((snap.xmax % 4294967296 - m.xid + 4294967296) % 4294967296))::text::xid8,
-               snap.snapshot)`,
+       WHERE EXISTS (SELECT 1 FROM ${outbox} o WHERE o.position = m.position AND o.status = 'pending')
+          OR (NOT EXISTS (SELECT 1 FROM ${outbox} o WHERE o.position = m.position)
+              AND NOT pg_visible_in_snapshot(
+                    (snap.xmax - ((snap.xmax % 4294967296 - m.xid + 4294967296) % 4294967296))::text::xid8,
+                    snap.snapshot))`,
 
     /** A row no consumer could accept (EnvelopeValidationError): kept as failed with why, never published. */
     markUnencodable: `

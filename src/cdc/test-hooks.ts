@@ -5,4 +5,6 @@
 export const cdcTestHooks: {
   /** Runs when confirmed events are about to be marked and their LSN acknowledged (a crash window). */
   beforeAcknowledge?: (eventIds: readonly string[]) => void;
+  /** Runs after a mark missed rows and before they are looked at again (a commit can become visible in between). */
+  afterIncompleteMark?: () => Promise<void>;
 } = {};

@@ -11,6 +11,8 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { appendToOutbox } from '../../src/index.js';
 import { parseLsn } from '../../src/cdc/lsn.js';
+import { cdcTestHooks } from '../../src/cdc/test-hooks.js';
+import type { CdcRelay } from '../../src/cdc/index.js';
 import { EmbeddedPostgres } from '../../kit/embedded-postgres.js';
 import { test, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
@@ -37,79 +39,136 @@ async function confirmedFlush(rig: CdcRig): Promise<bigint> {
   return parseLsn(slot.confirmedFlushLsn);
 }
 
-test('a commit the slot sends before it is visible: the relay waits for its row, marks it, then acknowledges past it', async () => {
-  const server = await EmbeddedPostgres.start({ settings: HELD_COMMITS });
-  const held = new pg.Client({ connectionString: server.url });
-  held.on('error', () => undefined);
-  try {
-    await withCdcRig(
-      async (rig) => {
-        await rig.createSlot();
-        const logger = capturingLogger();
-        const invisibleReports = () => logger.records.filter((r) => r.includes('not visible in the outbox yet')).length;
-        const relay = rig.started({ logger, markIntervalMs: 20 });
-        const acknowledged: string[] = [];
-        relay.on('acknowledged', (lsn) => acknowledged.push(lsn));
-        await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
-        const [before] = await rig.append(orderEvent('visible', 1));
-        await waitFor(async () => (await statusOf(rig, before!)) === 'published', 'an ordinary event marked');
+interface HeldCommit {
+  eventId: string;
+  /** The WAL insert position just before its COMMIT: its commit record is at or after it. */
+  beforeCommit: bigint;
+  /** Cancels the wait for the standby: the commit becomes visible (it was never undone). */
+  release(): Promise<void>;
+}
 
-        await held.connect();
-        await held.query('BEGIN');
-        await held.query('SET LOCAL synchronous_commit = on');
-        const { eventId } = await appendToOutbox(held, orderEvent('held', 1), { schema: rig.schema });
-        const { rows } = await held.query<{ lsn: string; pid: number }>(
-          'SELECT pg_current_wal_insert_lsn()::text AS lsn, pg_backend_pid() AS pid',
-        );
-        const beforeCommit = parseLsn(rows[0]!.lsn);
-        // In the WAL (so in the slot's stream) but invisible until the wait for the standby is cancelled.
-        const committing = held.query('COMMIT');
-        // Whatever fails below: a commit left waiting would hold its locks and block the schema's drop.
-        const release = () => rig.pool.query('SELECT pg_cancel_backend($1)', [rows[0]!.pid]);
-        try {
-          await waitFor(
-            () => rig.received.some((r) => r.envelope.eventId === eventId),
-            'the held event published: the slot sent it before it became visible',
-          );
-          // Either way the relay shows what it did with the row it could not mark: held the slot back
-          // (and said so on each flush), or acknowledged past it.
-          await waitFor(
-            () => invisibleReports() >= 3 || acknowledged.some((lsn) => parseLsn(lsn) >= beforeCommit),
-            'the relay to hold the slot for the invisible row (three flushes) or to acknowledge past it',
-          );
-          assert.deepEqual(
-            acknowledged.filter((lsn) => parseLsn(lsn) >= beforeCommit),
-            [],
-            'the slot is not acknowledged past a transaction whose row is not marked',
-          );
-          assert.ok((await confirmedFlush(rig)) <= beforeCommit, 'the server has the slot where the relay left it');
-          assert.equal(await statusOf(rig, eventId), undefined, 'the row is still invisible to other sessions');
-        } finally {
-          await release();
-        }
-        // Cancelling the wait does not undo the commit: PostgreSQL warns and the transaction stays committed.
-        await committing;
-        await waitFor(async () => (await statusOf(rig, eventId)) === 'published', 'the held row marked once visible');
-        await waitFor(
-          async () => (await confirmedFlush(rig)) > beforeCommit,
-          'the slot acknowledged past the held transaction',
-        );
-      },
-      '#',
-      server.url,
+/**
+ * An event appended in a transaction whose commit is in the WAL (so in the slot's stream) but
+ * invisible until release(). `work` runs while it is held; the commit is released afterwards in
+ * any case, since a commit left waiting would hold its locks and block the schema's drop.
+ */
+async function withHeldCommit(server: EmbeddedPostgres, rig: CdcRig, work: (held: HeldCommit) => Promise<void>) {
+  const client = new pg.Client({ connectionString: server.url });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SET LOCAL synchronous_commit = on');
+    const { eventId } = await appendToOutbox(client, orderEvent('held', 1), { schema: rig.schema });
+    const { rows } = await client.query<{ lsn: string; pid: number }>(
+      'SELECT pg_current_wal_insert_lsn()::text AS lsn, pg_backend_pid() AS pid',
     );
+    const committing = client.query('COMMIT');
+    let released: Promise<void> | undefined;
+    const release = () =>
+      (released ??= (async () => {
+        await rig.pool.query('SELECT pg_cancel_backend($1)', [rows[0]!.pid]);
+        // PostgreSQL warns that the transaction committed locally: the COMMIT itself succeeds.
+        await committing;
+      })());
+    try {
+      await work({ eventId, beforeCommit: parseLsn(rows[0]!.lsn), release });
+    } finally {
+      await release();
+    }
   } finally {
-    await held.end().catch(() => undefined);
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** A relay on `rig` that records what it acknowledges and logs into `records`. */
+async function tracedRelay(rig: CdcRig) {
+  await rig.createSlot();
+  const logger = capturingLogger();
+  const relay: CdcRelay = rig.started({ logger, markIntervalMs: 20 });
+  const acknowledged: bigint[] = [];
+  relay.on('acknowledged', (lsn) => acknowledged.push(parseLsn(lsn)));
+  await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+  const waitingReports = () => logger.records.filter((r) => r.includes('not visible in the outbox yet')).length;
+  return { relay, acknowledged, waitingReports };
+}
+
+async function withHeldCommitServer(work: (server: EmbeddedPostgres, rig: CdcRig) => Promise<void>) {
+  const server = await EmbeddedPostgres.start({ settings: HELD_COMMITS });
+  try {
+    await withCdcRig((rig) => work(server, rig), '#', server.url);
+  } finally {
     await server.stop();
   }
+}
+
+test('a commit the slot sends before it is visible: the relay waits for its row, marks it, then acknowledges past it', async () => {
+  await withHeldCommitServer(async (server, rig) => {
+    const { acknowledged, waitingReports } = await tracedRelay(rig);
+    const [before] = await rig.append(orderEvent('visible', 1));
+    await waitFor(async () => (await statusOf(rig, before!)) === 'published', 'an ordinary event marked');
+    await withHeldCommit(server, rig, async (held) => {
+      await waitFor(
+        () => rig.received.some((r) => r.envelope.eventId === held.eventId),
+        'the held event published: the slot sent it before it became visible',
+      );
+      // Either way the relay shows what it did with the row it could not mark: held the slot back
+      // (and said so on each flush), or acknowledged past it.
+      await waitFor(
+        () => waitingReports() >= 3 || acknowledged.some((lsn) => lsn >= held.beforeCommit),
+        'the relay to hold the slot for the invisible row (three flushes) or to acknowledge past it',
+      );
+      assert.deepEqual(
+        acknowledged.filter((lsn) => lsn >= held.beforeCommit),
+        [],
+        'the slot is not acknowledged past a transaction whose row is not marked',
+      );
+      assert.ok((await confirmedFlush(rig)) <= held.beforeCommit, 'the server has the slot where the relay left it');
+      assert.equal(await statusOf(rig, held.eventId), undefined, 'the row is still invisible to other sessions');
+      await held.release();
+      await waitFor(
+        async () => (await statusOf(rig, held.eventId)) === 'published',
+        'the held row marked once visible',
+      );
+      await waitFor(
+        async () => (await confirmedFlush(rig)) > held.beforeCommit,
+        'the slot acknowledged past the held transaction',
+      );
+    });
+  });
+});
+
+test('a commit that becomes visible between the mark and the second look is marked, not taken for done', async () => {
+  await withHeldCommitServer(async (server, rig) => {
+    await tracedRelay(rig);
+    await withHeldCommit(server, rig, async (held) => {
+      let released = false;
+      // The mark missed the row (invisible to its snapshot); it becomes visible before the relay looks again.
+      cdcTestHooks.afterIncompleteMark = async () => {
+        if (released) return;
+        released = true;
+        await held.release();
+      };
+      try {
+        await waitFor(() => released, 'a mark that missed the held row');
+        await waitFor(
+          async () => (await statusOf(rig, held.eventId)) === 'published',
+          'the row, pending and visible at the second look, marked on a later flush',
+        );
+        await waitFor(
+          async () => (await confirmedFlush(rig)) > held.beforeCommit,
+          'the slot acknowledged past it once marked',
+        );
+      } finally {
+        cdcTestHooks.afterIncompleteMark = undefined;
+      }
+    });
+  });
 });
 
 test('a row its own transaction deleted is not waited for: the slot moves on past it', async () => {
   await withCdcRig(async (rig) => {
-    await rig.createSlot();
-    const logger = capturingLogger();
-    const relay = rig.started({ logger, markIntervalMs: 20 });
-    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    const { waitingReports } = await tracedRelay(rig);
     const client = await rig.pool.connect();
     let gone: string;
     let beforeCommit: bigint;
@@ -132,7 +191,7 @@ test('a row its own transaction deleted is not waited for: the slot moves on pas
     await waitFor(async () => (await statusOf(rig, after!)) === 'published', 'the next event marked');
     await waitFor(async () => (await confirmedFlush(rig)) > beforeCommit, 'the slot acknowledged past the deletion');
     assert.equal(
-      logger.records.filter((r) => r.includes('not visible in the outbox yet')).length,
+      waitingReports(),
       0,
       'a visible transaction whose row is gone is never taken for one still committing',
     );
