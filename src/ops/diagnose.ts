@@ -59,6 +59,7 @@ export function diagnose(facts: PipelineFacts): Finding[] {
     ...facts.queues.flatMap((queue) => queueFindings(queue, facts)),
     ...gapFindings(facts.gaps, facts.stallAfterSeconds),
     ...quarantineFindings(facts.failures),
+    ...effectFindings(facts.failures, facts.stallAfterSeconds),
   ];
 }
 
@@ -189,6 +190,33 @@ function quarantineFindings(failures: FailureFacts): Finding[] {
       recovered: 'no open quarantined message',
     },
   ];
+}
+
+function effectFindings(failures: FailureFacts, stallAfterSeconds: number): Finding[] {
+  const { effects } = failures;
+  const names = effects.sampleEffects.length > 0 ? ` (${effects.sampleEffects.join(', ')})` : '';
+  const findings: Finding[] = [];
+  if (effects.failed > 0)
+    findings.push({
+      kind: 'effects-failed',
+      severity: 'warning',
+      stage: 'consumer',
+      evidence: `${effects.failed} remote effect key(s) failed for good${names}; they are never called again on their own`,
+      lookAt:
+        'the effects table (status failed: effect, error, attempts), fix the cause at the remote, then retryFailedEffect(pool, { key })',
+      recovered: 'no failed effect key',
+    });
+  if (effects.stalePending > 0)
+    findings.push({
+      kind: 'effects-outcome-unknown',
+      severity: 'warning',
+      stage: 'consumer',
+      evidence: `${effects.stalePending} remote effect key(s) pending for over ${stallAfterSeconds} s${names}: called, outcome never recorded`,
+      lookAt:
+        'a worker that died between the call and its record, or retries that ran out: the next delivery (or a replay) calls again with the same idempotency key; check the remote by that key',
+      recovered: 'the keys complete or fail (no pending key older than the threshold)',
+    });
+  return findings;
 }
 
 function signed(n: number): string {

@@ -59,6 +59,18 @@ export interface FailureFacts {
   outboxFailed: number;
   /** Open quarantine rows by reason. */
   quarantined: Record<string, number>;
+  /** Remote side effects (performEffect) that did not complete. */
+  effects: EffectFacts;
+}
+
+/** Keys of the effects table that are not completed: failed ones wait for a person, stale pending ones have an unknown outcome. */
+export interface EffectFacts {
+  /** Failed for good (a permanent error): never called again until retryFailedEffect. */
+  failed: number;
+  /** Pending keys last called longer ago than the stall threshold: a crash between call and record, or retries ran out. */
+  stalePending: number;
+  /** Effect names with a failed or stale key, at most a few. */
+  sampleEffects: string[];
 }
 
 /** A CDC relay's replication slot as pg_replication_slots shows it. */
@@ -105,6 +117,8 @@ export interface Finding {
     | 'inbox-without-projection'
     | 'missing-versions'
     | 'quarantined'
+    | 'effects-failed'
+    | 'effects-outcome-unknown'
     | 'lag-over-budget';
   severity: 'stalled' | 'warning';
   stage: Stage;

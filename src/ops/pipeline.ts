@@ -8,7 +8,16 @@ import { openConnection } from '../transport/connection.js';
 import { parseOptions, poolOption } from '../runtime/options.js';
 import { pipelineStatusOptions, type PipelineStatusOptions, type ResolvedSourceTable } from './pipeline-options.js';
 import { diagnose, queueThroughput, relayThroughput, type Throughput } from './diagnose.js';
-import type { CdcSlotFacts, Finding, GapFacts, OutboxFacts, PipelineFacts, QueueFacts, SourceFacts } from './facts.js';
+import type {
+  CdcSlotFacts,
+  EffectFacts,
+  Finding,
+  GapFacts,
+  OutboxFacts,
+  PipelineFacts,
+  QueueFacts,
+  SourceFacts,
+} from './facts.js';
 import { readLag, readReorderBuffer, type ConsumerLag } from './gauges.js';
 import { judgeLagBudgets, lagBudgetFindings, type LagBudgetFacts } from './lag-budget.js';
 import { opsSql, sourceAheadSql } from './sql.js';
@@ -128,6 +137,7 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
         quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then((counts) =>
           Object.fromEntries(counts),
         ),
+        effects: await effectFacts(pool, sql, stallAfterMs),
       },
     };
     const lag = await readLag(pool, schema, windowMs);
@@ -246,6 +256,19 @@ async function checkSources(
     });
   }
   return facts;
+}
+
+async function effectFacts(pool: pg.Pool, sql: ReturnType<typeof opsSql>, stallAfterMs: number): Promise<EffectFacts> {
+  const { rows } = await pool.query<{ failed: string; stale_pending: string; sample_effects: string[] }>(
+    sql.effectsNeedingLook,
+    [stallAfterMs],
+  );
+  const row = rows[0];
+  return {
+    failed: Number(row?.failed ?? 0),
+    stalePending: Number(row?.stale_pending ?? 0),
+    sampleEffects: row?.sample_effects ?? [],
+  };
 }
 
 async function gapFacts(pool: pg.Pool, schema: SchemaRef, stallAfterMs: number): Promise<GapFacts> {

@@ -26,6 +26,21 @@ export const opsSql = perSchema((schema: SchemaRef) => {
              EXTRACT(EPOCH FROM now() - min(occurred_at)) AS oldest_age_seconds
         FROM ${schema.quoted}.outbox GROUP BY status`,
     openQuarantine: `SELECT reason, count(*)::bigint AS n FROM ${schema.quoted}.quarantine WHERE resolved_at IS NULL GROUP BY reason`,
+    /**
+     * Remote effect keys that need a look: failed ones, and pending ones last called more than $1 ms
+     * ago (outcome unknown); with up to five effect names among them. Counts and names only.
+     */
+    effectsNeedingLook: `
+      SELECT count(*) FILTER (WHERE status = 'failed')::bigint AS failed,
+             count(*) FILTER (WHERE status = 'pending')::bigint AS stale_pending,
+             (SELECT coalesce(array_agg(effect ORDER BY effect), '{}') FROM (
+                SELECT DISTINCT effect FROM ${schema.quoted}.effects
+                 WHERE status = 'failed'
+                    OR (status = 'pending' AND last_called_at < now() - make_interval(secs => $1::double precision / 1000))
+                 ORDER BY effect LIMIT 5) AS names) AS sample_effects
+        FROM ${schema.quoted}.effects
+       WHERE status = 'failed'
+          OR (status = 'pending' AND last_called_at < now() - make_interval(secs => $1::double precision / 1000))`,
     /** Per consumer: parked events, aggregates waiting longer than $1 ms for a missing version, age of the oldest park. */
     reorderBuffer: `
       SELECT consumer, count(*)::bigint AS parked,

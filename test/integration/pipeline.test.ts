@@ -5,7 +5,7 @@
  * then undone, and status must point at exactly that stage.
  */
 import assert from 'node:assert/strict';
-import { appendToOutbox, withTransaction } from '../../src/index.js';
+import { appendToOutbox, PermanentError, performEffect, retryFailedEffect, withTransaction } from '../../src/index.js';
 import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../../src/ops/index.js';
 import { openBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
 import { after, before, describe, it, uniqueName, type TestDatabase, AMQP_URL } from '../support/rig.js';
@@ -193,6 +193,29 @@ describe('pipeline status', () => {
     await sql(`DELETE FROM $schema.parked`);
     await sql(`DELETE FROM $schema.quarantine`);
     assert.equal((await status()).stalled, false);
+  });
+
+  it('remote effects failed for good, and pending ones whose outcome was never recorded, are warnings naming the effect', async () => {
+    const failed = await performEffect(db.pool, {
+      schema: db.schema,
+      event: { eventId: 'e-1' },
+      effect: 'send-sms',
+      call: () => Promise.reject(new PermanentError('number unknown')),
+    });
+    assert.equal(failed.status, 'failed');
+    // A worker that died between the call and its record leaves the key pending; this one did so 2 minutes ago.
+    await sql(
+      `INSERT INTO $schema.effects (key, effect, event_id, status, attempts, first_called_at, last_called_at)
+       VALUES ('k-crashed', 'charge-card', 'e-2', 'pending', 1, now() - interval '2 minutes', now() - interval '2 minutes'),
+              ('k-in-flight', 'charge-card', 'e-3', 'pending', 1, now(), now())`,
+    );
+    const s = await status();
+    assert.deepEqual(kinds(s), ['effects-failed', 'effects-outcome-unknown']);
+    assert.deepEqual(s.failures.effects, { failed: 1, stalePending: 1, sampleEffects: ['charge-card', 'send-sms'] });
+    assert.equal(s.stalled, false, 'a warning: the rest of the pipeline flows');
+    await retryFailedEffect(db.pool, { schema: db.schema, event: { eventId: 'e-1' }, effect: 'send-sms' });
+    await sql(`DELETE FROM $schema.effects WHERE status = 'pending'`);
+    assert.deepEqual(kinds(await status()), []);
   });
 
   it('rejects an unsafe source table name before any query', async () => {

@@ -33,7 +33,7 @@ function healthy(): PipelineFacts {
       },
     ],
     gaps: { stuckAggregates: 0, oldestAgeSeconds: null, parked: 0, sample: [] },
-    failures: { outboxFailed: 0, quarantined: {} },
+    failures: { outboxFailed: 0, quarantined: {}, effects: { failed: 0, stalePending: 0, sampleEffects: [] } },
   };
 }
 
@@ -173,6 +173,25 @@ describe('diagnose', () => {
     const [finding] = diagnose(facts);
     assert.deepEqual([finding!.kind, finding!.severity], ['quarantined', 'warning']);
     assert.match(finding!.evidence, /3 open.*handler-permanent 2, invalid-envelope 1/);
+  });
+
+  it('warns about remote effects failed for good and about keys whose outcome was never recorded, naming the effects', () => {
+    const facts = healthy();
+    facts.failures.effects = { failed: 2, stalePending: 0, sampleEffects: ['send-sms'] };
+    const failed = diagnose(facts);
+    assert.deepEqual(
+      failed.map((f) => [f.kind, f.severity, f.stage]),
+      [['effects-failed', 'warning', 'consumer']],
+    );
+    assert.match(failed[0]!.evidence, /2 remote effect key\(s\) failed for good \(send-sms\)/);
+    assert.match(failed[0]!.lookAt, /retryFailedEffect/);
+    facts.failures.effects = { failed: 0, stalePending: 3, sampleEffects: ['charge-card', 'send-sms'] };
+    const unknown = diagnose(facts);
+    assert.deepEqual(
+      unknown.map((f) => f.kind),
+      ['effects-outcome-unknown'],
+    );
+    assert.match(unknown[0]!.evidence, /3 remote effect key\(s\) pending for over 30 s \(charge-card, send-sms\)/);
   });
 
   describe('CDC slots', () => {

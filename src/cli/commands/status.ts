@@ -265,6 +265,12 @@ function checkRows(status: PipelineStatus): string[][] {
       state((f) => f.kind === 'quarantined'),
       `${Object.values(status.failures.quarantined).reduce((a, b) => a + b, 0)} open`,
     ],
+    [
+      'consumer',
+      'remote effects',
+      state((f) => f.kind === 'effects-failed' || f.kind === 'effects-outcome-unknown'),
+      `${status.failures.effects.failed} failed, ${status.failures.effects.stalePending} pending over ${seconds(status.stallAfterSeconds)}`,
+    ],
   ];
 }
 
