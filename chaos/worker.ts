@@ -57,6 +57,8 @@ pool.on('error', () => undefined);
 const stop = config.role === 'relay' ? runRelay() : runConsumer();
 // The run died without cleaning up (a crash, kill -9): an orphaned worker would keep consuming forever.
 process.once('disconnect', () => process.exit(1));
+// A run that ended while this worker was still loading disconnected before the listener above existed.
+if (!process.connected) process.exit(1);
 process.once('SIGTERM', () => {
   void stop()
     .then(() => pool.end())
