@@ -40,6 +40,8 @@ const TARGETS = values.target.split(',') as Target[];
 const PARTITIONS = 4;
 const AGGREGATES = 10_000;
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+/** Two masked paths, as `defineEvents(schemas, { sensitive: { Deposited: ['note', 'payer.email'] } })` records them. */
+const SENSITIVE_FIELDS = 'note,payer.email';
 
 type Target = 'queue' | 'partitions';
 type Headers = 'legacy' | 'lean' | 'none';
@@ -50,6 +52,8 @@ interface Shape {
   traced: boolean;
   /** legacy: the old header table; lean: what encodeMessage sends; none: lean without even traceparent. */
   headers: Headers;
+  /** Sent with the outbox row's sensitive_fields, as every event of a catalog that declares some is. */
+  sensitive?: boolean;
 }
 
 const ALL_SHAPES: Shape[] = [
@@ -58,6 +62,7 @@ const ALL_SHAPES: Shape[] = [
   { id: 'old-traced', name: 'old traced (6 headers)', traced: true, headers: 'legacy' },
   { id: 'new-traced', name: 'new traced (traceparent header)', traced: true, headers: 'lean' },
   { id: 'new-traced-no-header', name: 'new traced, no header', traced: true, headers: 'none' },
+  { id: 'new-sensitive', name: 'new, x-converge-sensitive header', traced: false, headers: 'lean', sensitive: true },
 ];
 const SHAPES = values.shapes.split(',').map((id) => {
   const shape = ALL_SHAPES.find((s) => s.id === id);
@@ -108,7 +113,7 @@ function envelope(i: number, traced: boolean): EventEnvelope {
 
 /** The same body in every shape; only the properties and headers differ. */
 function message(shape: Shape, exchange: string, i: number): Outgoing {
-  const encoded = encodeMessage(envelope(i, shape.traced), routingKey);
+  const encoded = encodeMessage(envelope(i, shape.traced), routingKey, shape.sensitive ? SENSITIVE_FIELDS : null);
   const options = { ...encoded.options };
   if (shape.headers === 'legacy') {
     delete options.correlationId;
