@@ -203,7 +203,7 @@ function effectFindings(failures: FailureFacts, stallAfterSeconds: number): Find
       stage: 'consumer',
       evidence: `${effects.failed} remote effect key(s) failed for good${names}; they are never called again on their own`,
       lookAt:
-        'the effects table (status failed: effect, error, attempts), fix the cause at the remote, then retryFailedEffect(pool, { key })',
+        'the effects table (status failed: effect, error, attempts), fix the cause at the remote, then retryFailedEffect(pool, { event, effect })',
       recovered: 'no failed effect key',
     });
   if (effects.stalePending > 0)

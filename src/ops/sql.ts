@@ -31,16 +31,16 @@ export const opsSql = perSchema((schema: SchemaRef) => {
      * ago (outcome unknown); with up to five effect names among them. Counts and names only.
      */
     effectsNeedingLook: `
+      WITH needing AS (
+        SELECT status, effect FROM ${schema.quoted}.effects
+         WHERE status = 'failed'
+            OR (status = 'pending' AND last_called_at < now() - make_interval(secs => $1::double precision / 1000))
+      )
       SELECT count(*) FILTER (WHERE status = 'failed')::bigint AS failed,
              count(*) FILTER (WHERE status = 'pending')::bigint AS stale_pending,
-             (SELECT coalesce(array_agg(effect ORDER BY effect), '{}') FROM (
-                SELECT DISTINCT effect FROM ${schema.quoted}.effects
-                 WHERE status = 'failed'
-                    OR (status = 'pending' AND last_called_at < now() - make_interval(secs => $1::double precision / 1000))
-                 ORDER BY effect LIMIT 5) AS names) AS sample_effects
-        FROM ${schema.quoted}.effects
-       WHERE status = 'failed'
-          OR (status = 'pending' AND last_called_at < now() - make_interval(secs => $1::double precision / 1000))`,
+             (SELECT coalesce(array_agg(effect ORDER BY effect), '{}')
+                FROM (SELECT DISTINCT effect FROM needing ORDER BY effect LIMIT 5) AS names) AS sample_effects
+        FROM needing`,
     /** Per consumer: parked events, aggregates waiting longer than $1 ms for a missing version, age of the oldest park. */
     reorderBuffer: `
       SELECT consumer, count(*)::bigint AS parked,
