@@ -62,7 +62,7 @@ const { values: flags } = parseArgs({
     // exclusive (one holds the schema's relay lock, the other waits as standby); cdc: CDC relays
     // (one active, one standby) on CDC_DATABASE_URL.
     relay: { type: 'string', default: 'polling' },
-    // Each worker writes its library log (info and up, JSON lines) to DIR/<worker>.log: for chasing a failure.
+    // Each worker writes its library log (debug and up, JSON lines) to DIR/<worker>.log: for chasing a failure.
     'worker-logs': { type: 'string' },
     // Test only: corrupts the result after quiescence, to prove the check sees each kind of defect.
     sabotage: { type: 'boolean', default: false },
