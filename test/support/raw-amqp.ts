@@ -224,7 +224,7 @@ export async function openRawPublisher(url: string): Promise<RawPublisher> {
   const target = new URL(url);
   const socket = net.connect({ host: target.hostname, port: Number(target.port || 5672) });
   socket.setNoDelay(true);
-  let pending = Buffer.alloc(0);
+  let pending: Buffer = Buffer.alloc(0);
   const waiters: ((f: Frame) => boolean)[] = [];
   let failure: Error | null = null;
   const failAll = new Set<(err: Error) => void>();
