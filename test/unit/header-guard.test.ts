@@ -57,7 +57,7 @@ describe('header guard', () => {
       },
     };
     assert.equal(guardConnection({ connection } as unknown as amqp.ChannelModel), true);
-    const first = connection.recvFrame() as { id: number };
+    const first = connection.recvFrame() as unknown as { id: number };
     assert.equal(first.id, 60);
     assert.deepEqual(frames, []);
     connection.recvFrame();
