@@ -40,17 +40,24 @@ export function headerRejectionOf(properties: object): HeaderRejection | undefin
   return rejections.get(properties);
 }
 
+/** A content header frame as amqplib's decodeFrame returns it, and the bytes after it. */
+export interface GuardedFrame {
+  frame: { id: number; channel: number; size: number; fields: object };
+  rest: Buffer;
+}
+
 /**
- * The decoded frame amqplib would return for the content header at the start of `rest`, when its
- * properties break the bounds; null when amqplib may decode it itself (another frame type, an
- * incomplete frame, one amqplib refuses on its own terms, or properties within the bounds).
- * `maxFrameSize` as amqplib holds it (0: no limit).
+ * What to do with the frame at the start of `rest` (`maxFrameSize` as amqplib holds it, 0: no
+ * limit). null: not a complete content header (another frame type, an incomplete frame, one
+ * amqplib refuses on its own terms): amqplib decodes it. `decode`: properties within the bounds,
+ * amqplib decodes them; should it throw all the same, `setAside()` is the frame to use instead
+ * (every property set aside). `set-aside`: properties over the bounds or malformed, answered here.
  */
 export function guardContentHeader(
   rest: Buffer,
   maxFrameSize: number,
   bounds: HeaderBounds = DEFAULT_HEADER_BOUNDS,
-): { frame: { id: number; channel: number; size: number; fields: object }; rest: Buffer } | null {
+): null | { action: 'decode'; setAside: () => GuardedFrame } | ({ action: 'set-aside' } & GuardedFrame) {
   if (rest.length < 7 || rest[0] !== FRAME_HEADER) return null;
   const size = rest.readUInt32BE(3);
   if (
@@ -62,18 +69,21 @@ export function guardContentHeader(
     return null;
   const payload = rest.subarray(7, 7 + size);
   if (payload.readUInt16BE(0) !== BASIC_CLASS) return null;
-  const check = inspectBasicProperties(payload.subarray(12), bounds);
-  if (check.ok) return null;
-  rejections.set(check.properties, check.rejection);
-  return {
-    frame: {
-      id: BASIC_CLASS,
-      channel: rest.readUInt16BE(1),
-      size: Number(payload.readBigUInt64BE(4)),
-      fields: check.properties,
-    },
-    rest: rest.subarray(7 + size + 1),
+  const properties = payload.subarray(12);
+  const answer = (fields: object, rejection: HeaderRejection): GuardedFrame => {
+    rejections.set(fields, rejection);
+    const frame = { id: BASIC_CLASS, channel: rest.readUInt16BE(1), size: Number(payload.readBigUInt64BE(4)), fields };
+    return { frame, rest: rest.subarray(7 + size + 1) };
   };
+  const check = inspectBasicProperties(properties, bounds);
+  if (check.ok) {
+    const detail = 'basic properties amqplib could not decode';
+    return {
+      action: 'decode',
+      setAside: () => answer({}, { bound: 'malformed', detail, raw: Buffer.from(properties) }),
+    };
+  }
+  return { action: 'set-aside', ...answer(check.properties, check.rejection) };
 }
 
 /**
@@ -89,6 +99,17 @@ export function guardConnection(model: amqp.ChannelModel, bounds: HeaderBounds =
   source.recvFrame = () => {
     const guarded = guardContentHeader(source.rest, source.maxFrameSize ?? 0, bounds);
     if (!guarded) return decode();
+    if (guarded.action === 'decode') {
+      try {
+        // The frame is complete, so amqplib parses just this one: what it throws is about this header.
+        return decode();
+      } catch {
+        // A throw from amqplib's accept loop would end the connection, and the redelivery would end the next one.
+        const fallback = guarded.setAside();
+        source.rest = fallback.rest;
+        return fallback.frame;
+      }
+    }
     source.rest = guarded.rest;
     return guarded.frame;
   };
