@@ -40,8 +40,13 @@ export interface HeaderRejection {
 
 type Scan = { ok: true } | { ok: false; bound: HeaderBound; detail: string };
 
-/** Fixed sizes of the field values amqplib decodes (AMQP 0-9-1 with RabbitMQ's errata). */
-const FIXED: Readonly<Record<string, number>> = {
+/** Per type tag: its value's fixed size, or one of the kinds below; anything else amqplib cannot decode. */
+const UNKNOWN = -1;
+const LONG_BYTES = -2; // 'S', 'x': a 4-byte length, then that many bytes
+const TABLE = -3; // 'F'
+const ARRAY = -4; // 'A'
+const TAGS = new Int8Array(256).fill(UNKNOWN);
+for (const [tag, size] of Object.entries({
   t: 1,
   b: 1,
   B: 1,
@@ -55,7 +60,12 @@ const FIXED: Readonly<Record<string, number>> = {
   l: 8,
   T: 8,
   V: 0,
-};
+}))
+  TAGS[tag.charCodeAt(0)] = size;
+TAGS[0x53] = LONG_BYTES;
+TAGS[0x78] = LONG_BYTES;
+TAGS[0x46] = TABLE;
+TAGS[0x41] = ARRAY;
 
 /**
  * Walks the content of a field table (the pairs, without the table's own 4-byte length) with an
@@ -63,49 +73,57 @@ const FIXED: Readonly<Record<string, number>> = {
  * amqplib knows, and the bounds must hold.
  */
 export function scanFieldTable(bytes: Buffer, bounds: HeaderBounds = DEFAULT_HEADER_BOUNDS): Scan {
-  if (bytes.length > bounds.maxBytes)
-    return { ok: false, bound: 'bytes', detail: `header table of ${bytes.length} bytes, over ${bounds.maxBytes}` };
-  const stack: { end: number; table: boolean }[] = [{ end: bytes.length, table: true }];
-  let at = 0;
+  return scanTable(bytes, 0, bytes.length, bounds);
+}
+
+/** scanFieldTable over bytes[start, end), offsets in the detail counted from `start`. */
+function scanTable(bytes: Buffer, start: number, end: number, bounds: HeaderBounds): Scan {
+  if (end - start > bounds.maxBytes)
+    return { ok: false, bound: 'bytes', detail: `header table of ${end - start} bytes, over ${bounds.maxBytes}` };
+  // Container ends, and whether each is a table (names before values) or an array.
+  const ends = [end];
+  const tables = [true];
+  let at = start;
   let entries = 0;
   const malformed = (what: string): Scan => ({
     ok: false,
     bound: 'malformed',
-    detail: `header table malformed: ${what} at byte ${at}`,
+    detail: `header table malformed: ${what} at byte ${at - start}`,
   });
-  while (stack.length > 0) {
-    const top = stack[stack.length - 1]!;
-    if (at === top.end) {
-      stack.pop();
+  while (ends.length > 0) {
+    const top = ends[ends.length - 1]!;
+    if (at === top) {
+      ends.pop();
+      tables.pop();
       continue;
     }
     if (++entries > bounds.maxEntries)
       return { ok: false, bound: 'entries', detail: `header table holds more than ${bounds.maxEntries} entries` };
-    if (top.table) {
-      if (at + 1 > top.end) return malformed('truncated field name');
+    if (tables[tables.length - 1]) {
+      if (at + 1 > top) return malformed('truncated field name');
       at += 1 + bytes[at]!;
     }
-    if (at + 1 > top.end) return malformed('truncated field');
-    const tag = String.fromCharCode(bytes[at]!);
+    if (at + 1 > top) return malformed('truncated field');
+    const kind = TAGS[bytes[at]!]!;
     at += 1;
-    const fixed = FIXED[tag];
-    if (fixed !== undefined) {
-      if (at + fixed > top.end) return malformed('truncated value');
-      at += fixed;
+    if (kind >= 0) {
+      if (at + kind > top) return malformed('truncated value');
+      at += kind;
       continue;
     }
-    if (tag !== 'S' && tag !== 'x' && tag !== 'F' && tag !== 'A') return malformed('unknown field type');
-    if (at + 4 > top.end) return malformed('truncated length');
-    const end = at + 4 + bytes.readUInt32BE(at);
-    if (end > top.end) return malformed('length past its container');
+    if (kind === UNKNOWN) return malformed('unknown field type');
+    if (at + 4 > top) return malformed('truncated length');
+    const inner = at + 4 + bytes.readUInt32BE(at);
+    if (inner > top) return malformed('length past its container');
     at += 4;
-    if (tag === 'S' || tag === 'x') {
-      at = end;
+    if (kind === LONG_BYTES) {
+      at = inner;
       continue;
     }
-    if (stack.length + 1 > bounds.maxDepth)
+    if (ends.length + 1 > bounds.maxDepth)
       return { ok: false, bound: 'depth', detail: `header table nested deeper than ${bounds.maxDepth} levels` };
-    stack.push({ end, table: tag === 'F' });
+    ends.push(inner);
+    tables.push(kind === TABLE);
   }
   return { ok: true };
 }
@@ -139,36 +157,44 @@ export function inspectBasicProperties(
   bounds: HeaderBounds = DEFAULT_HEADER_BOUNDS,
 ): { ok: true } | { ok: false; properties: Record<string, unknown>; rejection: HeaderRejection } {
   if (bytes.length < 2) return { ok: true }; // amqplib's own error, for a frame no broker sends
-  const flags = bytes.readUInt16BE(0);
+  // Every delivery passes here: the first walk only checks; decoding is for the few it refuses.
+  const rejection = walkProperties(bytes, bounds, null);
+  if (!rejection) return { ok: true };
   const properties: Record<string, unknown> = {};
+  walkProperties(bytes, bounds, properties);
+  return { ok: false, properties, rejection };
+}
+
+/** Walks the properties present, decoding them into `into` when given; the rejection, or null. */
+function walkProperties(
+  bytes: Buffer,
+  bounds: HeaderBounds,
+  into: Record<string, unknown> | null,
+): HeaderRejection | null {
+  const flags = bytes.readUInt16BE(0);
   let rejection: HeaderRejection | null = null;
   let at = 2;
-  for (const [index, [name, kind]] of PROPERTIES.entries()) {
+  for (let index = 0; index < PROPERTIES.length; index++) {
     if ((flags & (0x8000 >> index)) === 0) continue;
-    const size = kind === 'octet' ? 1 : kind === 'timestamp' ? 8 : kind === 'shortstr' ? 1 + (bytes[at] ?? 0) : 0;
+    const [name, kind] = PROPERTIES[index]!;
     if (kind === 'table') {
-      const end = at + 4 + (at + 4 <= bytes.length ? bytes.readUInt32BE(at) : 0);
-      if (at + 4 > bytes.length || end > bytes.length) {
-        rejection = truncated(bytes, name, at);
-        break;
-      }
-      const table = bytes.subarray(at + 4, end);
-      const scan = scanFieldTable(table, bounds);
-      if (!scan.ok) rejection = { bound: scan.bound, detail: scan.detail, raw: Buffer.from(table) };
-      properties.headers = {};
+      if (at + 4 > bytes.length || at + 4 + bytes.readUInt32BE(at) > bytes.length) return truncated(bytes, name, at);
+      const end = at + 4 + bytes.readUInt32BE(at);
+      const scan = scanTable(bytes, at + 4, end, bounds);
+      if (!scan.ok)
+        rejection = { bound: scan.bound, detail: scan.detail, raw: Buffer.from(bytes.subarray(at + 4, end)) };
+      if (into) into.headers = {};
       at = end;
       continue;
     }
-    if (at >= bytes.length || at + size > bytes.length) {
-      rejection = truncated(bytes, name, at);
-      break;
-    }
-    if (kind === 'octet') properties[name] = bytes[at];
-    else if (kind === 'timestamp') properties[name] = Number(bytes.readBigUInt64BE(at));
-    else properties[name] = bytes.toString('utf8', at + 1, at + size);
+    const size = kind === 'octet' ? 1 : kind === 'timestamp' ? 8 : 1 + (bytes[at] ?? 0);
+    if (at + size > bytes.length) return truncated(bytes, name, at);
+    if (into && kind === 'octet') into[name] = bytes[at];
+    else if (into && kind === 'timestamp') into[name] = Number(bytes.readBigUInt64BE(at));
+    else if (into) into[name] = bytes.toString('utf8', at + 1, at + size);
     at += size;
   }
-  return rejection ? { ok: false, properties, rejection } : { ok: true };
+  return rejection;
 }
 
 function truncated(bytes: Buffer, name: string, at: number): HeaderRejection {
