@@ -14,8 +14,10 @@
  *
  * `publish` resolves once the broker confirmed the message: `{ outcome: 'acked' }`, `'nacked'`, or
  * `'returned'` (mandatory and unroutable). It rejects with RawAmqpRefused (replyCode, replyText)
- * when the broker closes the channel or connection instead; the channel is then gone, and the
- * next publish reopens one.
+ * when the broker closes the channel or connection instead. After a channel close the next publish
+ * opens a new channel; after a connection close (RabbitMQ answers a malformed header table with
+ * 541 INTERNAL_ERROR on the connection) every later publish rejects with the same error: open a
+ * new publisher. `close()` is always safe to call.
  */
 import net from 'node:net';
 
