@@ -218,7 +218,8 @@ function describeIssue(issue: z.core.$ZodIssue | undefined): string {
         ? `must be less than ${String(issue.maximum)}`
         : `must be at most ${String(issue.maximum)}`;
     case 'invalid_format':
-      return `not a valid ${issue.format}`;
+      // The message of a pattern is the schema's hint (e.g. 'W3C traceparent'), never the value.
+      return issue.format === 'regex' ? `does not match the pattern (${issue.message})` : `not a valid ${issue.format}`;
     case 'invalid_value':
       return `not one of the allowed values`;
     case 'unrecognized_keys':

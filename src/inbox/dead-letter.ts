@@ -2,7 +2,12 @@ import type pg from 'pg';
 import { backoffDelay, type BackoffPolicy } from '../runtime/backoff.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { Logger } from '../runtime/logger.js';
-import type { Subscription, TransportConnection, TransportDelivery } from '../transport/transport.js';
+import type {
+  Subscription,
+  TransportConnection,
+  TransportDelivery,
+  UndecodableHeaders,
+} from '../transport/transport.js';
 import { Idle } from '../runtime/sleep.js';
 import { Settler } from './settle.js';
 import type { QuarantineReason, QuarantinedSettlement } from './types.js';
@@ -35,8 +40,16 @@ export function lastDeath(headers: Record<string, unknown> | undefined): Death {
   };
 }
 
-/** What the quarantine row says about a message found in a dead queue (never anything from its body). */
-export function deadLetterVerdict(death: Death, deadQueue: string): { reason: QuarantineReason; detail: string } {
+/**
+ * What the quarantine row says about a message found in a dead queue (never anything from its body).
+ * Headers the transport would not decode hide the broker's x-death record too: that is the reason then.
+ */
+export function deadLetterVerdict(
+  death: Death,
+  deadQueue: string,
+  undecodable?: Pick<UndecodableHeaders, 'detail'>,
+): { reason: QuarantineReason; detail: string } {
+  if (undecodable) return { reason: 'undecodable-headers', detail: `found in ${deadQueue}: ${undecodable.detail}` };
   const from = death.queue === null ? 'its queue' : `queue ${death.queue}`;
   if (death.reason === 'delivery_limit')
     return {
@@ -150,7 +163,11 @@ export class DeadLetterIntake {
   }
 
   async #quarantine(message: TransportDelivery): Promise<void> {
-    const verdict = deadLetterVerdict(lastDeath(message.properties.headers), this.#scope.deadQueue);
+    const verdict = deadLetterVerdict(
+      lastDeath(message.properties.headers),
+      this.#scope.deadQueue,
+      message.properties.undecodableHeaders,
+    );
     for (let failures = 1; !this.#closing; failures++) {
       const settlement = await this.#settler.quarantine({
         delivery: message,

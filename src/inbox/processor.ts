@@ -110,6 +110,19 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
     const later: Candidate[] = [];
     const ids = new Set<string>();
     for (const [index, delivery] of deliveries.entries()) {
+      const undecodable = delivery.properties.undecodableHeaders;
+      if (undecodable) {
+        // Nothing converge reads from headers (attempt, origin, trace) is known: the body is not trusted either.
+        this.#ahead.delete(delivery);
+        settlements[index] = await this.#settler.quarantine({
+          delivery,
+          eventId: null,
+          print: null,
+          reason: 'undecodable-headers',
+          detail: undecodable.detail,
+        });
+        continue;
+      }
       const attempt = readAttempt(delivery);
       const prepared = this.#ahead.get(delivery) ?? this.#tryPrepare(delivery);
       this.#ahead.delete(delivery);

@@ -1,5 +1,6 @@
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { ContentConflictError } from '../runtime/errors.js';
+import type { UndecodableHeaders } from '../transport/transport.js';
 
 /**
  * A delivery as the consumer core sees it: what the broker handed over, or a parked event
@@ -9,7 +10,12 @@ import type { ContentConflictError } from '../runtime/errors.js';
 export interface RawDelivery {
   content: Buffer;
   fields: { exchange: string; routingKey: string; redelivered?: boolean; deliveryTag?: number };
-  properties: { messageId?: unknown; headers?: Record<string, unknown> | undefined };
+  properties: {
+    messageId?: unknown;
+    headers?: Record<string, unknown> | undefined;
+    /** Set by the transport alone: the header table was not decoded (headers is empty). */
+    undecodableHeaders?: UndecodableHeaders;
+  };
 }
 
 export type QuarantineReason =
@@ -28,7 +34,9 @@ export type QuarantineReason =
   /** queueType 'quorum': came back more than deliveryLimit times, so the broker dead-lettered it into `<queue>.dead`. */
   | 'delivery-limit-exceeded'
   /** Found in `<queue>.dead` for another reason the broker gives (rejected, expired, maxlen); the detail names it. */
-  | 'dead-lettered';
+  | 'dead-lettered'
+  /** The header table broke the transport's bounds (depth, entries, bytes) or was malformed; its bytes are in the properties. */
+  | 'undecodable-headers';
 
 export type QuarantinedSettlement = {
   action: 'ack';

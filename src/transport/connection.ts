@@ -4,6 +4,7 @@ import { classifyBrokerError, failureFields, unknownFailure } from '../runtime/c
 import { brokerTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import type { Logger } from '../runtime/logger.js';
 import { BrokerAddresses } from './broker-addresses.js';
+import { guardConnection } from './header-guard.js';
 
 /**
  * Passed to amqplib's connect as socket options: with an `amqps://` URL they reach
@@ -85,6 +86,8 @@ async function connectTo(
 ): Promise<amqp.ChannelModel> {
   const target = brokerTarget(url);
   const connection = await amqp.connect(url, connectOptions(name, socketOptions));
+  if (!guardConnection(connection))
+    logger.warn({}, 'amqplib internals not as expected: AMQP header tables are decoded without bounds');
   // The reply text can quote a user name; the classified fields say what matters.
   connection.on('error', (err: Error) => {
     // Our own stop() killed a stalled socket: not a broker failure worth a warning.

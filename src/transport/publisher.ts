@@ -51,7 +51,9 @@ export class ConfirmPublisher implements TransportPublisher {
     this.#channel = channel;
     this.#onConfirmTimeout = onConfirmTimeout;
     channel.on('return', (message: Message) => this.#noteReturn(message));
-    channel.on('close', () => this.#failAll('channel-closed'));
+    // Before amqplib's own close listener, which fails every unconfirmed callback like a nack: a
+    // channel the broker closed (404 for a missing exchange, 403) is channel-closed, not nacked.
+    channel.prependListener('close', () => this.#failAll('channel-closed'));
     channel.on('error', () => undefined);
   }
 

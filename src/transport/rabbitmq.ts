@@ -2,6 +2,7 @@ import type amqp from 'amqplib';
 import type { ConsumeMessage } from 'amqplib';
 import { describeError, silentLogger, type Logger } from '../runtime/logger.js';
 import { BrokerAddresses } from './broker-addresses.js';
+import { headerRejectionOf } from './header-guard.js';
 import { brokerFailure, openConnection, type AmqpSocketOptions } from './connection.js';
 import { ConfirmPublisher } from './publisher.js';
 import { queueSetArguments } from './queue-arguments.js';
@@ -178,6 +179,13 @@ class RabbitMqConnection implements TransportConnection {
 }
 
 function deliveryOf(channel: amqp.Channel, message: ConsumeMessage): TransportDelivery {
+  const rejection = headerRejectionOf(message.properties);
+  const properties = rejection
+    ? {
+        ...message.properties,
+        undecodableHeaders: { bound: rejection.bound, detail: rejection.detail, raw: rejection.raw.toString('base64') },
+      }
+    : message.properties;
   return {
     content: message.content,
     fields: {
@@ -186,7 +194,7 @@ function deliveryOf(channel: amqp.Channel, message: ConsumeMessage): TransportDe
       redelivered: message.fields.redelivered,
       deliveryTag: message.fields.deliveryTag,
     },
-    properties: message.properties,
+    properties,
     ack: () => settleQuietly(() => channel.ack(message)),
     ackAllUpTo: () => settleQuietly(() => channel.ack(message, true)),
     nack: ({ requeue }) => settleQuietly(() => channel.nack(message, false, requeue)),

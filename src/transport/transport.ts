@@ -56,11 +56,27 @@ export interface TransportPublisher {
   retire(): Promise<void>;
 }
 
+/**
+ * A header table the transport would not decode (over the bounds of transport/header-bounds.ts,
+ * or malformed): the delivery comes with empty headers and this instead, and the consumer
+ * quarantines it as `undecodable-headers`. Only the transport sets it (no AMQP property has the name).
+ */
+export interface UndecodableHeaders {
+  bound: 'depth' | 'entries' | 'bytes' | 'malformed';
+  /** Names the bound and byte offsets, never content. */
+  detail: string;
+  /** The table's bytes as they arrived (or the whole properties, when those are malformed), base64. */
+  raw: string;
+}
+
 /** One message handed to a subscriber; settle it exactly once. */
 export interface TransportDelivery {
   content: Buffer;
   fields: { exchange: string; routingKey: string; redelivered: boolean; deliveryTag: number };
-  properties: Partial<MessageProperties> & { headers?: Record<string, unknown> };
+  properties: Partial<MessageProperties> & {
+    headers?: Record<string, unknown>;
+    undecodableHeaders?: UndecodableHeaders;
+  };
   ack(): void;
   /** Acks this delivery and every earlier unsettled one of its subscription, in one go (AMQP ack-multiple). */
   ackAllUpTo(): void;

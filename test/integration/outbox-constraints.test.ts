@@ -219,7 +219,7 @@ describe('outbox table contract', () => {
       assert.equal(byId.get('bad-1')!.status, 'failed');
       assert.equal(
         byId.get('bad-1')!.last_error,
-        'CONVERGE_PUBLISH_UNENCODABLE: publish unencodable: EnvelopeValidationError: invalid envelope field "eventType": not a valid regex',
+        'CONVERGE_PUBLISH_UNENCODABLE: publish unencodable: EnvelopeValidationError: invalid envelope field "eventType": does not match the pattern (letters, digits, _ . : - only)',
       );
       assert.equal(byId.get('bad-year')!.status, 'failed');
       assert.match(byId.get('bad-year')!.last_error ?? '', /invalid envelope field "occurredAt"/);

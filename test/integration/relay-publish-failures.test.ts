@@ -243,6 +243,31 @@ describe('relay publish failures', () => {
     });
   });
 
+  test('a missing exchange (404 channel close) is recorded as channel-closed, not nacked, as docs/reference/errors.md files it', async () => {
+    await withEnv(async (env) => {
+      const missing = uniqueName('cvt_rpf_missing');
+      env.names.push(missing);
+      await appendInterleaved(env, ['a'], 1);
+      const relay = relayIn(env, {
+        exchange: missing,
+        declareExchange: false,
+        backoff: { initialDelayMs: 60_000, maxDelayMs: 60_000 },
+      });
+      const retries: RelayRetryInfo[] = [];
+      relay.on('retry', (info) => retries.push(info));
+      const outcome = await relay.runOnce();
+      assert.equal(outcome.published, 0);
+      assert.deepEqual(
+        retries.map((r) => r.reason),
+        ['channel-closed'],
+      );
+      const [row] = await rows(env);
+      assert.equal(row?.status, 'pending');
+      assert.equal(row.published_at, null, 'nothing marked published');
+      assert.equal(row.last_error, 'CONVERGE_PUBLISH_CHANNEL_CLOSED');
+    });
+  });
+
   test('a running relay keeps retrying nacked events without marking them, and publishes them in order once there is room', async () => {
     await withEnv(async (env) => {
       const queue = await queueIn(env, { 'x-max-length': 1, 'x-overflow': 'reject-publish' });

@@ -198,13 +198,19 @@ describe('validateEnvelope', () => {
 
   it('rejects names with characters unsafe for routing keys, without echoing them', () => {
     expectInvalid(() => validateEnvelope({ ...good(), aggregateType: `order ${MARKER}` }), 'aggregateType');
-    expectInvalid(() => validateEnvelope({ ...good(), eventType: `Order#${MARKER}` }), 'eventType');
+    const err = expectInvalid(() => validateEnvelope({ ...good(), eventType: `Order#${MARKER}` }), 'eventType');
+    // A value that fails a pattern is not a "regex" of its own: the detail says what it missed.
+    assert.equal(
+      err.message,
+      'invalid envelope field "eventType": does not match the pattern (letters, digits, _ . : - only)',
+    );
   });
 
   it('rejects a malformed occurredAt or traceparent without echoing it', () => {
     expectInvalid(() => validateEnvelope({ ...good(), occurredAt: MARKER }), 'occurredAt');
     expectInvalid(() => validateEnvelope({ ...good(), occurredAt: '2024-05-01T10:00:00' }), 'occurredAt');
-    expectInvalid(() => validateEnvelope({ ...good(), traceparent: `00-${MARKER}` }), 'traceparent');
+    const err = expectInvalid(() => validateEnvelope({ ...good(), traceparent: `00-${MARKER}` }), 'traceparent');
+    assert.match(err.message, /does not match the pattern \(W3C traceparent\)$/);
   });
 
   it('rejects an unknown extra field, naming it', () => {

@@ -33,6 +33,7 @@ describe('quarantine metadata', () => {
       'handler-permanent',
       'unsupported-schema-version',
       'dead-lettered',
+      'undecodable-headers',
     ] as const)
       assert.equal(failureClass(reason), 'permanent');
   });

@@ -145,6 +145,12 @@ describe('dead letters', () => {
     assert.deepEqual(rejected.reason, 'dead-lettered');
     assert.match(rejected.detail, /: rejected$/);
     assert.match(deadLetterVerdict({ reason: null, queue: null }, 'orders.dead').detail, /without an x-death/);
+    // Headers the transport set aside hide x-death too: the reason is the headers, whatever the death.
+    const undecodable = { detail: 'header table nested deeper than 64 levels' };
+    assert.deepEqual(deadLetterVerdict({ reason: 'delivery_limit', queue: 'orders' }, 'orders.dead', undecodable), {
+      reason: 'undecodable-headers',
+      detail: 'found in orders.dead: header table nested deeper than 64 levels',
+    });
   });
 
   it('a retry copy leaves the per-trip broker headers behind and keeps everything else', () => {
