@@ -25,7 +25,9 @@ adapterContract('knex', async ({ connectionString, schema }) => {
       );
       return inserted.length;
     },
-    failThroughView: async (tx) => knexFromExecutor(tx, knex).raw('SELECT 1 / 0'),
+    async failThroughView(tx) {
+      await knexFromExecutor(tx, knex).raw('SELECT 1 / 0');
+    },
     // knex sends COMMIT and resolves whatever its command tag says.
     commitAnsweredByRollback: 'resolves',
     executorOutsideTransaction: () => executorFromKnex(knex as unknown as Knex.Transaction),
