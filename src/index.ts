@@ -163,6 +163,7 @@ export {
   NoRowsWrittenError,
   ConnectionConfigError,
   ServiceUnavailableError,
+  CommitRolledBackError,
   SchemaNotMigratedError,
   WalLevelNotLogicalError,
   ReadyTimeoutError,

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { CommitRolledBackError } from '../runtime/errors.js';
 
 /** SQLSTATEs after which the whole local transaction may simply be run again. */
 const RETRY_WHOLE_TRANSACTION = new Set(['40001', '40P01']);
@@ -38,8 +39,20 @@ export function isTransientDatabaseError(err: unknown): boolean {
 }
 
 /**
+ * Ends the transaction open on `client` with COMMIT. PostgreSQL answers COMMIT on a transaction
+ * that an earlier (caught) error aborted with the command tag ROLLBACK and no error, so the tag
+ * is the only sign that nothing was written: that answer throws CommitRolledBackError.
+ */
+export async function commit(client: Pick<pg.ClientBase, 'query'>): Promise<void> {
+  const result = await client.query('COMMIT');
+  if (result.command === 'ROLLBACK') throw new CommitRolledBackError();
+}
+
+/**
  * Runs `work` in one transaction on one pooled connection. Serialization failures,
  * deadlocks and a RetryTransactionSignal re-run the whole transaction (never a single statement), up to `retries` times.
+ * A COMMIT that PostgreSQL answers with ROLLBACK (`work` caught an SQL error) rejects with
+ * CommitRolledBackError and is not re-run: the same work would catch the same error again.
  */
 export async function withTransaction<T>(
   pool: pg.Pool,
@@ -58,7 +71,7 @@ export async function withTransaction<T>(
     try {
       await client.query('BEGIN');
       const result = await work(client);
-      await client.query('COMMIT');
+      await commit(client);
       return result;
     } catch (err) {
       try {

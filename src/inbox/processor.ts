@@ -5,7 +5,7 @@ import type { EventEnvelope } from '../envelope/envelope.js';
 import type { UntypedEvents } from '../envelope/events.js';
 import { fingerprint } from '../envelope/fingerprint.js';
 import { parseEnvelope } from '../envelope/validate.js';
-import { ContentConflictError } from '../runtime/errors.js';
+import { CommitRolledBackError, ContentConflictError } from '../runtime/errors.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { describeError } from '../runtime/logger.js';
 import { applyInTransaction, inVersionOrder, isHandled, type DispatchScope } from './dispatch.js';
@@ -220,6 +220,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
     } catch (err) {
       if (ordered.length === 1) {
         const only = ordered[0]!;
+        if (err instanceof CommitRolledBackError) this.#warnCaughtSqlError(only);
         settled.set(only.index, await this.#settleFailure(err, only));
         return settled;
       }
@@ -231,6 +232,18 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
         settled.set(candidate.index, (await this.#processCandidates([candidate])).get(candidate.index)!);
       return settled;
     }
+  }
+
+  /**
+   * Nothing in the error says which handler swallowed which statement's error, and the handler's
+   * author is the one who can fix it; this line names the event type and the way out.
+   */
+  #warnCaughtSqlError({ delivery, envelope, attempt }: Candidate): void {
+    this.options.logger.warn(
+      { eventId: envelope.eventId, eventType: envelope.eventType, ...traceFields(delivery, envelope), attempt },
+      'PostgreSQL answered COMMIT with ROLLBACK: a handler caught an SQL error, which aborted the transaction, ' +
+        'so nothing was written; let the error propagate, or use a SAVEPOINT or INSERT ... ON CONFLICT for an error it means to ignore',
+    );
   }
 
   async #settleUnknownType(delivery: RawDelivery, envelope: EventEnvelope, print: string): Promise<Settlement> {

@@ -54,6 +54,12 @@ export const ERROR_CODES = {
     when: '`updateExactlyOne` changed a number of rows other than one: another transaction won the race.',
     action: 'Roll back the transaction (business change and outbox row together), read again and retry the command.',
   },
+  CONVERGE_COMMIT_ROLLED_BACK: {
+    error: 'CommitRolledBackError',
+    when: 'PostgreSQL answered a COMMIT converge ran with ROLLBACK: a statement in the transaction failed and its error was caught (by a handler, a repair or rebuild callback, the work given to `withTransaction`), so the transaction was aborted and nothing was written. The consumer treats it as a handler error: rolled back, retried with backoff, quarantined (`handler-failed`) after `maxAttempts`, never acked as applied; `withTransaction`, repair, rebuild and migrate reject with it.',
+    action:
+      'Do not catch an SQL error and carry on in the same transaction: let it propagate, write `INSERT ... ON CONFLICT` for a duplicate that is meant to be ignored, or run the statement that may fail inside a SAVEPOINT (`SAVEPOINT s` ... `ROLLBACK TO SAVEPOINT s`).',
+  },
   CONVERGE_CONTENT_CONFLICT: {
     error: 'ContentConflictError',
     carries: '`consumer`, `eventId`, `storedFingerprint`, `receivedFingerprint`',

@@ -1,6 +1,7 @@
 /**
  * Errors about the services converge connects to (PostgreSQL, RabbitMQ): a missing broker plugin,
- * classified connection failures, an unmigrated schema, a readiness timeout. Re-exported by
+ * classified connection failures, an unmigrated schema, a readiness timeout, a COMMIT that
+ * PostgreSQL answered with ROLLBACK. Re-exported by
  * errors.ts, which callers import from; kept apart only to keep errors.ts short.
  */
 import { ConvergeError } from './convergence-error.js';
@@ -22,6 +23,23 @@ export class BrokerPluginMissingError extends ConvergeError {
       `RabbitMQ does not know the exchange type '${exchangeType}': the plugin ${plugin} is not enabled; ` +
         `enable it with: rabbitmq-plugins enable ${plugin}`,
       options,
+    );
+  }
+}
+
+/**
+ * PostgreSQL answered COMMIT with the command tag ROLLBACK, and no error: a statement inside the
+ * transaction failed, someone caught its error, and the aborted transaction could only end in a
+ * rollback. Nothing of the transaction was written. converge throws this from every COMMIT it
+ * runs, so a caller, a consumer or a tool never takes a rolled-back transaction for done.
+ */
+export class CommitRolledBackError extends ConvergeError {
+  constructor() {
+    super(
+      'CONVERGE_COMMIT_ROLLED_BACK',
+      'PostgreSQL answered COMMIT with ROLLBACK: nothing was written, because an SQL error inside the ' +
+        'transaction aborted it and was caught; let the error propagate, or use a SAVEPOINT or ' +
+        'INSERT ... ON CONFLICT for an error that is meant to be ignored',
     );
   }
 }

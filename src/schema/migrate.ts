@@ -2,6 +2,7 @@ import pg from 'pg';
 import { schemaRef } from '../runtime/identifier.js';
 import { ConnectionConfigError, SchemaNotMigratedError, SchemaTooNewError } from '../runtime/errors.js';
 import { assertDatabaseUrl, databaseFailure, poolTarget } from '../db/pool.js';
+import { commit } from '../db/transaction.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION } from './migrations.js';
 import { migrateSql } from './sql.js';
@@ -68,7 +69,7 @@ export async function migrate(target: MigrateTarget, input: MigrateOptions = {})
       await client.query(sql.recordMigration, [step.version, step.name]);
       applied.push(step.version);
     }
-    await client.query('COMMIT');
+    await commit(client);
     return { schema: schema.name, applied, version: LATEST_MIGRATION };
   } catch (err) {
     await client?.query('ROLLBACK').catch(() => undefined);

@@ -1,4 +1,5 @@
 /** converge-events/drizzle (node-postgres driver) against the adapter contract (test/support/adapter-contract.ts). */
+import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { integer, pgSchema, text } from 'drizzle-orm/pg-core';
 import pg from 'pg';
@@ -27,6 +28,9 @@ adapterContract('drizzle', async ({ connectionString, schema }) => {
       const inserted = await drizzleFromExecutor(tx).insert(orderRows).values(row).returning();
       return inserted.length;
     },
+    failThroughView: (tx) => drizzleFromExecutor(tx).execute(sql`SELECT 1 / 0`),
+    // Drizzle's node-postgres session sends COMMIT and does not look at its command tag.
+    commitAnsweredByRollback: 'resolves',
     executorOutsideTransaction: () => executorFromDrizzle(db as unknown as Parameters<typeof executorFromDrizzle>[0]),
     close: () => pool.end(),
   };

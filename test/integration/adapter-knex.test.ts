@@ -25,6 +25,11 @@ adapterContract('knex', async ({ connectionString, schema }) => {
       );
       return inserted.length;
     },
+    async failThroughView(tx) {
+      await knexFromExecutor(tx, knex).raw('SELECT 1 / 0');
+    },
+    // knex sends COMMIT and resolves whatever its command tag says.
+    commitAnsweredByRollback: 'resolves',
     executorOutsideTransaction: () => executorFromKnex(knex as unknown as Knex.Transaction),
     close: () => knex.destroy(),
   };

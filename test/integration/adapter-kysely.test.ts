@@ -1,5 +1,5 @@
 /** converge-events/kysely against the adapter contract (test/support/adapter-contract.ts). */
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { executorFromKysely, kyselyFromExecutor } from '../../src/adapters/kysely.js';
 import { adapterContract } from '../support/adapter-contract.js';
@@ -27,6 +27,9 @@ adapterContract('kysely', async ({ connectionString, schema }) => {
         .executeTakeFirstOrThrow();
       return Number(result.numInsertedOrUpdatedRows);
     },
+    failThroughView: (tx) => sql`SELECT 1 / 0`.execute(kyselyFromExecutor(tx)),
+    // Kysely's PostgreSQL driver checks the COMMIT's command tag (AbortedTransactionError).
+    commitAnsweredByRollback: 'rejects',
     executorOutsideTransaction: () => executorFromKysely(db),
     close: () => db.destroy(),
   };

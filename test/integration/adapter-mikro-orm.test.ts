@@ -54,6 +54,9 @@ adapterContract('mikro-orm', async ({ connectionString, schema }) => {
       await em.flush();
       return em.count(OrderRow, { eventId: row.eventId });
     },
+    failThroughView: (tx) => mikroOrmFromExecutor(tx, orm.em).execute('SELECT 1 / 0'),
+    // MikroORM 6 commits through knex, which does not look at the COMMIT's command tag.
+    commitAnsweredByRollback: 'resolves',
     executorOutsideTransaction: () => executorFromMikroOrm(orm.em.fork()),
     close: () => orm.close(true),
   };

@@ -49,6 +49,9 @@ adapterContract('typeorm', async ({ connectionString, schema }) => {
       await manager.save(OrderRows, row);
       return manager.countBy(OrderRows, { eventId: row.eventId });
     },
+    failThroughView: (tx) => typeOrmFromExecutor(tx, dataSource).query('SELECT 1 / 0'),
+    // TypeORM's PostgresQueryRunner.commitTransaction does not look at the COMMIT's command tag.
+    commitAnsweredByRollback: 'resolves',
     executorOutsideTransaction: () => executorFromTypeOrm(dataSource.manager),
     close: () => dataSource.destroy(),
   };

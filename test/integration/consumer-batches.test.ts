@@ -92,6 +92,68 @@ describe('batches', () => {
     });
   });
 
+  test('a batch in which one handler catches an SQL error: COMMIT answered by ROLLBACK, the others still apply, the bad one retries', async () => {
+    await withEnv(async (env) => {
+      await env.withChannel(async (ch) => {
+        await ch.assertQueue(env.queue, { durable: true });
+        await ch.bindQueue(env.queue, env.exchange, '#');
+      });
+      const apply = applyOrder(env.schema);
+      const processor = new DeliveryProcessor({
+        consumer: 'batch-commit-test',
+        pool: env.pool,
+        schema: env.schema,
+        logger: silentLogger,
+        handlers: {
+          AmountAdded: async (event, context) => {
+            await apply(event, context);
+            if (event.aggregateId !== 'z') return;
+            try {
+              await context.tx.query('SELECT 1 / 0');
+            } catch {
+              // swallowed on purpose: the transaction of the whole batch is aborted now
+            }
+          },
+        },
+      });
+      try {
+        // z sorts last in the batch's version order, so no statement runs after the caught error but COMMIT.
+        const sent = [envelope('A1', 'a', 1), envelope('Z1', 'z', 1), envelope('C1', 'c', 1), envelope('A2', 'a', 2)];
+        for (const e of sent) await env.publish(e);
+        const messages: amqp.GetMessage[] = [];
+        await waitFor(async () => {
+          const message = await env.channel.get(env.queue, { noAck: false });
+          if (message) messages.push(message);
+          return messages.length === sent.length;
+        }, 'all four deliveries');
+        const settlements = await processor.processBatch(messages);
+        for (const message of messages) env.channel.ack(message);
+        assert.deepEqual(
+          settlements.map((s) => (s.action === 'retry' ? `retry:${s.reason}` : s.outcome)),
+          ['applied', 'retry:handler-error', 'applied', 'applied'],
+        );
+        const inbox = await env.pool.query<{ event_id: string }>(
+          `SELECT event_id FROM "${env.schema}".inbox ORDER BY event_id`,
+        );
+        assert.deepEqual(
+          inbox.rows.map((r) => r.event_id),
+          ['A1', 'A2', 'C1'],
+          'the good ones committed; Z1 left no inbox row',
+        );
+        const applied = await env.pool.query<{ event_id: string }>(
+          `SELECT event_id FROM "${env.schema}".applied ORDER BY event_id`,
+        );
+        assert.deepEqual(
+          applied.rows.map((r) => r.event_id),
+          ['A1', 'A2', 'C1'],
+          'each good one applied exactly once',
+        );
+      } finally {
+        await processor.close();
+      }
+    });
+  });
+
   test('a batch handler gets each batch’s new events at once and set-based versioning keeps per-aggregate order', async () => {
     await withEnv(async (env) => {
       const batches: number[] = [];

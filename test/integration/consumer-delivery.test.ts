@@ -6,7 +6,16 @@
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { Relay, appendToOutbox, silentLogger, withTransaction, type EventEnvelope } from '../../src/index.js';
-import { withEnv, envelope, applyOrder, gate, collect } from '../support/consumer-env.js';
+import {
+  withEnv,
+  envelope,
+  applyOrder,
+  gate,
+  collect,
+  capturingLogger,
+  quarantineRows,
+  SECRET,
+} from '../support/consumer-env.js';
 import { describe, test, DATABASE_URL, uniqueName, waitFor, rabbitmqctl, AMQP_URL } from '../support/rig.js';
 
 describe('consumer delivery and ack-after-commit', () => {
@@ -178,6 +187,64 @@ describe('consumer delivery and ack-after-commit', () => {
       // An unacked delivery would be back in the ready list once the consumer's channel closed.
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0, 'acked');
       assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0, 'never parked');
+    });
+  });
+
+  test('a handler that catches an SQL error: COMMIT answered by ROLLBACK is never acked as applied; retried, then quarantined', async () => {
+    await withEnv(async (env) => {
+      const logger = capturingLogger();
+      const apply = applyOrder(env.schema);
+      const attempts: number[] = [];
+      await env.pool.query(`CREATE TABLE "${env.schema}".seen (event_id text PRIMARY KEY)`);
+      await env.pool.query(`INSERT INTO "${env.schema}".seen (event_id) VALUES ('E1')`);
+      const consumer = env.start({
+        logger,
+        maxAttempts: 2,
+        handlers: {
+          AmountAdded: async (event, ctx) => {
+            attempts.push(ctx.attempt);
+            await apply(event, ctx);
+            try {
+              // "Already seen, ignore it": the unique violation aborts the whole transaction.
+              await ctx.tx.query(`INSERT INTO "${env.schema}".seen (event_id) VALUES ($1)`, [event.eventId]);
+            } catch {
+              // swallowed on purpose
+            }
+          },
+        },
+      });
+      const settled = collect(consumer);
+      try {
+        await consumer.ready();
+        await env.publish(envelope('E1', 'o1', 1, { delta: 7, note: SECRET }));
+        // An ack as applied ends the wait too, so that defect fails at once with what happened.
+        const applied = () => settled.some((s) => s.action === 'ack' && s.outcome === 'applied');
+        await waitFor(() => consumer.stats.quarantined === 1 || applied(), 'the delivery to be quarantined');
+        assert.deepEqual(
+          settled.map((s) => (s.action === 'retry' ? `retry:${s.attempt}:${s.reason}` : `${s.outcome}`)),
+          ['retry:1:handler-error', 'quarantined'],
+          'never acked as applied',
+        );
+        assert.deepEqual(attempts, [1, 2]);
+        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 0, 'no inbox row committed');
+        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.applied`), 0, 'no projection write committed');
+        assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.projection_state`), 0, 'no version moved');
+        const [row, ...more] = await quarantineRows(env);
+        assert.equal(more.length, 0);
+        assert.equal(row!.reason, 'handler-failed');
+        assert.equal(row!.event_id, 'E1');
+        assert.match(row!.detail, /COMMIT with ROLLBACK/);
+        const hints = logger.records.filter((r) =>
+          r.includes('"msg":"PostgreSQL answered COMMIT with ROLLBACK: a handler caught'),
+        );
+        assert.equal(hints.length, 2, `one hint per attempt: ${logger.records.join('\n')}`);
+        assert.match(hints[0]!, /"eventId":"E1".*SAVEPOINT/);
+        assert.ok(!logger.records.some((r) => r.includes(SECRET)), 'no payload in the logs');
+      } finally {
+        await env.stop(consumer);
+      }
+      assert.equal((await env.checkQueue(env.queue)).messageCount, 0, 'settled');
+      assert.equal((await env.checkQueue(env.retryTier)).messageCount, 0, 'nothing left waiting');
     });
   });
 

@@ -4,7 +4,7 @@
  * rebuild from the versioned source does, and later events apply on top.
  */
 import assert from 'node:assert/strict';
-import { applyIncrement, rebuildProjection, silentLogger } from '../../src/index.js';
+import { CommitRolledBackError, applyIncrement, rebuildProjection, silentLogger } from '../../src/index.js';
 import { DeliveryProcessor } from '../../src/testing/index.js';
 import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
@@ -90,6 +90,45 @@ describe('rebuildProjection', () => {
       assert.equal(await amount(), 100, 'E4 on top of the rebuilt state, nothing applied twice');
     } finally {
       await processor.close();
+      await db.close();
+    }
+  });
+
+  it('a reset that catches an SQL error rejects with CommitRolledBackError: nothing is forgotten, nothing rebuilt', async () => {
+    const db = await createTestSchema('cvb');
+    const q = `"${db.schema}"`;
+    try {
+      await db.pool.query(`CREATE TABLE ${q}.orders (id text PRIMARY KEY, version bigint NOT NULL)`);
+      await db.pool.query(`CREATE TABLE ${q}.order_view (id text PRIMARY KEY, amount integer NOT NULL)`);
+      await db.pool.query(`INSERT INTO ${q}.orders VALUES ('o1', 3)`);
+      await db.pool.query(`INSERT INTO ${q}.order_view VALUES ('o1', 10)`);
+      await db.pool.query(
+        `INSERT INTO ${q}.projection_state (projection, aggregate_type, aggregate_id, version) VALUES ($1, 'order', 'o1', 1)`,
+        [PROJECTION],
+      );
+      const applied: string[] = [];
+      const run = rebuildProjection(db.pool, {
+        schema: db.schema,
+        projection: PROJECTION,
+        aggregateType: 'order',
+        source: async (after) => (after === null ? [{ id: 'o1', version: 3 }] : []),
+        reset: async (tx) => {
+          await tx.query(`TRUNCATE ${q}.order_view`);
+          try {
+            await tx.query('SELECT 1 / 0');
+          } catch {
+            // swallowed on purpose
+          }
+        },
+        apply: async (_tx, row) => void applied.push(row.id),
+      });
+      await assert.rejects(run, (err: unknown) => err instanceof CommitRolledBackError);
+      assert.deepEqual(applied, [], 'no row was rebuilt on a reset that did not happen');
+      const view = await db.pool.query(`SELECT id, amount FROM ${q}.order_view`);
+      assert.deepEqual(view.rows, [{ id: 'o1', amount: 10 }], 'the TRUNCATE rolled back');
+      const state = await db.pool.query(`SELECT version FROM ${q}.projection_state`);
+      assert.deepEqual(state.rows, [{ version: '1' }], 'the versions were not forgotten');
+    } finally {
       await db.close();
     }
   });

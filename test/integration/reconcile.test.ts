@@ -5,7 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import type pg from 'pg';
-import { applyIncrement, reconcile, withTransaction, type PagedReader, type ReconcileRow } from '../../src/index.js';
+import {
+  CommitRolledBackError,
+  applyIncrement,
+  reconcile,
+  withTransaction,
+  type PagedReader,
+  type ReconcileRow,
+} from '../../src/index.js';
 import { describe, it, createTestSchema, type TestDatabase } from '../support/rig.js';
 
 const PROJECTION = 'order_view';
@@ -236,6 +243,33 @@ describe('reconcile', () => {
       });
       assert.deepEqual(again.differences, { missing: 0, stale: 0, ahead: 1, mismatch: 0, extra: 1 });
       assert.equal(again.repaired, 0);
+    });
+  });
+
+  it('a repair whose apply catches an SQL error rejects with CommitRolledBackError instead of counting it repaired', async () => {
+    await withFixture(async (f) => {
+      await f.seed('missing', 2, 20, false);
+      const run = reconcile(f.db.pool, {
+        schema: f.db.schema,
+        projection: PROJECTION,
+        aggregateType: TYPE,
+        source: f.source,
+        target: f.target,
+        repair: {
+          apply: async (tx, row) => {
+            await f.apply(tx, row);
+            try {
+              await tx.query('SELECT 1 / 0');
+            } catch {
+              // swallowed on purpose
+            }
+          },
+        },
+      });
+      await assert.rejects(run, (err: unknown) => err instanceof CommitRolledBackError);
+      assert.equal(await f.readModel('missing'), null, 'neither the row nor its version was written');
+      const state = await f.db.pool.query(`SELECT 1 FROM ${f.q}.projection_state`);
+      assert.equal(state.rowCount, 0);
     });
   });
 

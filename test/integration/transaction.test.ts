@@ -2,6 +2,7 @@
  * withTransaction and converge's own retry signal: a RetryTransactionSignal re-runs the whole
  * transaction like a serialization failure; applyIncrements raises it (instead of a made-up
  * PostgreSQL error) when a concurrent transaction started an aggregate it planned to start.
+ * A COMMIT that PostgreSQL answers with ROLLBACK (the work caught an SQL error) rejects.
  */
 import assert from 'node:assert/strict';
 import {
@@ -10,8 +11,50 @@ import {
   isTransientDatabaseError,
   withTransaction,
 } from '../../src/db/transaction.js';
-import { applyIncrements, StaleVersionError } from '../../src/index.js';
+import { appendToOutbox, applyIncrements, CommitRolledBackError, StaleVersionError } from '../../src/index.js';
+import { orderEvent } from '../support/builders.js';
 import { describe, it, createTestSchema } from '../support/rig.js';
+
+describe('withTransaction and a COMMIT answered by ROLLBACK', () => {
+  it('rejects with CommitRolledBackError when the work caught an SQL error; nothing was written, nothing re-run', async () => {
+    const db = await createTestSchema('cvt_tx');
+    try {
+      await db.pool.query(`CREATE TABLE "${db.schema}".orders (id text PRIMARY KEY)`);
+      await db.pool.query(`INSERT INTO "${db.schema}".orders (id) VALUES ('o1')`);
+      let runs = 0;
+      const stored = withTransaction(db.pool, async (tx) => {
+        runs++;
+        await tx.query(`INSERT INTO "${db.schema}".orders (id) VALUES ('o2')`);
+        await appendToOutbox(tx, orderEvent('e-commit-1', 'o2'), { schema: db.schema });
+        try {
+          // The duplicate a careless producer "ignores": it aborts the transaction.
+          await tx.query(`INSERT INTO "${db.schema}".orders (id) VALUES ('o1')`);
+        } catch {
+          // swallowed on purpose
+        }
+        return 'stored';
+      });
+      await assert.rejects(stored, (err: unknown) => {
+        assert.ok(err instanceof CommitRolledBackError, `got ${String(err)}`);
+        assert.equal(err.code, 'CONVERGE_COMMIT_ROLLED_BACK');
+        return true;
+      });
+      assert.equal(runs, 1, 'not re-run: the same work would catch the same error');
+      const orders = await db.pool.query(`SELECT id FROM "${db.schema}".orders ORDER BY id`);
+      assert.deepEqual(orders.rows, [{ id: 'o1' }], 'the business row did not commit');
+      const outbox = await db.pool.query(`SELECT 1 FROM "${db.schema}".outbox`);
+      assert.equal(outbox.rowCount, 0, 'the outbox row did not commit');
+      // The connection went back to the pool usable, outside any transaction.
+      const after = await withTransaction(db.pool, async (tx) => {
+        await tx.query(`INSERT INTO "${db.schema}".orders (id) VALUES ('o3')`);
+        return 'ok';
+      });
+      assert.equal(after, 'ok');
+    } finally {
+      await db.close();
+    }
+  });
+});
 
 describe('RetryTransactionSignal', () => {
   it('counts as a serialization failure (so also as transient), and is no PostgreSQL error', () => {

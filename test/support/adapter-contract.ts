@@ -21,6 +21,7 @@ import {
 } from '../../src/index.js';
 import { AdapterError } from '../../src/runtime/errors.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/testing/index.js';
+import { orderEvent } from './builders.js';
 import { PROJECTION, collect, withEnv, type Env } from './consumer-env.js';
 import {
   AMQP_URL,
@@ -47,6 +48,13 @@ export interface OrmUnderTest {
   ): Promise<void>;
   /** Writes one `order_rows` row through the ORM's view of converge's `tx`; returns how many rows it wrote. */
   writeThroughView(tx: Executor, row: ViewRow): Promise<number>;
+  /** Runs a statement that fails (division by zero) through the ORM's view of converge's `tx`, no savepoint. */
+  failThroughView(tx: Executor): Promise<unknown>;
+  /**
+   * What the ORM's own transaction() does when PostgreSQL answers its COMMIT with ROLLBACK (an
+   * error inside was caught): converge does not run that COMMIT, so the ORM alone can tell.
+   */
+  commitAnsweredByRollback: 'rejects' | 'resolves';
   /** Calls the adapter's executorFrom… with the ORM's handle outside any transaction (it must throw). */
   executorOutsideTransaction(): unknown;
   close(): Promise<void>;
@@ -114,6 +122,22 @@ export function adapterContract(name: string, open: OpenOrm): void {
         assert.equal(await count(db, `SELECT count(*) AS n FROM "${db.schema}".outbox`), 0);
       });
 
+      it('an SQL error caught inside the ORM transaction: nothing is written; the ORM rejects or resolves as declared', async () => {
+        const run = orm.transaction(async ({ insertOrder, executor }) => {
+          await insertOrder('o-caught', 1);
+          await appendToOutbox(executor, placed('o-caught'), { schema: db.schema });
+          try {
+            await executor.query('SELECT 1 / 0');
+          } catch {
+            // swallowed on purpose: the transaction is aborted, its COMMIT answered by ROLLBACK
+          }
+        });
+        if (orm.commitAnsweredByRollback === 'rejects') await assert.rejects(run);
+        else await run;
+        assert.equal(await count(db, `SELECT count(*) AS n FROM "${db.schema}".orders`), 0);
+        assert.equal(await count(db, `SELECT count(*) AS n FROM "${db.schema}".outbox`), 0);
+      });
+
       it('a handle outside a transaction is refused: the event would commit on its own', () => {
         assert.throws(
           () => orm.executorOutsideTransaction(),
@@ -159,6 +183,43 @@ export function adapterContract(name: string, open: OpenOrm): void {
           assert.deepEqual(sameTransaction, [true]);
         } finally {
           await relay?.stop();
+          await orm.close();
+        }
+      });
+    });
+
+    it('a handler that catches an SQL error from the view is never acked as applied: quarantined, nothing written', async () => {
+      await withEnv(async (env) => {
+        await createTables(env.db);
+        const orm = await open({ connectionString: DATABASE_URL, schema: env.schema });
+        try {
+          const write = viewHandler(env, orm, []);
+          const consumer = env.start({
+            maxAttempts: 1,
+            handlers: {
+              AmountAdded: async (event, context) => {
+                await write(event, context);
+                try {
+                  await orm.failThroughView(context.tx);
+                } catch {
+                  // swallowed on purpose
+                }
+              },
+            },
+          });
+          const settled = collect(consumer);
+          await consumer.ready({ timeoutMs: 15_000 });
+          await env.publish(orderEvent('e-caught', 'o-caught', 1));
+          await waitFor(() => settled.length === 1, 'the delivery to settle');
+          assert.deepEqual(
+            settled.map((s) =>
+              s.action === 'ack' && s.outcome === 'quarantined' ? s.reason : s.action === 'ack' ? s.outcome : s.action,
+            ),
+            ['handler-failed'],
+          );
+          assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.order_rows`), 0);
+          assert.equal(await env.count(`SELECT count(*) AS n FROM $schema.inbox`), 0);
+        } finally {
           await orm.close();
         }
       });

@@ -9,6 +9,7 @@ import * as errors from '../../src/runtime/errors.js';
 import {
   BodyTooLargeError,
   BrokerPluginMissingError,
+  CommitRolledBackError,
   ConcurrencyConflictError,
   ConfigError,
   ConnectionConfigError,
@@ -53,6 +54,7 @@ const SAMPLES: Record<string, () => ConvergeError[]> = {
   MalformedBodyError: () => [new MalformedBodyError('not valid JSON')],
   BodyTooLargeError: () => [new BodyTooLargeError(300_000, 262_144)],
   ConcurrencyConflictError: () => [new ConcurrencyConflictError(0)],
+  CommitRolledBackError: () => [new CommitRolledBackError()],
   ContentConflictError: () => [new ContentConflictError('search', 'e-1', 'aa', 'bb')],
   VersionGapError: () => [new VersionGapError(key, 3, 1)],
   StaleVersionError: () => [new StaleVersionError(key, 2, 2)],

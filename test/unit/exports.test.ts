@@ -20,6 +20,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'BodyTooLargeError',
       'BrokerPluginMissingError',
       'CdcRelay',
+      'CommitRolledBackError',
       'ConcurrencyConflictError',
       'ConfigError',
       'ConnectionConfigError',

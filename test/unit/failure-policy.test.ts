@@ -1,7 +1,13 @@
 /** The failure policy with an event in hand: parking, staying parked, the compaction check, and what each decision carries. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ContentConflictError, PermanentError, StaleVersionError, VersionGapError } from '../../src/index.js';
+import {
+  CommitRolledBackError,
+  ContentConflictError,
+  PermanentError,
+  StaleVersionError,
+  VersionGapError,
+} from '../../src/index.js';
 import { decideFailure, type FailureContext } from '../../src/testing/index.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: '42' };
@@ -95,6 +101,16 @@ describe('decideFailure', () => {
     assert.deepEqual(decideFailure(new Error('boom'), context({ attempt: 2, parked: true })), {
       action: 'retry',
       reason: 'handler-error',
+    });
+  });
+
+  test('a COMMIT answered by ROLLBACK is a handler error: retried below maxAttempts, then quarantined with its message', () => {
+    const rolledBack = new CommitRolledBackError();
+    assert.deepEqual(decideFailure(rolledBack, context({ attempt: 2 })), { action: 'retry', reason: 'handler-error' });
+    assert.deepEqual(decideFailure(rolledBack, context({ attempt: 3 })), {
+      action: 'quarantine',
+      reason: 'handler-failed',
+      detail: rolledBack.message,
     });
   });
 
