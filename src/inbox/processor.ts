@@ -234,10 +234,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
     }
   }
 
-  /**
-   * Nothing in the error says which handler swallowed which statement's error, and the handler's
-   * author is the one who can fix it; this line names the event type and the way out.
-   */
+  /** The error cannot say which handler swallowed an SQL error; its author can fix it, so name the event type and the way out. */
   #warnCaughtSqlError({ delivery, envelope, attempt }: Candidate): void {
     this.options.logger.warn(
       { eventId: envelope.eventId, eventType: envelope.eventType, ...traceFields(delivery, envelope), attempt },
