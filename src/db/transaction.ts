@@ -60,30 +60,51 @@ export async function withTransaction<T>(
   retries = 3,
 ): Promise<T> {
   for (let attempt = 0; ; attempt++) {
-    const client = await pool.connect();
-    let broken: Error | undefined;
-    // pg-pool listens for errors only on idle clients; a checked-out client whose backend dies
-    // would otherwise raise an uncaught 'error' and take the process down.
-    const onError = (err: Error) => {
-      broken ??= err;
-    };
-    client.on('error', onError);
     try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await commit(client);
-      return result;
+      return await inTransaction(pool, work, commit);
     } catch (err) {
-      try {
-        await client.query('ROLLBACK');
-      } catch (rollbackErr) {
-        broken = rollbackErr as Error;
-      }
       if (attempt < retries && isSerializationFailure(err)) continue;
       throw err;
-    } finally {
-      client.off('error', onError);
-      client.release(broken);
     }
+  }
+}
+
+/**
+ * Runs `work` in one transaction that always ends with ROLLBACK: for reads (a snapshot of the
+ * source), where there is nothing to commit, so an error `work` caught and handled itself
+ * does not turn a finished read into a failure.
+ */
+export function withReadTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return inTransaction(pool, work, (client) => client.query('ROLLBACK').then(() => undefined));
+}
+
+async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  end: (client: pg.PoolClient) => Promise<void>,
+): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  // pg-pool listens for errors only on idle clients; a checked-out client whose backend dies
+  // would otherwise raise an uncaught 'error' and take the process down.
+  const onError = (err: Error) => {
+    broken ??= err;
+  };
+  client.on('error', onError);
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await end(client);
+    return result;
+  } catch (err) {
+    try {
+      await client.query('ROLLBACK');
+    } catch (rollbackErr) {
+      broken = rollbackErr as Error;
+    }
+    throw err;
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
   }
 }

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { withTransaction } from '../db/transaction.js';
+import { withReadTransaction } from '../db/transaction.js';
 import { defineOptions, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
 import type { ReconcileRow } from './compare.js';
 import type { PagedReader } from './reconcile.js';
@@ -35,8 +35,8 @@ export interface SnapshotInfo {
  * Runs `read` on a client inside one REPEATABLE READ, READ ONLY transaction of the source's
  * database: every statement it runs sees the same committed state, so a row assembled from
  * several statements (a header and its lines, two tables, a version and the fields it
- * covers) is one version of the aggregate, never fields of two. The transaction ends when
- * `read` returns: keep each one short (a page, one aggregate), since an open snapshot holds
+ * covers) is one version of the aggregate, never fields of two. The transaction ends (with
+ * ROLLBACK: it wrote nothing) when `read` returns: keep each one short (a page, one aggregate), since an open snapshot holds
  * back vacuum on the whole source database.
  */
 export async function sourceSnapshot<T>(
@@ -46,7 +46,7 @@ export async function sourceSnapshot<T>(
 ): Promise<T> {
   parseOptions(poolOption, pool, 'pool');
   const options = sourceSnapshotOptions.parse(input);
-  return withTransaction(pool, async (client) => {
+  return withReadTransaction(pool, async (client) => {
     await client.query(snapshotSql.repeatableReadOnly);
     let snapshotId: string | null = options.snapshotId ?? null;
     if (snapshotId !== null) await client.query(snapshotSql.importSnapshot(snapshotId));
