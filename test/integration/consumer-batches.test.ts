@@ -132,22 +132,14 @@ describe('batches', () => {
           settlements.map((s) => (s.action === 'retry' ? `retry:${s.reason}` : s.outcome)),
           ['applied', 'retry:handler-error', 'applied', 'applied'],
         );
-        const inbox = await env.pool.query<{ event_id: string }>(
-          `SELECT event_id FROM "${env.schema}".inbox ORDER BY event_id`,
-        );
-        assert.deepEqual(
-          inbox.rows.map((r) => r.event_id),
-          ['A1', 'A2', 'C1'],
-          'the good ones committed; Z1 left no inbox row',
-        );
-        const applied = await env.pool.query<{ event_id: string }>(
-          `SELECT event_id FROM "${env.schema}".applied ORDER BY event_id`,
-        );
-        assert.deepEqual(
-          applied.rows.map((r) => r.event_id),
-          ['A1', 'A2', 'C1'],
-          'each good one applied exactly once',
-        );
+        const eventIds = async (table: 'inbox' | 'applied') =>
+          (
+            await env.pool.query<{ event_id: string }>(
+              `SELECT event_id FROM "${env.schema}".${table} ORDER BY event_id`,
+            )
+          ).rows.map((r) => r.event_id);
+        assert.deepEqual(await eventIds('inbox'), ['A1', 'A2', 'C1'], 'the good ones committed; Z1 left no inbox row');
+        assert.deepEqual(await eventIds('applied'), ['A1', 'A2', 'C1'], 'each good one applied exactly once');
       } finally {
         await processor.close();
       }
