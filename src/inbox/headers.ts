@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { HEADER } from '../transport/wire.js';
 import { boundedInteger, boundedText } from './bounds.js';
 import { signHeaders, signatureMatches, type ConvergeHeaders } from './header-signature.js';
@@ -150,6 +151,11 @@ export function retryHeaders(delivery: RawDelivery, messageId: string, attempt: 
     ...(replayOf !== undefined && replayToken !== undefined ? { replayOf, replayToken } : {}),
   };
   return signedHeaders(verdicts.get(delivery)?.key ?? null, messageId, delivery.content, values);
+}
+
+/** A fresh replay token: 128 random bits, stored on the quarantine row and sent in REPLAY_TOKEN_HEADER. */
+export function newReplayToken(): string {
+  return randomBytes(16).toString('hex');
 }
 
 /** `values` as converge headers, with their signature when there is a key. */
