@@ -64,9 +64,7 @@ export function parseConvergeHeaders(headers: Headers): { values: ConvergeHeader
   };
   take(ATTEMPT_HEADER, 'attempt', (v) => boundedInteger(v, 1, MAX_ATTEMPT));
   take(ORIGIN_EXCHANGE_HEADER, 'originExchange', (v) => boundedText(v, MAX_AMQP_NAME_BYTES, { allowEmpty: true }));
-  take(ORIGIN_ROUTING_KEY_HEADER, 'originRoutingKey', (v) =>
-    boundedText(v, MAX_AMQP_NAME_BYTES, { allowEmpty: true }),
-  );
+  take(ORIGIN_ROUTING_KEY_HEADER, 'originRoutingKey', (v) => boundedText(v, MAX_AMQP_NAME_BYTES, { allowEmpty: true }));
   take(REPLAY_OF_HEADER, 'replayOf', (v) => matching(v, REPLAY_ID));
   take(REPLAY_TOKEN_HEADER, 'replayToken', (v) => matching(v, REPLAY_TOKEN));
   return { values, invalid };
@@ -84,7 +82,10 @@ function matching(value: unknown, pattern: RegExp): string | undefined {
  * none is (attempt 1, origin from the delivery, not a replay) and each present one is named in
  * `untrusted`: a forged header, or one from a converge that did not sign yet. Pure.
  */
-export function verifyConvergeHeaders(key: Buffer | null, delivery: Pick<RawDelivery, 'content' | 'properties'>): HeaderVerdict {
+export function verifyConvergeHeaders(
+  key: Buffer | null,
+  delivery: Pick<RawDelivery, 'content' | 'properties'>,
+): HeaderVerdict {
   const headers = delivery.properties.headers ?? {};
   const present = CONVERGE_HEADERS.filter((name) => headers[name] !== undefined);
   if (present.length === 0) return { trusted: {}, untrusted: [] };

@@ -68,11 +68,11 @@ describe('quarantine rows: bounded, and never refused for what the message holds
     const statements: { text: string; values?: unknown[] }[] = [];
     let inserts = 0;
     const executor = {
-      async query(text: string, values?: unknown[]) {
+      async query<R>(text: string, values?: unknown[]) {
         statements.push({ text, values });
         if (text.includes('INSERT') && inserts++ === 0)
           throw Object.assign(new Error('integer out of range'), { code: '22003' });
-        return { rows: [{ id: '42' }], rowCount: 1 };
+        return { rows: [{ id: '42' }] as R[], rowCount: 1 };
       },
     };
     assert.equal(await quarantine(executor, schemaRef('s'), entry), '42');
@@ -88,15 +88,17 @@ describe('quarantine rows: bounded, and never refused for what the message holds
     assert.match(fallback[3] as string, /SQLSTATE 22003/);
     assert.equal(fallback[8], delivery.content, 'the body is kept as bytes');
     const properties = JSON.parse(fallback[7] as string) as { unstored: { propertiesBase64: string } };
-    const decoded = JSON.parse(Buffer.from(properties.unstored.propertiesBase64, 'base64').toString('utf8'));
+    const decoded = JSON.parse(Buffer.from(properties.unstored.propertiesBase64, 'base64').toString('utf8')) as {
+      headers: Record<string, unknown>;
+    };
     assert.deepEqual(decoded.headers.note, 'a\u0000b');
   });
 
   it('does not hide a failure that is not about the content (a lost connection)', async () => {
     const executor = {
-      async query(text: string) {
+      async query<R>(text: string) {
         if (text.includes('INSERT')) throw Object.assign(new Error('terminated'), { code: '57P01' });
-        return { rows: [], rowCount: 0 };
+        return { rows: [] as R[], rowCount: 0 };
       },
     };
     await assert.rejects(quarantine(executor, schemaRef('s'), entry), /terminated/);
