@@ -10,6 +10,15 @@ export function storableText(value: string): boolean {
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/**
+ * An ISO 8601 datetime (as the envelope's pattern admits: a four-digit year) that PostgreSQL
+ * timestamptz and JS Date both hold: year 0000 is valid ISO but PostgreSQL refuses it (22008),
+ * which would fail the inbox insert on every retry instead of quarantining the event once.
+ */
+export function storableInstant(text: string): boolean {
+  return !text.startsWith('0000') && Number.isFinite(Date.parse(text));
+}
+
 /** Every string and key in `value` is storable text (iterative, like isFiniteThroughout). */
 export function storableThroughout(value: unknown): boolean {
   const pending: unknown[] = [value];

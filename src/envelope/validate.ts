@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { BodyTooLargeError, EnvelopeValidationError, MalformedBodyError } from '../runtime/errors.js';
 import type { EventEnvelope } from './envelope.js';
-import { isFiniteThroughout, plainPayload, storableText, storableThroughout } from './storable.js';
+import { isFiniteThroughout, plainPayload, storableInstant, storableText, storableThroughout } from './storable.js';
 
 export const DEFAULT_MAX_ENVELOPE_BYTES = 256 * 1024;
 
@@ -62,7 +62,7 @@ const envelopeSchema = z.strictObject({
   schemaVersion: positiveInt,
   kind: z.enum(['incremental', 'snapshot']),
   payload: z.unknown().refine((value) => value !== undefined, 'required'),
-  occurredAt: z.iso.datetime({ offset: true }),
+  occurredAt: z.iso.datetime({ offset: true }).refine(storableInstant, 'instant'),
   traceparent: z.string().regex(new RegExp(ENVELOPE_LIMITS.traceparentPattern), 'W3C traceparent').optional(),
   tenantId: text.optional(),
 });
@@ -123,7 +123,8 @@ export function fastValidated(value: unknown): EventEnvelope | undefined {
     (kind !== 'incremental' && kind !== 'snapshot') ||
     !plainPayload(payload) ||
     typeof occurredAt !== 'string' ||
-    !OCCURRED_AT.test(occurredAt)
+    !OCCURRED_AT.test(occurredAt) ||
+    !storableInstant(occurredAt)
   )
     return undefined;
   const envelope: EventEnvelope = {
@@ -227,6 +228,7 @@ function describeIssue(issue: z.core.$ZodIssue | undefined): string {
     case 'custom':
       if (issue.message === 'blank') return 'must not be blank or only whitespace';
       if (issue.message === 'unstorable') return 'holds U+0000 or a lone surrogate, which PostgreSQL text cannot store';
+      if (issue.message === 'instant') return 'outside the years 0001 to 9999 (PostgreSQL timestamptz has no year 0)';
       return 'required';
     default:
       return 'invalid';

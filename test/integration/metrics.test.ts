@@ -128,6 +128,7 @@ describe('relay and consumer counters, readiness', () => {
       reason: 'stale-version',
       eventId: 'f',
       quarantineId: '1',
+      untrustedHeaders: ['x-converge-attempt', 'x-converge-replay-of'],
     });
     consumer.emit('settled', { action: 'retry', delayMs: 10, attempt: 1, reason: 'handler-error', eventId: 'g' });
     consumer.emit('drained', {
@@ -150,6 +151,8 @@ describe('relay and consumer counters, readiness', () => {
       'converge_consumer_quarantined_total{reason="stale-version"} 1',
       'converge_consumer_drained_total{outcome="applied"} 1',
       'converge_consumer_conflicts_total 1',
+      'converge_consumer_untrusted_headers_total{header="x-converge-attempt"} 1',
+      'converge_consumer_untrusted_headers_total{header="x-converge-replay-of"} 1',
       'converge_relay_confirm_seconds_bucket{le="0.001"} 0',
       'converge_relay_confirm_seconds_bucket{le="0.0025"} 1',
       'converge_relay_confirm_seconds_bucket{le="0.05"} 2',

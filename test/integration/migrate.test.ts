@@ -10,6 +10,7 @@ import { after, before, describe, it, DATABASE_URL, connectPostgres, uniqueName,
 const CONVERGE_TABLES = [
   'consumer_schemas',
   'effects',
+  'header_key',
   'inbox',
   'inbox_watermark',
   'migrations',

@@ -209,6 +209,8 @@ describe('validateEnvelope', () => {
   it('rejects a malformed occurredAt or traceparent without echoing it', () => {
     expectInvalid(() => validateEnvelope({ ...good(), occurredAt: MARKER }), 'occurredAt');
     expectInvalid(() => validateEnvelope({ ...good(), occurredAt: '2024-05-01T10:00:00' }), 'occurredAt');
+    // Valid ISO, but PostgreSQL timestamptz has no year 0: the inbox insert would fail on every retry (issue 26).
+    expectInvalid(() => validateEnvelope({ ...good(), occurredAt: '0000-01-01T00:00:00Z' }), 'occurredAt');
     const err = expectInvalid(() => validateEnvelope({ ...good(), traceparent: `00-${MARKER}` }), 'traceparent');
     assert.match(err.message, /does not match the pattern \(W3C traceparent\)$/);
   });
