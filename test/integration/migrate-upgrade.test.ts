@@ -207,4 +207,48 @@ describe('upgrading a schema with old rows', () => {
       assert.deepEqual((await outboxById(pool, schema)).get('fine'), { status: 'pending', last_error: null });
     });
   });
+
+  test('from migration 7: repeats of one message open in quarantine (written before 8) no longer block migration 8', async () => {
+    await withSchema('cvt_upg7', async (pool, schema) => {
+      await migrateTo(pool, schema, 7);
+      const quarantine = `"${schema}".quarantine`;
+      const add = (eventId: string, at: string) =>
+        pool.query(
+          `INSERT INTO ${quarantine} (consumer, event_id, reason, detail, fingerprint, properties, body, quarantined_at)
+           VALUES ('c1', $1, 'handler-failed', 'Error', 'fp-' || $1, '{}', '\\x7b7d', $2)`,
+          [eventId, at],
+        );
+      await add('e1', '2026-01-01T00:00:00Z');
+      await add('e1', '2026-01-02T00:00:00Z');
+      await add('e1', '2026-01-03T00:00:00Z');
+      await add('e2', '2026-01-01T00:00:00Z');
+      await migrate(pool, { schema });
+      const { rows } = await pool.query<{
+        id: string;
+        event_id: string;
+        open: boolean;
+        times_seen: number;
+        first: string;
+        last: string;
+        note: string | null;
+      }>(
+        `SELECT id, event_id, resolved_at IS NULL AS open, times_seen, to_char(quarantined_at AT TIME ZONE 'UTC', 'MM-DD') AS first,
+                to_char(last_seen_at AT TIME ZONE 'UTC', 'MM-DD') AS last, resolution_note AS note FROM ${quarantine} ORDER BY id`,
+      );
+      const open = rows.filter((row) => row.open);
+      assert.deepEqual(
+        open.map(({ event_id, times_seen, first }) => ({ event_id, times_seen, first })),
+        [
+          { event_id: 'e1', times_seen: 3, first: '01-01' },
+          { event_id: 'e2', times_seen: 1, first: '01-01' },
+        ],
+      );
+      assert.equal(open[0]!.last, '01-03', 'the kept row was last seen when the newest repeat came');
+      const closed = rows.filter((row) => !row.open);
+      assert.equal(closed.length, 2);
+      for (const row of closed)
+        assert.equal(row.note, `repeat of quarantine row ${open[0]!.id}, merged into it by migration 8`);
+      assert.deepEqual((await readStatus(pool, { schema })).quarantine, { 'handler-failed': 2 });
+    });
+  });
 });

@@ -1,8 +1,6 @@
 import type { SchemaRef } from '../runtime/identifier.js';
+import { ROW_REFUSED } from '../runtime/row-refused.js';
 import { outboxBlankChecks, outboxEnvelopeChecks } from './outbox-checks.js';
-
-/** The last_error prefix of a row the table's rules refuse: the relay and migration 17 both write it. */
-export const ROW_REFUSED = 'CONVERGE_OUTBOX_ROW_REFUSED';
 
 /**
  * Migration 17. Migrations 11 and 12 added the envelope checks NOT VALID, and PostgreSQL checks a
@@ -33,4 +31,28 @@ export function outboxPendingChecks(s: SchemaRef): string[] {
       .map(([name, check]) => `ADD CONSTRAINT ${name} CHECK (status <> 'pending' OR (${check}))`)
       .join(', ')}`,
   ];
+}
+
+/**
+ * Migration 8's plan for rows from before it. Until then every quarantine of a message added a row,
+ * so a redelivered message could have several open rows, and the unique index that makes a repeat
+ * update the open row failed with 23505: `converge migrate` could not pass migration 8 at all. The
+ * newest open row of each message stays open and counts the others (first seen, last seen, how
+ * often); the others are closed as repeats of it, kept for the record, never deleted.
+ */
+export function mergeOpenQuarantineRepeats(s: SchemaRef): string {
+  const quarantine = `${s.quoted}.quarantine`;
+  return `WITH ranked AS (
+      SELECT id, max(id) OVER w AS keep, count(*) OVER w AS n, min(quarantined_at) OVER w AS first_at
+        FROM ${quarantine}
+       WHERE resolved_at IS NULL AND event_id IS NOT NULL AND fingerprint IS NOT NULL
+      WINDOW w AS (PARTITION BY consumer, event_id, fingerprint)
+    ), kept AS (
+      UPDATE ${quarantine} q SET times_seen = r.n, last_seen_at = q.quarantined_at, quarantined_at = r.first_at
+        FROM ranked r WHERE q.id = r.id AND r.id = r.keep AND r.n > 1
+    )
+    UPDATE ${quarantine} q
+       SET resolved_at = now(), resolution = 'discarded',
+           resolution_note = 'repeat of quarantine row ' || r.keep || ', merged into it by migration 8'
+      FROM ranked r WHERE q.id = r.id AND r.id <> r.keep`;
 }
