@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { runStatement } from '../db/statement.js';
 import type { Logger } from '../runtime/logger.js';
+import { isRowRefused } from '../runtime/row-refused.js';
+import { setAside, type SetAsideContext } from './set-aside.js';
 import type { ResolvedRelayOptions } from './options.js';
 import type { ClaimedRow, relaySql } from './sql.js';
 
@@ -22,6 +24,8 @@ interface ClaimerContext {
   options: ResolvedRelayOptions;
   /** The exclusive claimer took the lock (true) or found it held by another relay (false). */
   ownership: (owned: boolean) => void;
+  /** Where rows the table refuses go (set-aside.ts); its owner is this claimer's. */
+  setAside: SetAsideContext;
 }
 
 export function createClaimer(ctx: ClaimerContext): Claimer {
@@ -37,13 +41,44 @@ class LeaseClaimer implements Claimer {
   }
 
   async claim(): Promise<ClaimedRow[]> {
+    const excluded = this.ctx.setAside.skipped.excluded(performance.now());
+    try {
+      return await this.#claim(this.ctx.options.batchSize, excluded, null);
+    } catch (err) {
+      // Writing the lease is an UPDATE, checked against every rule of the table (NOT VALID ones
+      // too): one refused row would fail the claim of all others, so they are claimed one by one.
+      if (!isRowRefused(err)) throw err;
+      return this.#claimEach(excluded);
+    }
+  }
+
+  async #claim(limit: number, excluded: string[], only: string | null): Promise<ClaimedRow[]> {
     const { options } = this.ctx;
     const { rows } = await runStatement<ClaimedRow>(this.ctx.pool, this.ctx.sql.claim, [
       this.owner,
-      options.batchSize,
+      limit,
       options.leaseMs,
+      excluded,
+      only,
     ]);
     return rows;
+  }
+
+  async #claimEach(excluded: string[]): Promise<ClaimedRow[]> {
+    const { rows: candidates } = await runStatement<{ position: string }>(this.ctx.pool, this.ctx.sql.claimCandidates, [
+      this.ctx.options.batchSize,
+      excluded,
+    ]);
+    const claimed: ClaimedRow[] = [];
+    for (const { position } of candidates) {
+      try {
+        claimed.push(...(await this.#claim(1, excluded, position)));
+      } catch (err) {
+        if (!isRowRefused(err)) throw err;
+        await setAside(this.ctx.setAside, position, err);
+      }
+    }
+    return claimed;
   }
 
   settled(): void {}
@@ -78,7 +113,7 @@ class ExclusiveClaimer implements Claimer {
     try {
       const { rows } = await runStatement<ClaimedRow>(holder, this.ctx.sql.selectDue, [
         this.ctx.options.batchSize,
-        [...this.#inFlight],
+        [...this.#inFlight, ...this.ctx.setAside.skipped.excluded(performance.now())],
       ]);
       for (const row of rows) this.#inFlight.add(row.position);
       return rows;

@@ -8,6 +8,7 @@ import type { TransportPublisher } from '../transport/transport.js';
 import type { BrokerLink } from './broker-link.js';
 import { chargedToEvent, lostWithConnection, onlyNacked, retryNumber } from './failures.js';
 import type { ClaimedRow, relaySql } from './sql.js';
+import { eachUnlessRefused, type SetAsideContext } from './set-aside.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
 export interface RejectedRow {
@@ -23,6 +24,8 @@ export interface OutcomeContext {
   events: EventEmitter<RelayEvents>;
   /** What fences its writes: the relayId written into claimed_by, or null for an exclusive relay (claim.ts). */
   owner: string | null;
+  /** Where a row goes that the table refuses to mark (set-aside.ts): the other rows are still marked. */
+  setAside: SetAsideContext;
 }
 
 /**
@@ -38,13 +41,22 @@ export async function markConfirmed(
   const { options, events } = ctx;
   if (events.listenerCount('confirmed') > 0) events.emit('confirmed', latenciesMs);
   await options.hooks.afterConfirm?.(confirmed.map((row) => row.event_id));
-  const marked = await runStatement<{ event_id: string; unblocks: boolean }>(ctx.pool, ctx.sql.markPublished, [
-    ctx.owner,
+  const marked = await eachUnlessRefused(
+    ctx.setAside,
     confirmed.map((row) => row.position),
-  ]);
-  result.unblocked = marked.rows.some((row) => row.unblocks);
+    async (positions) =>
+      (
+        await runStatement<{ event_id: string; unblocks: boolean }>(ctx.pool, ctx.sql.markPublished, [
+          ctx.owner,
+          positions,
+        ])
+      ).rows,
+  );
+  // A row set aside as failed unblocks nothing (it holds back its own aggregate), but frees its batch.
+  result.unblocked = marked.rows.some((row) => row.unblocks) || marked.failed > 0;
   result.published = marked.rows.length;
-  result.fenced = confirmed.length - result.published;
+  result.failed += marked.failed;
+  result.fenced = confirmed.length - result.published - marked.refused;
   if (result.fenced > 0)
     options.logger.warn(
       { relayId: options.relayId, fenced: result.fenced },
@@ -68,21 +80,31 @@ export async function reschedule(
   result: RelayCycleResult,
 ): Promise<void> {
   const { options } = ctx;
-  const delays = rejected.map(({ row }) => backoffDelay(retryNumber(row), options.backoff));
-  const { rows } = await runStatement<{ event_id: string; status: string; attempts: number; broker_retries: number }>(
-    ctx.pool,
-    ctx.sql.reschedule,
-    [
-      ctx.owner,
-      rejected.map(({ row }) => row.position),
-      // An unencodable row fails for good: keep why (the field and rule, never a value) next to it.
-      rejected.map(({ error }) => (error.reason === 'unencodable' ? `${error.code}: ${error.message}` : error.code)),
-      delays,
-      options.maxAttempts,
-      rejected.map(({ error }) => error.reason === 'unencodable'),
-      rejected.map(({ error }) => chargedToEvent(error.reason)),
-    ],
+  const delays = new Map(rejected.map(({ row }) => [row.position, backoffDelay(retryNumber(row), options.backoff)]));
+  const { rows, failed } = await eachUnlessRefused(
+    ctx.setAside,
+    rejected.map(({ row }) => row.position),
+    async (positions) => {
+      const these = rejected.filter(({ row }) => positions.includes(row.position));
+      const written = await runStatement<{
+        event_id: string;
+        status: string;
+        attempts: number;
+        broker_retries: number;
+      }>(ctx.pool, ctx.sql.reschedule, [
+        ctx.owner,
+        these.map(({ row }) => row.position),
+        // An unencodable row fails for good: keep why (the field and rule, never a value) next to it.
+        these.map(({ error }) => (error.reason === 'unencodable' ? `${error.code}: ${error.message}` : error.code)),
+        these.map(({ row }) => delays.get(row.position)!),
+        options.maxAttempts,
+        these.map(({ error }) => error.reason === 'unencodable'),
+        these.map(({ error }) => chargedToEvent(error.reason)),
+      ]);
+      return written.rows;
+    },
   );
+  result.failed += failed;
   const reasons = new Map(rejected.map(({ row, error }) => [row.event_id, error.reason]));
   for (const row of rows) {
     const info = {

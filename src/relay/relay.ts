@@ -18,6 +18,7 @@ import { createClaimer, type Claimer } from './claim.js';
 import { cycleResult, settleBatch, type OutcomeContext } from './outcomes.js';
 import { OutboxListener } from './wakeup.js';
 import { BrokerLink } from './broker-link.js';
+import { setAsideContext } from './set-aside.js';
 import { publishableEnvelope } from './row.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
 
@@ -69,11 +70,13 @@ export class Relay extends EventEmitter<RelayEvents> {
     this.#releasePool = () => lease.release();
     const schema = schemaRef(this.options.schema);
     this.#sql = relaySql(schema);
+    const setAside = setAsideContext(this.#pool, this.#sql, this.options);
     this.#claimer = createClaimer({
       pool: this.#pool,
       sql: this.#sql,
       options: this.options,
       ownership: (owned) => this.#ownership(owned),
+      setAside,
     });
     this.#outcomes = {
       pool: this.#pool,
@@ -81,6 +84,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       options: this.options,
       events: this,
       owner: this.#claimer.owner,
+      setAside,
     };
     if (this.options.listen)
       this.#listener = new OutboxListener(this.#pool, schema, () => this.#idle.wake(), this.options.logger);

@@ -33,7 +33,9 @@ export const relaySql = perSchema((schema: SchemaRef) => {
                     AND e.status <> 'published')`;
   return {
     /**
-     * Claims up to $2 due rows for owner $1 with a lease of $3 ms. Only the earliest
+     * Claims up to $2 due rows for owner $1 with a lease of $3 ms, leaving out positions $4 (rows
+     * skipped with backoff, set-aside.ts); with $5, only that position (claiming row by row after
+     * the table refused one row of a batch). Only the earliest
      * unpublished event of each aggregate is eligible, so a retrying (or failed) event
      * holds back later versions of its own aggregate and nothing else.
      *
@@ -49,6 +51,8 @@ export const relaySql = perSchema((schema: SchemaRef) => {
         SELECT o.position
           FROM ${outbox} o
          WHERE ${claimable}
+           AND o.position <> ALL ($4::bigint[])
+           AND ($5::bigint IS NULL OR o.position = $5)
          ORDER BY o.position
          LIMIT $2
          FOR UPDATE SKIP LOCKED
@@ -73,6 +77,23 @@ export const relaySql = perSchema((schema: SchemaRef) => {
          AND o.position <> ALL ($2::bigint[])
        ORDER BY o.position
        LIMIT $1`,
+
+    /** The positions a claim of $1 rows would take, leaving out $2: to claim them one by one. */
+    claimCandidates: `
+      SELECT o.position FROM ${outbox} o
+       WHERE ${claimable} AND o.position <> ALL ($2::bigint[])
+       ORDER BY o.position LIMIT $1`,
+
+    /**
+     * A row the table refused to write ($1 position, $2 reason): failed, so it holds back only its own
+     * aggregate. Not one under another relay's live lease ($3 this relay's owner, or null).
+     */
+    markRefused: `
+      UPDATE ${outbox} o
+         SET status = 'failed', last_error = $2, claimed_by = NULL, claim_expires_at = NULL
+       WHERE o.position = $1 AND o.status = 'pending'
+         AND (o.claimed_by IS NOT DISTINCT FROM $3::text OR o.claimed_by IS NULL OR o.claim_expires_at < now())
+      RETURNING o.event_id`,
 
     /**
      * The outbox's relay lock, held for a session: while one connection holds it, its relay is

@@ -1,5 +1,6 @@
 import type { SchemaRef } from '../runtime/identifier.js';
 import { outboxBlankChecks, outboxEnvelopeChecks } from './outbox-checks.js';
+import { mergeOpenQuarantineRepeats, outboxPendingChecks } from './old-rows.js';
 
 /**
  * Numbered schema changes. A migration is never edited once released; changes come as a
@@ -170,6 +171,9 @@ export const migrations: readonly Migration[] = [
          ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 1,
          ADD COLUMN IF NOT EXISTS times_seen integer NOT NULL DEFAULT 1,
          ADD COLUMN IF NOT EXISTS last_seen_at timestamptz NOT NULL DEFAULT now()`,
+      // Added after release: repeats written before this migration made the unique index fail (issue 26).
+      // A no-op where there are none, and 8 never ran where there were: no applied schema differs.
+      mergeOpenQuarantineRepeats(s),
       // The same message quarantined again while its row is open (a redelivery, a failed
       // replay) updates that row instead of adding one: first seen, last seen, how often.
       `CREATE UNIQUE INDEX IF NOT EXISTS quarantine_open_message_idx ON ${s.quoted}.quarantine (consumer, event_id, fingerprint)
@@ -301,7 +305,12 @@ export const migrations: readonly Migration[] = [
     ],
   },
   {
-    // 17 belongs to another change merged alongside; this one depends on nothing it adds.
+    version: 17,
+    name: 'outbox: envelope checks bind pending rows, old rows that break them failed, checks validated',
+    // Migrations 11 and 12 left old rows unchecked, and one of them failed every claim (issue 26).
+    statements: outboxPendingChecks,
+  },
+  {
     version: 18,
     name: 'authenticated converge headers: a per-schema signing key and a replay token per quarantine row',
     statements: (s) => [

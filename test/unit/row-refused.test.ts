@@ -1,0 +1,29 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { isRowRefused, refusalReason } from '../../src/runtime/row-refused.js';
+
+test('class 23 (integrity constraint violations) is a refused row; other errors are not', () => {
+  for (const code of ['23514', '23505', '23503', '23502', '23P01', '23000']) assert.ok(isRowRefused({ code }), code);
+  for (const err of [{ code: '40001' }, { code: '57P01' }, { code: '08006' }, { code: 23514 }, {}, null, undefined])
+    assert.equal(isRowRefused(err), false, JSON.stringify(err));
+  assert.equal(isRowRefused({ code: 'ECONNREFUSED' }), false);
+});
+
+test('the reason names the constraint and SQLSTATE, never the message or the failing row', () => {
+  const err = Object.assign(new Error('new row violates check constraint "outbox_envelope_event_type"'), {
+    code: '23514',
+    constraint: 'outbox_envelope_event_type',
+    detail: 'Failing row contains (1, ev, order, o-1, 1, Order Paid, {"email": "a@b.example"}).',
+  });
+  assert.equal(
+    refusalReason(err),
+    'CONVERGE_OUTBOX_ROW_REFUSED: constraint outbox_envelope_event_type (SQLSTATE 23514)',
+  );
+  assert.doesNotMatch(refusalReason(err), /a@b|Failing/);
+  assert.equal(refusalReason({ code: '23502' }), 'CONVERGE_OUTBOX_ROW_REFUSED: an integrity rule (SQLSTATE 23502)');
+  // A name that is no identifier is left out rather than written into last_error.
+  assert.equal(
+    refusalReason({ code: '23514', constraint: 'x"; DROP' }),
+    'CONVERGE_OUTBOX_ROW_REFUSED: an integrity rule (SQLSTATE 23514)',
+  );
+});
