@@ -3,7 +3,9 @@
  * scripts/fixtures/previous-release.ts) to this code, on one schema, one exchange and one queue,
  * in the order docs/operations.md ("Upgrading converge") gives:
  *   1. the previous release migrates and runs a relay and a consumer with traffic;
- *   2. this release's migrate runs while they work;
+ *   2. this release's relay refuses the old schema; this release's migrate runs while the old relay
+ *      and consumer work; the previous release's migrate then refuses the newer schema, and its
+ *      relay and consumer restart on it;
  *   3. a new relay starts beside the old one while only the old consumer runs: new relay → old consumer;
  *   4. a new consumer starts beside the old one: all four run;
  *   5. the old consumer stops while the old relay still runs: old relay → new consumer;
@@ -31,9 +33,13 @@ test('the previous release and this one run side by side through a migration: no
   };
   const { schema } = names;
   const workers: Worker[] = [];
-  const start = async (tag: string, role: 'relay' | 'consumer', code: string) => {
+  const spawnWorker = (tag: string, role: 'relay' | 'consumer', code: string) => {
     const worker = new Worker(tag, role, code, names);
     workers.push(worker);
+    return worker;
+  };
+  const start = async (tag: string, role: 'relay' | 'consumer', code: string) => {
+    const worker = spawnWorker(tag, role, code);
     await worker.ready();
     return worker;
   };
@@ -64,21 +70,35 @@ test('the previous release and this one run side by side through a migration: no
     await pool.query(`CREATE TABLE "${schema}".rolling_totals (id text PRIMARY KEY, total int NOT NULL, version int NOT NULL);
       CREATE TABLE "${schema}".rolling_log (seq bigserial PRIMARY KEY, event_id text NOT NULL, aggregate_id text NOT NULL,
         version int NOT NULL, consumer text NOT NULL)`);
-    const [oldRelay, oldConsumer] = await Promise.all([
+    let [oldRelay, oldConsumer] = await Promise.all([
       start('old-relay', 'relay', release.dist),
       start('old-consumer', 'consumer', release.dist),
     ]);
     await writer.write(8);
     await allApplied('the previous release alone');
 
-    // 2. This release migrates while the old relay and consumer carry traffic.
+    // 2. This release's code refuses the old schema; its migrate runs while the old relay and consumer carry traffic.
+    const early = spawnWorker('new-relay-before-migrate', 'relay', 'src');
+    await assert.rejects(early.ready(), /CONVERGE_SCHEMA_NOT_MIGRATED/);
     const [upgrade] = await Promise.all([migrate(pool, { schema }), writer.write(12)]);
+    assert.ok(upgrade.applied.length >= 1, `the upgrade went through no migration (both at ${PREVIOUS_MIGRATION})`);
     assert.deepEqual(
       upgrade.applied,
       Array.from({ length: LATEST_MIGRATION - PREVIOUS_MIGRATION }, (_, i) => PREVIOUS_MIGRATION + 1 + i),
     );
     await writer.write(4);
     await allApplied('the previous release on the migrated schema');
+    // The previous release's migrate refuses the newer schema; its relay and consumer restart on it.
+    const refused = await previousCli(release, ['--schema', schema, 'migrate']);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /CONVERGE_SCHEMA_TOO_NEW/);
+    await Promise.all([oldRelay.stop(), oldConsumer.stop()]);
+    [oldRelay, oldConsumer] = await Promise.all([
+      start('old-relay', 'relay', release.dist),
+      start('old-consumer', 'consumer', release.dist),
+    ]);
+    await writer.write(4);
+    await allApplied('the previous release restarted on the migrated schema');
 
     // 3. New relay beside the old one; the old consumer is the only one: new relay → old consumer.
     const newRelay = await start('new-relay', 'relay', 'src');
@@ -100,10 +120,6 @@ test('the previous release and this one run side by side through a migration: no
     await Promise.all([newRelay.stop(), newConsumer.stop()]);
 
     await assertConverged(pool, names, writer);
-    assert.ok(
-      LATEST_MIGRATION > PREVIOUS_MIGRATION,
-      `the upgrade went through no migration (both at ${PREVIOUS_MIGRATION})`,
-    );
   } finally {
     await Promise.all(workers.map((worker) => worker.kill()));
     await pool.end();

@@ -47,10 +47,20 @@ export async function unpackPreviousRelease(): Promise<PreviousRelease> {
 }
 
 /** Runs the previous release's `converge` command to completion. */
-export async function previousCli(release: PreviousRelease, args: string[]): Promise<{ stdout: string }> {
-  return run(process.execPath, [release.bin, '--database-url', DATABASE_URL, ...args], {
+export async function previousCli(
+  release: PreviousRelease,
+  args: string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [release.bin, '--database-url', DATABASE_URL, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, AMQP_URL },
   });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, stdout, stderr };
 }
 
 export interface Names {
