@@ -35,6 +35,12 @@ export async function readOutboxByStatus(executor: Executor, schema: SchemaRef):
   }));
 }
 
+/** Failed outbox rows per reason (at most the 20 most common), for status displays. */
+export async function readFailedReasons(executor: Executor, schema: SchemaRef): Promise<Record<string, number>> {
+  const { rows } = await executor.query<{ reason: string; n: string }>(opsSql(schema).failedReasons);
+  return Object.fromEntries(rows.map((row) => [row.reason, Number(row.n)]));
+}
+
 /** Per consumer with parked events; an aggregate is a gap once its oldest parked event waited `gapAfterMs`. */
 export async function readReorderBuffer(
   executor: Executor,

@@ -18,7 +18,7 @@ import type {
   QueueFacts,
   SourceFacts,
 } from './facts.js';
-import { readLag, readReorderBuffer, type ConsumerLag } from './gauges.js';
+import { readFailedReasons, readLag, readReorderBuffer, type ConsumerLag } from './gauges.js';
 import { judgeLagBudgets, lagBudgetFindings, type LagBudgetFacts } from './lag-budget.js';
 import { opsSql, sourceAheadSql } from './sql.js';
 
@@ -31,7 +31,8 @@ export interface PipelineStatus {
   sampleSeconds: number;
   stallAfterSeconds: number;
   sources: SourceFacts[];
-  outbox: OutboxFacts & { throughput: Throughput };
+  /** failedReasons: failed rows per reason (last_error), the 20 most common. */
+  outbox: OutboxFacts & { throughput: Throughput; failedReasons: Record<string, number> };
   cdcSlots: CdcSlotFacts[];
   queues: (QueueFacts & { throughput: Throughput })[];
   gaps: GapFacts;
@@ -149,7 +150,11 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       sampleSeconds: facts.sampleSeconds,
       stallAfterSeconds: facts.stallAfterSeconds,
       sources: facts.sources,
-      outbox: { ...outbox, throughput: relayThroughput(outbox) },
+      outbox: {
+        ...outbox,
+        throughput: relayThroughput(outbox),
+        failedReasons: outbox.failed > 0 ? await readFailedReasons(pool, schema) : {},
+      },
       cdcSlots: facts.cdcSlots,
       queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
       gaps: facts.gaps,

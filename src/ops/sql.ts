@@ -25,6 +25,14 @@ export const opsSql = perSchema((schema: SchemaRef) => {
       SELECT status, count(*)::bigint AS n,
              EXTRACT(EPOCH FROM now() - min(occurred_at)) AS oldest_age_seconds
         FROM ${schema.quoted}.outbox GROUP BY status`,
+    /**
+     * Failed outbox rows per reason (last_error holds a code and a rule, never a value), the most
+     * common first; the unpublished index keeps it off the published history.
+     */
+    failedReasons: `
+      SELECT coalesce(last_error, '(no reason recorded)') AS reason, count(*)::bigint AS n
+        FROM ${schema.quoted}.outbox WHERE status = 'failed'
+       GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 20`,
     openQuarantine: `SELECT reason, count(*)::bigint AS n FROM ${schema.quoted}.quarantine WHERE resolved_at IS NULL GROUP BY reason`,
     /**
      * Remote effect keys that need a look: failed ones, and pending ones last called more than $1 ms

@@ -3,7 +3,7 @@ import { schemaRef } from '../runtime/identifier.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
-import { readOutboxByStatus } from './gauges.js';
+import { readFailedReasons, readOutboxByStatus } from './gauges.js';
 import { opsSql } from './sql.js';
 
 const schemaField = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
@@ -23,7 +23,14 @@ export const listOutboxOptions = defineOptions(
 );
 
 export interface ConvergeStatus {
-  outbox: { pending: number; published: number; failed: number; oldestPendingAgeSeconds: number | null };
+  outbox: {
+    pending: number;
+    published: number;
+    failed: number;
+    oldestPendingAgeSeconds: number | null;
+    /** Failed rows per reason (last_error), the 20 most common. */
+    failedReasons: Record<string, number>;
+  };
   quarantine: Record<string, number>;
 }
 
@@ -35,7 +42,7 @@ export async function readStatus(
   const { schema } = statusOptions.parse(options);
   const ref = schemaRef(schema);
   const status: ConvergeStatus = {
-    outbox: { pending: 0, published: 0, failed: 0, oldestPendingAgeSeconds: null },
+    outbox: { pending: 0, published: 0, failed: 0, oldestPendingAgeSeconds: null, failedReasons: {} },
     quarantine: {},
   };
   for (const row of await readOutboxByStatus(executor, ref)) {
@@ -43,6 +50,7 @@ export async function readStatus(
     if (row.status === 'pending' && row.oldestAgeSeconds !== null)
       status.outbox.oldestPendingAgeSeconds = row.oldestAgeSeconds;
   }
+  if (status.outbox.failed > 0) status.outbox.failedReasons = await readFailedReasons(executor, ref);
   const sql = opsSql(ref);
   const quarantine = await executor.query<{ reason: string; n: string }>(sql.openQuarantine);
   for (const row of quarantine.rows) status.quarantine[row.reason] = Number(row.n);

@@ -1,5 +1,6 @@
 import type { SchemaRef } from '../runtime/identifier.js';
 import { outboxBlankChecks, outboxEnvelopeChecks } from './outbox-checks.js';
+import { outboxPendingChecks } from './outbox-upgrade.js';
 
 /**
  * Numbered schema changes. A migration is never edited once released; changes come as a
@@ -299,6 +300,12 @@ export const migrations: readonly Migration[] = [
       // every display masks them; NULL (rows from before, or no catalog) means "unknown: mask it all".
       `ALTER TABLE ${s.quoted}.outbox ADD COLUMN IF NOT EXISTS sensitive_fields text`,
     ],
+  },
+  {
+    version: 17,
+    name: 'outbox: envelope checks bind pending rows, old rows that break them failed, checks validated',
+    // Migrations 11 and 12 left old rows unchecked, and one of them failed every claim (issue 26).
+    statements: outboxPendingChecks,
   },
 ];
 

@@ -184,6 +184,7 @@ export function formatStatus(status: PipelineStatus): string {
         ]),
       ],
     ),
+    ...failedReasonsTable(status.outbox.failedReasons),
     status.lag.length === 0
       ? `lag: no event recorded in the last ${status.windowSeconds} s`
       : table(
@@ -199,6 +200,12 @@ export function formatStatus(status: PipelineStatus): string {
     status.findings.length === 0 ? 'no stall found' : status.findings.map(describeFinding).join('\n\n'),
   ];
   return sections.join('\n\n');
+}
+
+/** Why outbox rows failed, so an operator sees which rule to fix before `converge outbox retry`. */
+function failedReasonsTable(reasons: Record<string, number>): string[] {
+  const rows = Object.entries(reasons).map(([reason, n]) => [String(n), reason]);
+  return rows.length === 0 ? [] : [table(['failed events', 'reason (last_error)'], rows)];
 }
 
 function checkRows(status: PipelineStatus): string[][] {
