@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import {
   AMQPLIB_TABLE_BYTES,
@@ -13,11 +15,8 @@ import { encodeTable as rawTable } from '../support/raw-amqp.js';
  * amqplib's own field-table codec (not exported by the package, so loaded by its file): what
  * the broker would hand a consumer of the copy is decode(encode(headers)).
  */
-const codec = createRequire(import.meta.url)(
-  createRequire(import.meta.url)
-    .resolve('amqplib')
-    .replace(/channel_api\.js$|[^/\\]*$/, 'lib/codec.js'),
-) as {
+const require = createRequire(import.meta.url);
+const codec = require(path.join(path.dirname(require.resolve('amqplib')), 'lib/codec.js')) as {
   encodeTable(buffer: Buffer, value: unknown, offset: number): number;
   decodeFields(slice: Buffer): Record<string, unknown>;
 };
