@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import path from 'node:path';
 import { describe, it } from 'node:test';
 import {
   AMQPLIB_TABLE_BYTES,
