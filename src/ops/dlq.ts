@@ -4,7 +4,7 @@ import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
-import { ConfirmPublisher } from '../transport/publisher.js';
+import { ConfirmPublisher, publishableHeaders } from '../transport/publisher.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { ATTEMPT_HEADER, REPLAY_OF_HEADER, decodeProperties, type ReplayOutcome } from '../inbox/index.js';
 import { z } from 'zod';
@@ -215,17 +215,24 @@ export async function replayQuarantined(
   executor: Executor,
   channel: amqp.ConfirmChannel,
   input: ReplayQuarantinedOptions,
-): Promise<void> {
+): Promise<ReplayReceipt> {
   const options = replayQuarantinedOptions.parse(input);
   const schema = schemaRef(options.schema);
   const replay = async (tx: Executor) => {
     const message = await openRow(tx, options.id, schema);
     // Closing first takes the row lock: a second operator replaying the same row waits, then finds it closed.
     await resolve(tx, options.id, 'replayed', `to ${options.queue}${options.note ? `: ${options.note}` : ''}`, schema);
-    await publishReplay(channel, options.queue, options.id, message);
+    return { omittedHeaders: await publishReplay(channel, options.queue, options.id, message) };
   };
-  if (executor instanceof pg.Pool) await withTransaction(executor, replay, 0);
-  else await replay(executor);
+  return executor instanceof pg.Pool ? withTransaction(executor, replay, 0) : replay(executor);
+}
+
+/**
+ * What a replay sent: `omittedHeaders` names the headers amqplib could not carry (see
+ * transport/header-encoding.ts), which the copy lists in `x-converge-headers-omitted`.
+ */
+export interface ReplayReceipt {
+  omittedHeaders: string[];
 }
 
 async function publishReplay(
@@ -233,19 +240,21 @@ async function publishReplay(
   queue: string,
   id: string,
   message: QuarantinedMessage,
-): Promise<void> {
+): Promise<string[]> {
   const { headers = {}, ...properties } = message.properties;
   // The attempt counter starts again for a replayed message; an earlier replay's row id gives way to this one.
   const { [ATTEMPT_HEADER]: _attempt, ...freshHeaders } = headers;
   const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${id}`;
   const publisher = new ConfirmPublisher(channel);
+  const sent = publishableHeaders(channel, { ...freshHeaders, [REPLAY_OF_HEADER]: id });
   await publisher.publish(
     '',
     queue,
     message.body,
-    { ...(properties as object), headers: { ...freshHeaders, [REPLAY_OF_HEADER]: id }, messageId, persistent: true },
+    { ...(properties as object), headers: sent.headers, messageId, persistent: true },
     DEFAULT_CONFIRM_TIMEOUT_MS,
   );
+  return sent.omitted;
 }
 
 /** Closes an open quarantined message without processing it; the reason is required and kept. */

@@ -1,6 +1,6 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib';
 import { PublishError } from '../runtime/errors.js';
-import { encodableHeaders, headerTableBudget } from './header-encoding.js';
+import { encodableHeaders, headerTableBudget, type EncodableHeaders } from './header-encoding.js';
 import type { TransportPublisher } from './transport.js';
 
 /** One publish waiting for its confirm. */
@@ -109,10 +109,7 @@ export class ConfirmPublisher implements TransportPublisher {
    * encoder does not always take back.
    */
   #carried(headers: unknown): { headers?: Record<string, unknown> } {
-    if (headers === undefined) return {};
-    const frameMax = (this.#channel as unknown as { connection?: { frameMax?: unknown } }).connection?.frameMax;
-    const budget = headerTableBudget(typeof frameMax === 'number' ? frameMax : 0);
-    return { headers: encodableHeaders(headers, budget).headers };
+    return headers === undefined ? {} : { headers: publishableHeaders(this.#channel, headers).headers };
   }
 
   /**
@@ -213,6 +210,15 @@ export class ConfirmPublisher implements TransportPublisher {
     this.#closed = true;
     for (const pending of [...this.#pending]) this.#settle(pending, new PublishError(reason));
   }
+}
+
+/**
+ * `headers` as a ConfirmPublisher on `channel` sends them (header-encoding.ts, within the frame
+ * size its connection negotiated), for a caller that reports what was omitted.
+ */
+export function publishableHeaders(channel: ConfirmChannel, headers: unknown): EncodableHeaders {
+  const frameMax = (channel as unknown as { connection?: { frameMax?: unknown } }).connection?.frameMax;
+  return encodableHeaders(headers, headerTableBudget(typeof frameMax === 'number' ? frameMax : 0));
 }
 
 /** amqplib's refusal, naming the property at most: some of its messages quote a value. */

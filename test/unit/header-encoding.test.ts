@@ -131,7 +131,8 @@ describe('encodableHeaders', () => {
   });
 
   it('is idempotent: its own output comes back unchanged', () => {
-    const all = Object.assign({}, ...Object.values(hostileKinds).map((bytes, i) => ({ [`h${i}`]: decode(bytes).k })));
+    const all: Record<string, unknown> = {};
+    Object.values(hostileKinds).forEach((bytes, i) => (all[`h${i}`] = decode(bytes).k));
     const once = encodableHeaders(all);
     const twice = encodableHeaders(once.headers);
     assert.deepEqual(twice.headers, once.headers);
