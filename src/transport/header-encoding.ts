@@ -12,7 +12,8 @@ import { DEFAULT_HEADER_BOUNDS } from './header-bounds.js';
  *
  * So every value is given the explicit type that decodes back to the same JS value (amqplib's
  * `{ '!': type, value }` form), and what cannot be carried at all is left out, as a whole top-level
- * header, and named in `x-converge-headers-omitted` (an array of strings) on the copy. Pure, no I/O.
+ * header, and named in `x-converge-headers-omitted` (an array of strings) on the copy: NaN and
+ * ±Infinity among them, which RabbitMQ refuses (541, closing the connection). Pure, no I/O.
  */
 
 /** Names the headers a copy was published without; kept (and extended) on copies of copies. */
@@ -193,9 +194,11 @@ function carryTable(table: Record<string, unknown>, depth: number): Carried | nu
 
 /**
  * An integer amqplib sends as the smallest signed type that holds it, which decodes back as the
- * same number; anything else (fractions, -0, NaN, ±Infinity) as an explicit double.
+ * same number; a fraction or -0 as an explicit double. NaN and ±Infinity not at all: RabbitMQ
+ * answers a non-finite float in a header table with 541 and closes the whole connection.
  */
-function carryNumber(value: number): Carried {
+function carryNumber(value: number): Carried | null {
+  if (!Number.isFinite(value)) return null;
   if (!Number.isInteger(value) || Object.is(value, -0) || Math.abs(value) >= 2 ** 63) return typed('double', value, 9);
   const bytes =
     value >= -128 && value < 128
@@ -239,8 +242,9 @@ function carryTyped(object: Record<string, unknown>): Carried | null {
   const type = object['!'];
   const value = object.value;
   if (typeof type !== 'string' || !Object.hasOwn(object, 'value')) return null;
-  if (type === 'double' || type === 'float64') return typeof value === 'number' ? typed('double', value, 9) : null;
-  if (type === 'float') return typeof value === 'number' ? typed('float', value, 5) : null;
+  const finite = typeof value === 'number' && Number.isFinite(value);
+  if (type === 'double' || type === 'float64') return finite ? typed('double', value, 9) : null;
+  if (type === 'float') return finite ? typed('float', value, 5) : null;
   if (type === 'decimal') {
     if (!isPlainTable(value) || !Object.hasOwn(value, 'places') || !Object.hasOwn(value, 'digits')) return null;
     const { places, digits } = value;
