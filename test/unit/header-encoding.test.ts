@@ -157,6 +157,14 @@ describe('encodableHeaders', () => {
     assert.equal(bytes, encode(out).length);
   });
 
+  it('sends string headers that fit as they are, measured like the rest', () => {
+    const headers = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', é: 'ü' };
+    const out = encodableHeaders(headers);
+    assert.deepEqual(out, { headers, omitted: [], bytes: encode(headers).length });
+    const tooBig = encodableHeaders({ a: 'x'.repeat(100), b: 'y' }, 50);
+    assert.deepEqual(tooBig.omitted, ['a']);
+  });
+
   it('leaves the largest out when the table is over the budget, and names them', () => {
     const big = 'x'.repeat(40_000);
     const { headers, omitted, bytes } = encodableHeaders(
