@@ -91,11 +91,16 @@ const ACTIONS: Record<
     const connection = await openConnection(context.amqpUrl, 'converge-dashboard replay', context.logger, () => {});
     try {
       const channel = await connection.createConfirmChannel();
-      await replayQuarantined(context.pool, channel, { id, queue, schema: context.schema, ...note });
+      const { omittedHeaders } = await replayQuarantined(context.pool, channel, {
+        id,
+        queue,
+        schema: context.schema,
+        ...note,
+      });
+      return { status: 200, body: { replayed: id, queue, omittedHeaders } };
     } finally {
       await connection.close().catch(() => undefined);
     }
-    return { status: 200, body: { replayed: id, queue } };
   },
 
   async discard(context, id, body) {

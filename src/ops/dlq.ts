@@ -4,7 +4,7 @@ import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
-import { ConfirmPublisher } from '../transport/publisher.js';
+import { ConfirmPublisher, publishableHeaders } from '../transport/publisher.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import {
   decodeProperties,
@@ -222,7 +222,7 @@ export async function replayQuarantined(
   executor: Executor,
   channel: amqp.ConfirmChannel,
   input: ReplayQuarantinedOptions,
-): Promise<void> {
+): Promise<ReplayReceipt> {
   const options = replayQuarantinedOptions.parse(input);
   const schema = schemaRef(options.schema);
   const replay = async (tx: Executor) => {
@@ -233,10 +233,18 @@ export async function replayQuarantined(
     // Closing first takes the row lock: a second operator replaying the same row waits, then finds it closed.
     const note = `to ${options.queue}${options.note ? `: ${options.note}` : ''}`;
     await resolve(tx, options.id, 'replayed', note, schema, token);
-    await publishReplay(channel, options.queue, { id: options.id, token, key: rows[0]?.key ?? null }, message);
+    const replayed = { id: options.id, token, key: rows[0]?.key ?? null };
+    return { omittedHeaders: await publishReplay(channel, options.queue, replayed, message) };
   };
-  if (executor instanceof pg.Pool) await withTransaction(executor, replay, 0);
-  else await replay(executor);
+  return executor instanceof pg.Pool ? withTransaction(executor, replay, 0) : replay(executor);
+}
+
+/**
+ * What a replay sent: `omittedHeaders` names the headers amqplib could not carry (see
+ * transport/header-encoding.ts), which the copy lists in `x-converge-headers-omitted`.
+ */
+export interface ReplayReceipt {
+  omittedHeaders: string[];
 }
 
 async function publishReplay(
@@ -244,7 +252,7 @@ async function publishReplay(
   queue: string,
   replay: { id: string; token: string; key: Buffer | null },
   message: QuarantinedMessage,
-): Promise<void> {
+): Promise<string[]> {
   const { headers = {}, ...properties } = message.properties;
   const { id, token, key } = replay;
   const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${id}`;
@@ -258,13 +266,15 @@ async function publishReplay(
   });
   const freshHeaders = { ...withoutConvergeHeaders(headers), ...own };
   const publisher = new ConfirmPublisher(channel);
+  const sent = publishableHeaders(channel, freshHeaders);
   await publisher.publish(
     '',
     queue,
     message.body,
-    { ...(properties as object), headers: freshHeaders, messageId, persistent: true },
+    { ...(properties as object), headers: sent.headers, messageId, persistent: true },
     DEFAULT_CONFIRM_TIMEOUT_MS,
   );
+  return sent.omitted;
 }
 
 /** Closes an open quarantined message without processing it; the reason is required and kept. */

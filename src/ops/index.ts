@@ -30,6 +30,7 @@ export type {
   QuarantineSummary,
   QuarantinedMessage,
   ReplayQuarantinedOptions,
+  ReplayReceipt,
   DiscardQuarantinedOptions,
   Masking,
   QuarantineDisplay,

@@ -96,13 +96,25 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .action(async (ids: string[], options: { queue: string; amqpUrl?: string; note?: string }) => {
       const { databaseUrl, schema } = context.globals();
       const note = options.note ? { note: options.note } : {};
+      const omitted: string[] = [];
       await withBroker(amqpUrl(options.amqpUrl), 'dlq-replay', async (connection) => {
         const channel = await connection.createConfirmChannel();
         await withPool({ databaseUrl, schema }, async (pool) => {
-          for (const id of ids) await replayQuarantined(pool, channel, { id, queue: options.queue, schema, ...note });
+          for (const id of ids) {
+            const { omittedHeaders } = await replayQuarantined(pool, channel, {
+              id,
+              queue: options.queue,
+              schema,
+              ...note,
+            });
+            if (omittedHeaders.length > 0)
+              omitted.push(`${id}: ${omittedHeaders.map((name) => JSON.stringify(name)).join(', ')}`);
+          }
         });
       });
       console.log(`replayed ${ids.length} message(s) to ${options.queue}`);
+      // Header names only, never values: what amqplib could not carry, listed on the copy too.
+      for (const line of omitted) console.log(`headers omitted (x-converge-headers-omitted) for ${line}`);
     });
 
   dlq

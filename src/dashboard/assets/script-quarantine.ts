@@ -64,6 +64,11 @@ export const QUARANTINE_JS = String.raw`  function renderQuarantine(quarantine) 
     if (action === 'show') send('show', {});
   }
 
+  function replayed(json) {
+    var omitted = json.omittedHeaders || [];
+    return 'replayed to ' + json.queue + (omitted.length ? '; headers omitted (could not be carried): ' + omitted.join(', ') : '');
+  }
+
   function setResult(text, kind) {
     var node = $('action-result');
     node.textContent = text;
@@ -88,7 +93,7 @@ export const QUARANTINE_JS = String.raw`  function renderQuarantine(quarantine) 
           setResult('', '');
           return;
         }
-        setResult(action === 'replay' ? 'replayed to ' + result.json.queue : 'discarded', 'ok');
+        setResult(action === 'replay' ? replayed(result.json) : 'discarded', 'ok');
         $('replay-form').hidden = true;
         $('discard-form').hidden = true;
         refreshNow();
