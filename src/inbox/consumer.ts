@@ -189,6 +189,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       });
     if (!this.#schemaChecked) {
       await checkSchema(this.pool, this.options.schema);
+      // Before any delivery: a role that may not read the key is a misconfiguration, reported as one.
+      await this.#processor.headerKey.get();
       this.#schemaChecked = true;
     }
     // Before subscribing: `converge compat` knows what this code reads before it reads anything.
@@ -238,6 +240,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   async #openDeadLetters(connection: TransportConnection): Promise<DeadLetterIntake | undefined> {
     if (!this.options.deadQueue) return undefined;
     return DeadLetterIntake.open(connection, this.options.deadQueue, this.options, this.pool, {
+      headerKey: this.#processor.headerKey,
       onQuarantined: (settlement) => this.#report.settled(settlement),
       onLost: () => this.#sessionEnded?.(),
     });

@@ -9,6 +9,8 @@ import type {
   UndecodableHeaders,
 } from '../transport/transport.js';
 import { Idle } from '../runtime/sleep.js';
+import type { HeaderKey } from './header-key.js';
+import { trustHeaders } from './headers.js';
 import { Settler } from './settle.js';
 import type { QuarantineReason, QuarantinedSettlement } from './types.js';
 
@@ -82,6 +84,8 @@ export interface DeadLetterOptions {
 }
 
 export interface DeadLetterHooks {
+  /** The consumer's header key: a dead message's attempt and origin headers count only when signed with it. */
+  headerKey: HeaderKey;
   /** Each quarantined dead message, for the consumer's stats and `settled` event. */
   onQuarantined: (settlement: QuarantinedSettlement) => void;
   /** The channel or subscription went away while the consumer did not close it. */
@@ -163,6 +167,7 @@ export class DeadLetterIntake {
   }
 
   async #quarantine(message: TransportDelivery): Promise<void> {
+    trustHeaders(message, this.#scope.headerKey.loaded);
     const verdict = deadLetterVerdict(
       lastDeath(message.properties.headers),
       this.#scope.deadQueue,

@@ -1,7 +1,7 @@
 export { Consumer, startConsumer } from './consumer.js';
 export type { ConsumerEvents, ConsumerStats } from './consumer.js';
 export { DeliveryProcessor } from './processor.js';
-export { ATTEMPT_HEADER, REPLAY_OF_HEADER } from './headers.js';
+export { ATTEMPT_HEADER, REPLAY_OF_HEADER, newReplayToken, signedHeaders, withoutConvergeHeaders } from './headers.js';
 export { decodeProperties } from './stored-properties.js';
 export type { Settlement, DrainedEvent, DrainSink, RawDelivery, QuarantineReason, AggregateRef } from './types.js';
 export { DEFAULT_REORDER_BUFFER, readGaps, gapQueryOptions } from './parking.js';

@@ -10,12 +10,13 @@ import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { describeError } from '../runtime/logger.js';
 import { applyInTransaction, inVersionOrder, isHandled, type DispatchScope } from './dispatch.js';
 import { decideFailure } from './failure-policy.js';
-import { readAttempt, traceFields } from './headers.js';
+import { HeaderKey } from './header-key.js';
+import { markUntrusted, readAttempt, traceFields, trustHeaders } from './headers.js';
 import { resolveProcessorOptions, type ProcessorOptions, type ResolvedProcessorOptions } from './options.js';
 import { parkEarlyEvent } from './park-early.js';
 import { ReorderBuffer } from './reorder-buffer.js';
 import { Settler } from './settle.js';
-import type { AggregateRef, Candidate, DrainSink, RawDelivery, Settlement } from './types.js';
+import type { AggregateRef, Candidate, DrainSink, FailedDelivery as Failed, RawDelivery, Settlement } from './types.js';
 import { upcast } from './upcast.js';
 import { traceDeliveries } from '../telemetry/index.js';
 
@@ -54,6 +55,8 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
   readonly #buffer: ReorderBuffer | null;
   /** prepareAhead's results until their batch takes them. */
   readonly #ahead = new WeakMap<RawDelivery, Prepared>();
+  /** Converge's own headers are honoured only when signed with this key (headers.ts). */
+  readonly headerKey: HeaderKey;
 
   /** Validates `options` (a handler is required); a ProcessorSetup comes validated from the consumer. */
   constructor(options: ProcessorOptions<M> | ProcessorSetup) {
@@ -70,6 +73,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
     });
     this.#pool = lease.pool;
     this.#releasePool = () => lease.release();
+    this.headerKey = new HeaderKey(this.#pool, this.#schema);
     const scope = { pool: this.#pool, schema: this.#schema, consumer: resolved.consumer, logger: resolved.logger };
     this.#dispatch = {
       ...scope,
@@ -106,6 +110,8 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
 
   async #processBatch(deliveries: readonly RawDelivery[]): Promise<Settlement[]> {
     const settlements = new Array<Settlement>(deliveries.length);
+    const key = await this.headerKey.get();
+    const untrusted = deliveries.map((delivery) => trustHeaders(delivery, key));
     const candidates: Candidate[] = [];
     const later: Candidate[] = [];
     const ids = new Set<string>();
@@ -152,7 +158,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
     // commit (the database went away, the batch came back): nothing else would drain what it left parked.
     const reached = [...candidates, ...later].filter((c) => reachedVersion(settlements[c.index]));
     await this.#buffer?.drainAfter(reached.map((c) => c.envelope));
-    return settlements;
+    return markUntrusted(settlements, untrusted);
   }
 
   /**
@@ -161,11 +167,13 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
    * Returns how many events left the buffer.
    */
   async drainReady(): Promise<number> {
+    await this.headerKey.get();
     return (await this.#buffer?.drainReady()) ?? 0;
   }
 
   /** Drains the parked events of one aggregate that can apply now (gap repair calls it); returns how many left the buffer. */
   async drainAggregate(aggregate: AggregateRef): Promise<number> {
+    await this.headerKey.get();
     return (await this.#buffer?.drainAggregate(aggregate)) ?? 0;
   }
 
@@ -178,6 +186,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
    * producer wrote, whatever this consumer's schema), then upcasts it to the current shape.
    */
   #prepare(delivery: RawDelivery): { envelope: EventEnvelope; print: string } {
+    trustHeaders(delivery, this.headerKey.loaded);
     const sent = parseEnvelope(delivery.content, this.options.maxEnvelopeBytes);
     return { envelope: upcast(sent, this.options.schemas, this.options.handlers), print: fingerprint(sent) };
   }
@@ -333,15 +342,6 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
 /** A parsed delivery, or why it could not be parsed (and what was known of it by then). */
 type Prepared =
   { envelope: EventEnvelope; print: string } | { failed: unknown; sent: EventEnvelope | null; print: string | null };
-
-/** A delivery whose processing failed, with what was known of it at that point. */
-interface Failed {
-  delivery: RawDelivery;
-  envelope: EventEnvelope | null;
-  print: string | null;
-  attempt: number;
-  parked?: boolean;
-}
 
 function reachedVersion(settlement: Settlement | undefined): boolean {
   return settlement?.action === 'ack' && (settlement.outcome === 'applied' || settlement.outcome === 'duplicate');

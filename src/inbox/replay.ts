@@ -30,9 +30,10 @@ export async function recordReplayOutcomes(
   });
   if (replays.length === 0) return;
   await runStatement(executor, inboxSql(schema).replayOutcome, [
-    replays.map((r) => r.replayOf),
+    replays.map((r) => r.replayOf.id),
     replays.map((r) => r.outcome),
     replays.map((r) => r.quarantineId ?? null),
+    replays.map((r) => r.replayOf.token),
   ]);
 }
 

@@ -2,7 +2,7 @@ import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 import { chooseRetryTier, type RetryTier } from '../transport/queue-arguments.js';
 import type { TransportPublisher } from '../transport/transport.js';
-import { ATTEMPT_HEADER, ORIGIN_EXCHANGE_HEADER, ORIGIN_ROUTING_KEY_HEADER, originOf, traceFields } from './headers.js';
+import { retryHeaders, traceFields, withoutConvergeHeaders } from './headers.js';
 import type { RawDelivery, RetrySettlement } from './types.js';
 
 /**
@@ -32,9 +32,9 @@ export async function parkForRetry(
 
 /**
  * Copies a delivery that must wait to the retry tier of its backoff (chooseRetryTier), with the
- * backoff as its own expiry (capped by the tier's TTL) and the next attempt number; resolves once
- * the broker confirmed the copy. The same path serves a fresh delivery and a parked event drained
- * for a retry: both are RawDeliveries.
+ * backoff as its own expiry (capped by the tier's TTL) and the next attempt number, signed
+ * (headers.ts retryHeaders); resolves once the broker confirmed the copy. The same path serves a
+ * fresh delivery and a parked event drained for a retry: both are RawDeliveries.
  */
 export async function publishRetryCopy(
   publisher: TransportPublisher,
@@ -54,10 +54,10 @@ export async function publishRetryCopy(
     {
       ...delivery.properties,
       messageId,
+      // Converge's own headers only as this consumer vouches for them (signed): a forged one is not passed on.
       headers: {
-        ...withoutBrokerTripHeaders(delivery.properties.headers),
-        [ATTEMPT_HEADER]: settlement.attempt,
-        ...originHeaders(delivery),
+        ...withoutConvergeHeaders(withoutBrokerTripHeaders(delivery.properties.headers)),
+        ...retryHeaders(delivery, messageId, settlement.attempt),
       },
       expiration: String(Math.min(settlement.delayMs, tier.delayMs)),
       persistent: true,
@@ -78,9 +78,3 @@ export function withoutBrokerTripHeaders(headers: Record<string, unknown> = {}):
 }
 
 const BROKER_TRIP_HEADER = /^x-(death|first-death-.*|last-death-.*|delivery-count)$/;
-
-/** The first exchange and routing key, kept across trips through the retry tiers. */
-function originHeaders(delivery: RawDelivery): Record<string, string> {
-  const origin = originOf(delivery);
-  return { [ORIGIN_EXCHANGE_HEADER]: origin.exchange, [ORIGIN_ROUTING_KEY_HEADER]: origin.routingKey };
-}

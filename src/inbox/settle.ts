@@ -117,7 +117,7 @@ export class Settler {
         await recordReplayOutcomes(this.#scope.pool, this.#scope.schema, [{ delivery, outcome: 'ignored' }]);
       } catch (err) {
         this.#scope.logger.warn(
-          { eventId, ...traceFields(delivery), replayOf: readReplayOf(delivery), ...describeError(err) },
+          { eventId, ...traceFields(delivery), replayOf: readReplayOf(delivery)?.id, ...describeError(err) },
           'could not record the outcome of a replayed message',
         );
       }

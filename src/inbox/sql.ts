@@ -93,14 +93,17 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
       ${quarantineSeenAgain}`,
     /**
      * What became of replayed messages ($1 quarantine ids, $2 outcomes, $3 new quarantine ids),
-     * on the transaction that settled them. The first final outcome stays: a redelivery of an
+     * on the transaction that settled them, $4 the replay tokens: only the replay that stored its
+     * token on the row records there. The first final outcome stays: a redelivery of an
      * applied replay must not turn it into a duplicate; only `parked` may still change.
      */
     replayOutcome: `
       UPDATE ${schema}.quarantine q
          SET replay_outcome = r.outcome, replay_outcome_at = now(), replay_quarantine_id = r.quarantine_id
-        FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS r(id, outcome, quarantine_id)
-       WHERE q.id = r.id AND (q.replay_outcome IS NULL OR q.replay_outcome = 'parked')`,
+        FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[]) AS r(id, outcome, quarantine_id, token)
+       WHERE q.id = r.id AND q.replay_token = r.token AND (q.replay_outcome IS NULL OR q.replay_outcome = 'parked')`,
+    /** The schema's key for converge's own headers (migration 18). */
+    headerKey: `SELECT key FROM ${schema}.header_key`,
     /**
      * The schema registry (migration 15): instance $2 of consumer $1 on queue $3 reads versions $4
      * (formatAccepts text). Written on subscribe and as the heartbeat; a stopped row is running again.

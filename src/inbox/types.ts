@@ -60,14 +60,27 @@ export type RetrySettlement = {
  * after the local transaction committed (or after the quarantine row committed). Made
  * once, never changed afterwards.
  */
-export type Settlement =
+export type Settlement = (
   | { action: 'ack'; outcome: 'duplicate' | 'ignored'; eventId: string }
   /** `occurredAt` comes from the event, for the end-to-end lag (occurredAt → commit). */
   | { action: 'ack'; outcome: 'applied'; eventId: string; occurredAt: string }
   /** Arrived before its predecessor: kept in the reorder buffer (committed), applied once the predecessor is. */
   | { action: 'ack'; outcome: 'parked'; eventId: string }
   | QuarantinedSettlement
-  | RetrySettlement;
+  | RetrySettlement
+) & {
+  /** Converge headers the delivery carried that were not converge's (unsigned or forged), so ignored; for the metric. */
+  untrustedHeaders?: readonly string[];
+};
+
+/** A delivery whose processing failed, with what was known of it at that point. */
+export interface FailedDelivery {
+  delivery: RawDelivery;
+  envelope: EventEnvelope | null;
+  print: string | null;
+  attempt: number;
+  parked?: boolean;
+}
 
 /** A delivery on its way through one local transaction. */
 export interface Candidate {

@@ -156,6 +156,12 @@ export function instrumentConsumer(consumer: Consumer, registry: client.Registry
     help: 'Same eventId with other content: quarantined for a person, never applied.',
     registers: [registry],
   });
+  const untrusted = new client.Counter({
+    name: 'converge_consumer_untrusted_headers_total',
+    help: "Converge headers (attempt, origin, replay) a delivery carried without converge's valid signature, so ignored, by header.",
+    labelNames: ['header'],
+    registers: [registry],
+  });
   const lag = new client.Histogram({
     name: 'converge_consumer_lag_seconds',
     help: "From the event's occurredAt (the producer's clock) to the consumer's commit, for applied events.",
@@ -170,6 +176,7 @@ export function instrumentConsumer(consumer: Consumer, registry: client.Registry
     deliveries.inc({ outcome: settlement.action === 'retry' ? 'retry' : settlement.outcome });
     if (settlement.action === 'ack' && settlement.outcome === 'quarantined')
       quarantined.inc({ reason: settlement.reason });
+    for (const header of settlement.untrustedHeaders ?? []) untrusted.inc({ header });
     observeLag(settlement);
   });
   consumer.on('drained', (settlement) => {

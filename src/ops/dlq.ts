@@ -6,7 +6,13 @@ import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
 import { ConfirmPublisher } from '../transport/publisher.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
-import { ATTEMPT_HEADER, REPLAY_OF_HEADER, decodeProperties, type ReplayOutcome } from '../inbox/index.js';
+import {
+  decodeProperties,
+  newReplayToken,
+  signedHeaders,
+  withoutConvergeHeaders,
+  type ReplayOutcome,
+} from '../inbox/index.js';
 import { z } from 'zod';
 import { defineOptions, identifierOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
@@ -202,7 +208,8 @@ function parseObject(body: Buffer): Record<string, unknown> | undefined {
  * properties go to `queue` through the default exchange, confirmed and mandatory (an unknown
  * queue fails the replay), and the row is closed as `replayed`. The consumer judges it again
  * (inbox, versions, conflicts) and records the outcome on this row (the message carries its
- * id in `x-converge-replay-of`); a failure quarantines it anew in a new row.
+ * id in `x-converge-replay-of` and the random token stored on the row in `x-converge-replay-token`,
+ * signed: see docs/security.md); a failure quarantines it anew in a new row.
  *
  * Given a pool, the row is closed in a transaction that commits only after the broker
  * confirmed the message: the consumer's writes to this row wait for that commit, so a quick
@@ -220,9 +227,13 @@ export async function replayQuarantined(
   const schema = schemaRef(options.schema);
   const replay = async (tx: Executor) => {
     const message = await openRow(tx, options.id, schema);
+    const { rows } = await tx.query<{ key: Buffer }>(opsSql(schema).headerKey);
+    // Only the consumer that gets this token back records an outcome on the row (a forged replay-of has none).
+    const token = newReplayToken();
     // Closing first takes the row lock: a second operator replaying the same row waits, then finds it closed.
-    await resolve(tx, options.id, 'replayed', `to ${options.queue}${options.note ? `: ${options.note}` : ''}`, schema);
-    await publishReplay(channel, options.queue, options.id, message);
+    const note = `to ${options.queue}${options.note ? `: ${options.note}` : ''}`;
+    await resolve(tx, options.id, 'replayed', note, schema, token);
+    await publishReplay(channel, options.queue, { id: options.id, token, key: rows[0]?.key ?? null }, message);
   };
   if (executor instanceof pg.Pool) await withTransaction(executor, replay, 0);
   else await replay(executor);
@@ -231,19 +242,27 @@ export async function replayQuarantined(
 async function publishReplay(
   channel: amqp.ConfirmChannel,
   queue: string,
-  id: string,
+  replay: { id: string; token: string; key: Buffer | null },
   message: QuarantinedMessage,
 ): Promise<void> {
   const { headers = {}, ...properties } = message.properties;
-  // The attempt counter starts again for a replayed message; an earlier replay's row id gives way to this one.
-  const { [ATTEMPT_HEADER]: _attempt, ...freshHeaders } = headers;
+  const { id, token, key } = replay;
   const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${id}`;
+  // The attempt counter starts again; the origin is the row's (checked when it was quarantined); an
+  // earlier replay's headers give way to this one's, signed with the schema's header key.
+  const own = signedHeaders(key, messageId, message.body, {
+    ...(message.exchange === null ? {} : { originExchange: message.exchange }),
+    ...(message.routingKey === null ? {} : { originRoutingKey: message.routingKey }),
+    replayOf: id,
+    replayToken: token,
+  });
+  const freshHeaders = { ...withoutConvergeHeaders(headers), ...own };
   const publisher = new ConfirmPublisher(channel);
   await publisher.publish(
     '',
     queue,
     message.body,
-    { ...(properties as object), headers: { ...freshHeaders, [REPLAY_OF_HEADER]: id }, messageId, persistent: true },
+    { ...(properties as object), headers: freshHeaders, messageId, persistent: true },
     DEFAULT_CONFIRM_TIMEOUT_MS,
   );
 }
@@ -253,7 +272,7 @@ export async function discardQuarantined(executor: Executor, input: DiscardQuara
   const options = discardQuarantinedOptions.parse(input);
   const schema = schemaRef(options.schema);
   await openRow(executor, options.id, schema);
-  await resolve(executor, options.id, 'discarded', options.reason, schema);
+  await resolve(executor, options.id, 'discarded', options.reason, schema, null);
 }
 
 async function openRow(executor: Executor, id: string, schema: SchemaRef): Promise<QuarantinedMessage> {
@@ -269,8 +288,9 @@ async function resolve(
   resolution: 'replayed' | 'discarded',
   note: string,
   schema: SchemaRef,
+  replayToken: string | null,
 ): Promise<void> {
-  const { rows } = await executor.query(opsSql(schema).resolveQuarantine, [id, resolution, note]);
+  const { rows } = await executor.query(opsSql(schema).resolveQuarantine, [id, resolution, note, replayToken]);
   if (rows.length === 0) throw new QuarantineResolvedError(id);
 }
 

@@ -117,9 +117,11 @@ export const opsSql = perSchema((schema: SchemaRef) => {
     quarantined: `SELECT id, consumer, event_id, reason, detail, exchange, routing_key, properties, properties_exact, body, quarantined_at, resolved_at, resolution, resolution_note,
                          replay_outcome, replay_outcome_at, replay_quarantine_id
                     FROM ${schema.quoted}.quarantine WHERE id = $1`,
-    /** Closes one open row; nothing if it was closed already (by another operator). */
-    resolveQuarantine: `UPDATE ${schema.quoted}.quarantine SET resolved_at = now(), resolution = $2, resolution_note = $3
+    /** Closes one open row ($4: a replay's token, else null); nothing if it was closed already (by another operator). */
+    resolveQuarantine: `UPDATE ${schema.quoted}.quarantine SET resolved_at = now(), resolution = $2, resolution_note = $3, replay_token = $4
                          WHERE id = $1 AND resolved_at IS NULL RETURNING id`,
+    /** The key converge signs its own headers with (migration 18): a replay signs its replay headers. */
+    headerKey: `SELECT key FROM ${schema.quoted}.header_key`,
     /**
      * One sample of the outbox for rates: pending (partial index), failed (the unpublished
      * index), the newest position (appends since the last sample) and the oldest pending age.

@@ -49,7 +49,8 @@ export type GrantsOptions = OptionsInput<typeof grantsOptions>;
  *   reads; parked read, insert, delete; quarantine upserts (ON CONFLICT DO UPDATE) and replay
  *   outcomes, with the bigserial's sequence; projection_state reads, row locks, inserts, updates;
  *   the effects a handler performs with performEffect (a row per key, inserted then updated);
- *   its schema registry rows (upsert, and delete of its own superseded ones).
+ *   its schema registry rows (upsert, and delete of its own superseded ones); the header key
+ *   (migration 18), read to sign the retry copies it sends and to check the headers it receives.
  * - producer, besides: reads the schema registry, for the opt-in compat guard.
  *
  * Nobody gets DELETE on the outbox or inbox, TRUNCATE, or anything on `migrations`: retention,
@@ -97,6 +98,7 @@ export function grantsSql(input: GrantsOptions = {}): string {
       `GRANT SELECT, INSERT, DELETE ON ${schema.quoted}.parked TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.quarantine TO ${c};`,
       `GRANT USAGE ON SEQUENCE ${schema.quoted}.quarantine_id_seq TO ${c};`,
+      `GRANT SELECT ON ${schema.quoted}.header_key TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.projection_state TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE ON ${schema.quoted}.effects TO ${c};`,
       `GRANT SELECT, INSERT, UPDATE, DELETE ON ${schema.quoted}.consumer_schemas TO ${c};`,

@@ -86,7 +86,7 @@ export function migrationSql(schemaName = DEFAULT_SCHEMA): string {
 }
 
 /** The tables of the latest migration, checked one by one when the role may not read `migrations`. */
-const LATEST_TABLES = ['outbox', 'inbox', 'inbox_watermark', 'parked', 'quarantine', 'projection_state'];
+const LATEST_TABLES = ['outbox', 'inbox', 'inbox_watermark', 'parked', 'quarantine', 'projection_state', 'header_key'];
 
 /**
  * Checks, before a relay, consumer or operator tool starts work, that the schema holds

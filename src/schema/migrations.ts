@@ -300,6 +300,27 @@ export const migrations: readonly Migration[] = [
       `ALTER TABLE ${s.quoted}.outbox ADD COLUMN IF NOT EXISTS sensitive_fields text`,
     ],
   },
+  {
+    // 17 belongs to another change merged alongside; this one depends on nothing it adds.
+    version: 18,
+    name: 'authenticated converge headers: a per-schema signing key and a replay token per quarantine row',
+    statements: (s) => [
+      // A replay stores a fresh random token here and sends it with the message; the consumer records
+      // a replay outcome only on the row whose token matches (a forged x-converge-replay-of names no token).
+      `ALTER TABLE ${s.quoted}.quarantine ADD COLUMN IF NOT EXISTS replay_token text`,
+      // The HMAC key converge signs its own headers with (attempt, origin, replay): one row, created
+      // here so every process on the schema shares it. gen_random_uuid() is the strong random source
+      // PostgreSQL 13+ has without an extension: two of them give 244 random bits.
+      `CREATE TABLE IF NOT EXISTS ${s.quoted}.header_key (
+        id         boolean PRIMARY KEY DEFAULT true CHECK (id),
+        key        bytea NOT NULL CHECK (length(key) >= 16),
+        created_at timestamptz NOT NULL DEFAULT now()
+      )`,
+      `INSERT INTO ${s.quoted}.header_key (key)
+         VALUES (decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'))
+         ON CONFLICT (id) DO NOTHING`,
+    ],
+  },
 ];
 
 export const LATEST_MIGRATION = migrations[migrations.length - 1]?.version ?? 0;
