@@ -27,8 +27,14 @@ export const DEFAULT_HEADER_BOUNDS: Readonly<HeaderBounds> = Object.freeze({
   maxBytes: 1024 * 1024,
 });
 
-/** Which bound a header table broke: `malformed` is a table no decoder can read (unknown type, truncated). */
-export type HeaderBound = 'depth' | 'entries' | 'bytes' | 'malformed';
+/**
+ * Which bound a header table broke: `malformed` is a table no decoder can read (unknown type,
+ * truncated); `prototype-key` one with a key `__proto__` at some level, which amqplib's decoder
+ * (`table[key] = value`) turns into the decoded table's prototype: a Buffer there breaks
+ * JSON.stringify and re-encoding, a table there lends its keys (x-converge-attempt…) to the
+ * headers as inherited ones.
+ */
+export type HeaderBound = 'depth' | 'entries' | 'bytes' | 'malformed' | 'prototype-key';
 
 /** Why a content header's properties were not handed to amqplib; `detail` names the bound and offsets, never content. */
 export interface HeaderRejection {
@@ -67,6 +73,9 @@ TAGS[0x78] = LONG_BYTES;
 TAGS[0x46] = TABLE;
 TAGS[0x41] = ARRAY;
 
+/** The one key whose UTF-8 bytes amqplib's decoder does not store as an own property. */
+const PROTO = Buffer.from('__proto__');
+
 /**
  * Walks the content of a field table (the pairs, without the table's own 4-byte length) with an
  * explicit stack: every length must fit inside its container, every type tag must be one
@@ -101,6 +110,8 @@ function scanTable(bytes: Buffer, start: number, end: number, bounds: HeaderBoun
       return { ok: false, bound: 'entries', detail: `header table holds more than ${bounds.maxEntries} entries` };
     if (tables[tables.length - 1]) {
       if (at + 1 > top) return malformed('truncated field name');
+      if (bytes[at] === PROTO.length && at + 1 + PROTO.length <= top && PROTO.equals(bytes.subarray(at + 1, at + 10)))
+        return { ok: false, bound: 'prototype-key', detail: `header table key __proto__ at byte ${at - start}` };
       at += 1 + bytes[at]!;
     }
     if (at + 1 > top) return malformed('truncated field');

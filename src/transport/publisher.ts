@@ -1,5 +1,6 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib';
 import { PublishError } from '../runtime/errors.js';
+import { encodableHeaders, headerTableBudget } from './header-encoding.js';
 import type { TransportPublisher } from './transport.js';
 
 /** One publish waiting for its confirm. */
@@ -63,7 +64,7 @@ export class ConfirmPublisher implements TransportPublisher {
 
   /**
    * Resolves once the broker confirmed and routed the message; rejects with PublishError
-   * ('nacked' | 'returned' | 'confirm-timeout' | 'channel-closed'). Every publish needs a
+   * ('nacked' | 'returned' | 'confirm-timeout' | 'channel-closed' | 'unencodable'). Every publish needs a
    * distinct `messageId` while in flight on this channel.
    */
   publish(
@@ -82,18 +83,36 @@ export class ConfirmPublisher implements TransportPublisher {
     this.#pending.add(pending);
     if (!this.#timeoutsHeld) this.#arm(pending);
     // amqplib buffers when the socket is busy; callers bound the in-flight window by batch size.
-    const mandatory = options.mandatory === true ? options : { ...options, mandatory: true };
-    this.#channel.publish(exchange, routingKey, content, mandatory, (err: unknown) => {
-      const returns = this.#returned.size === 0 ? 0 : (this.#returned.get(messageId) ?? 0);
-      if (returns > 0) {
-        if (returns === 1) this.#returned.delete(messageId);
-        else this.#returned.set(messageId, returns - 1);
-      }
-      if (err) this.#settle(pending, new PublishError(this.#closed ? 'channel-closed' : 'nacked'));
-      else if (returns > 0) this.#settle(pending, new PublishError('returned', 'no queue bound for the routing key'));
-      else this.#settle(pending, null);
-    });
+    const sent = { ...options, mandatory: true, ...this.#carried(options.headers) };
+    try {
+      this.#channel.publish(exchange, routingKey, content, sent, (err: unknown) => {
+        const returns = this.#returned.size === 0 ? 0 : (this.#returned.get(messageId) ?? 0);
+        if (returns > 0) {
+          if (returns === 1) this.#returned.delete(messageId);
+          else this.#returned.set(messageId, returns - 1);
+        }
+        if (err) this.#settle(pending, new PublishError(this.#closed ? 'channel-closed' : 'nacked'));
+        else if (returns > 0) this.#settle(pending, new PublishError('returned', 'no queue bound for the routing key'));
+        else this.#settle(pending, null);
+      });
+    } catch (err) {
+      // amqplib encodes before it sends or registers the confirm callback, so nothing went out and
+      // no confirm will come: left pending, the entry would time out later and mark the channel suspect.
+      this.#settle(pending, new PublishError('unencodable', refusal(err)));
+    }
     return result;
+  }
+
+  /**
+   * The headers as amqplib can encode them faithfully within this connection's frame (see
+   * header-encoding.ts); a copy of a delivery carries what its producer sent, which amqplib's
+   * encoder does not always take back.
+   */
+  #carried(headers: unknown): { headers?: Record<string, unknown> } {
+    if (headers === undefined) return {};
+    const frameMax = (this.#channel as unknown as { connection?: { frameMax?: unknown } }).connection?.frameMax;
+    const budget = headerTableBudget(typeof frameMax === 'number' ? frameMax : 0);
+    return { headers: encodableHeaders(headers, budget).headers };
   }
 
   /**
@@ -194,4 +213,11 @@ export class ConfirmPublisher implements TransportPublisher {
     this.#closed = true;
     for (const pending of [...this.#pending]) this.#settle(pending, new PublishError(reason));
   }
+}
+
+/** amqplib's refusal, naming the property at most: some of its messages quote a value. */
+function refusal(err: unknown): string {
+  const field = err instanceof Error ? /^Field '(\w+)'/.exec(err.message)?.[1] : undefined;
+  const kind = err instanceof Error ? err.name : typeof err;
+  return `amqplib could not encode the message (${kind}${field ? ` in property ${field}` : ''})`;
 }

@@ -62,7 +62,7 @@ export interface TransportPublisher {
  * quarantines it as `undecodable-headers`. Only the transport sets it (no AMQP property has the name).
  */
 export interface UndecodableHeaders {
-  bound: 'depth' | 'entries' | 'bytes' | 'malformed';
+  bound: 'depth' | 'entries' | 'bytes' | 'malformed' | 'prototype-key';
   /** Names the bound and byte offsets, never content. */
   detail: string;
   /** The table's bytes as they arrived (or the whole properties, when those are malformed), base64. */

@@ -182,4 +182,28 @@ describe('basic properties inspection', () => {
       { numRuns: 2_000 },
     );
   });
+
+  it('sets aside a table with a __proto__ key at any level, which amqplib would turn into a prototype', () => {
+    const proto = (value: TableValue) => encodeTable({ __proto__: value } as unknown as Record<string, TableValue>);
+    // encodeTable reads own keys: build the key from the bytes, since a literal __proto__ is no own key.
+    const protoEntry = (value: Buffer) => Buffer.concat([Buffer.from([9]), Buffer.from('__proto__'), value]);
+    const bytesValue = Buffer.from([0x78, 0, 0, 0, 2, 1, 2]);
+    const inner = encodeTable({ 'x-converge-attempt': 1 });
+    const tableValue = Buffer.concat([Buffer.from('F'), Buffer.from([0, 0, 0, inner.length]), inner]);
+    assert.equal(proto(1).length, 0);
+    const cases = {
+      'top level, bytes': protoEntry(bytesValue),
+      'top level, table': protoEntry(tableValue),
+      'nested table': Buffer.concat([entry('a', 'F', [0, 0, 0, 11 + tableValue.length - 1]), protoEntry(tableValue)]),
+    };
+    for (const [name, bytes] of Object.entries(cases)) {
+      const decoded = codec.decodeFields(bytes);
+      const top = name === 'nested table' ? decoded.a : decoded;
+      assert.notEqual(Object.getPrototypeOf(top), Object.prototype, `${name}: amqplib replaces the prototype`);
+      const scan = scanFieldTable(bytes);
+      assert.deepEqual(scan, { ok: false, bound: 'prototype-key', detail: scan.ok ? '' : scan.detail }, name);
+    }
+    // Inside an array there are no keys; a key that merely contains the name is an own key.
+    assert.deepEqual(scanFieldTable(encodeTable({ a: ['__proto__'], __proto__x: 1, _proto__: 2 })), { ok: true });
+  });
 });

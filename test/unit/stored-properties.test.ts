@@ -21,6 +21,34 @@ describe('stored properties', () => {
     });
   });
 
+  it('gives back bytes as bytes and the numbers JSON cannot hold, at any depth', () => {
+    const properties = {
+      messageId: 'm',
+      headers: {
+        x: Buffer.from([0, 0xff, 0x80]),
+        nested: { a: [Buffer.alloc(0), NaN] },
+        nan: NaN,
+        inf: Infinity,
+        ninf: -Infinity,
+        zero: -0,
+        // A table that only looks like a tagged value stays a table.
+        lookalike: { '$converge.bytes': 'AA==', other: 1 },
+      },
+    };
+    const { exact, queryable } = encodeProperties(properties);
+    const back = decodeProperties<typeof properties>(exact, null as never);
+    assert.deepEqual(back, properties);
+    assert.ok(Buffer.isBuffer(back.headers.x));
+    assert.ok(Object.is(back.headers.zero, -0));
+    assert.doesNotThrow(() => JSON.parse(queryable) as unknown);
+  });
+
+  it('reads a Buffer a row stored before the tag (as JSON.stringify wrote it) as bytes', () => {
+    const old = JSON.stringify({ headers: { x: Buffer.from([1, 2]) } });
+    assert.match(old, /"type":"Buffer"/);
+    assert.deepEqual(decodeProperties(old, null), { headers: { x: Buffer.from([1, 2]) } });
+  });
+
   it('reads rows from before the exact column from jsonb', () => {
     const old = { messageId: 'm' };
     assert.equal(decodeProperties(null, old), old);
