@@ -11,10 +11,20 @@
  */
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { withEnv } from '../support/consumer-env.js';
-import { FuzzRun, formatSummary } from '../support/fuzz-rig.js';
-import { hostileCase } from '../support/hostile-messages.js';
-import { describe, test } from '../support/rig.js';
+import { replayQuarantined } from '../../src/ops/dlq.js';
+import { withEnv, type Env } from '../support/consumer-env.js';
+import { FuzzRun, MAX_ATTEMPTS, formatSummary } from '../support/fuzz-rig.js';
+import {
+  EVENT_ID,
+  SECRET_MARK,
+  hostileCase,
+  type Entry,
+  type FieldValue,
+  type HostileCase,
+} from '../support/hostile-messages.js';
+import { long } from '../support/hostile-headers.js';
+import { nestedTable } from '../support/raw-amqp.js';
+import { describe, test, waitFor } from '../support/rig.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 150);
 const SEED = Number(process.env.FUZZ_SEED ?? 20261205);
@@ -41,4 +51,141 @@ describe('consumer fuzzer', () => {
       assert.equal((await env.checkQueue(env.queue)).messageCount, 0, 'nothing left in the queue');
     }, 'cvfuzz');
   });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Named cases: the defects of issue 26, each as the fuzzer would send it.
+// ---------------------------------------------------------------------------------------------
+
+const name = (key: string | Buffer) => (Buffer.isBuffer(key) ? key : Buffer.from(key));
+
+/** A valid AmountAdded event under `headers`, whose handler fails `failTimes` times first. */
+function validCase(headers: Entry[], failTimes = 0): HostileCase {
+  return {
+    properties: { messageId: EVENT_ID, contentType: 'application/json', deliveryMode: 2 },
+    headers,
+    body: {
+      kind: 'valid',
+      envelope: {
+        eventType: 'AmountAdded',
+        aggregateType: 'order',
+        aggregateVersion: 1,
+        kind: 'incremental',
+        payload: { delta: 1, failTimes, secret: `${SECRET_MARK}-named`, extra: null },
+        occurredAt: new Date().toISOString(),
+      },
+    },
+  };
+}
+
+/** One consumer for a named case, its health checked at the end, everything removed even on failure. */
+function withRun(work: (run: FuzzRun, env: Env) => Promise<void>): Promise<void> {
+  return withEnv(async (env) => {
+    const run = new FuzzRun(env, 'named');
+    try {
+      await run.start();
+      await work(run, env);
+      run.checkHealth();
+    } finally {
+      await run.close();
+    }
+  }, 'cvfuzz');
+}
+
+async function replayOutcome(env: Env, id: string): Promise<string | null> {
+  const { rows } = await env.pool.query<{ replay_outcome: string | null }>(
+    `SELECT replay_outcome FROM "${env.schema}".quarantine WHERE id = $1`,
+    [id],
+  );
+  return rows[0]!.replay_outcome;
+}
+
+/** Replays quarantine row `id` to the run's queue and waits for the outcome recorded on it. */
+async function replay(env: Env, id: string, expected: string): Promise<void> {
+  await replayQuarantined(env.pool, env.channel, { id, queue: env.queue, schema: env.schema });
+  await waitFor(
+    async () => (await replayOutcome(env, id)) === expected,
+    `the replay of row ${id} recorded as ${expected}`,
+  );
+}
+
+describe('consumer fuzzer: named cases (issue 26)', () => {
+  test('defect 2: a header table nested 4,000 levels is quarantined, the event behind it applies, no reconnect', () =>
+    withRun(async (run) => {
+      const deep: FieldValue = { t: 'raw', v: Buffer.concat([Buffer.from('F'), long(nestedTable(4_000))]) };
+      assert.equal((await run.run(validCase([[name('deep'), deep]]))).outcome, 'quarantined:undecodable-headers');
+      assert.equal((await run.run(validCase([]))).outcome, 'applied');
+    }));
+
+  for (const [label, forged] of [
+    ['2147483647 (int32)', { t: 'I', v: 2147483647 }],
+    ['2^53 (int64)', { t: 'l', v: 2n ** 53n }],
+    ['10^9 (int64)', { t: 'l', v: 10n ** 9n }],
+    ['10^9 (text)', { t: 'S', v: Buffer.from('1000000000') }],
+  ] as const) {
+    test(`defect 3: x-converge-attempt = ${label} on a failing handler: every retry, then quarantined with a reason`, () =>
+      withRun(async (run) => {
+        const failing = await run.run(validCase([[name('x-converge-attempt'), forged]], 99));
+        assert.equal(failing.outcome, 'quarantined:handler-failed');
+        assert.equal(run.handler.calls.get(failing.eventId), MAX_ATTEMPTS, 'the forged count skipped no attempt');
+        const once = await run.run(validCase([[name('x-converge-attempt'), forged]], 1));
+        assert.equal(once.outcome, 'applied', 'a handler that fails once gets its retry');
+        assert.equal(run.handler.calls.get(once.eventId), 2);
+      }));
+  }
+
+  test('defect 4: a forged x-converge-replay-of records nothing on a row never replayed; the real replay is recorded', () =>
+    withRun(async (run, env) => {
+      const invalid: HostileCase = { ...validCase([]), body: { kind: 'json', value: 'not an envelope' } };
+      const quarantined = await run.run(invalid);
+      assert.equal(quarantined.outcome, 'quarantined:malformed-body');
+      const id = quarantined.quarantineId!;
+      for (const forged of [
+        { t: 'S', v: Buffer.from(id) },
+        { t: 'l', v: BigInt(id) },
+      ] as const)
+        assert.equal((await run.run(validCase([[name('x-converge-replay-of'), forged]]))).outcome, 'applied');
+      assert.equal(await replayOutcome(env, id), null, 'no replay outcome on a row nobody replayed');
+      await replay(env, id, 'quarantined');
+    }));
+
+  // Values amqplib decodes into numbers or keys its own encoder refuses (RabbitMQ refuses NaN and ±Infinity itself).
+  const unencodable: [string, Entry][] = [
+    ['double -1e19 (no int64)', [name('d'), { t: 'd', v: -1e19 }]],
+    ['timestamp 2^64-1', [name('ts'), { t: 'T', v: 2n ** 64n - 1n }]],
+    ['array holding double -1e19', [name('a'), { t: 'A', v: [{ t: 'd', v: -1e19 }] }]],
+    ['key of 255 invalid UTF-8 bytes (765 once decoded)', [Buffer.alloc(255, 0xff), { t: 'V' }]],
+  ];
+  for (const [label, entry] of unencodable) {
+    test(`defect e: ${label} goes through every retry tier trip into quarantine, and a replay applies it`, () =>
+      withRun(async (run, env) => {
+        const result = await run.run(validCase([entry], MAX_ATTEMPTS));
+        assert.equal(result.outcome, 'quarantined:handler-failed');
+        assert.equal(run.handler.calls.get(result.eventId), MAX_ATTEMPTS, 'each attempt came back from a retry tier');
+        await replay(env, result.quarantineId!, 'applied');
+        assert.equal(
+          await env.count('SELECT count(*) AS n FROM $schema.applied WHERE event_id = $1', [result.eventId]),
+          1,
+        );
+      }));
+  }
+
+  for (const [label, value] of [
+    ['bytes', { t: 'x', v: Buffer.from('proto') }],
+    [
+      'a nested table forging x-converge-attempt',
+      { t: 'F', v: [[name('x-converge-attempt'), { t: 'l', v: 10n ** 9n }]] },
+    ],
+  ] as const) {
+    test(`defect f: a __proto__ header key holding ${label} ends in one outcome, forging nothing`, () =>
+      withRun(async (run) => {
+        const result = await run.run(validCase([[name('__proto__'), value as FieldValue]], MAX_ATTEMPTS));
+        const calls = run.handler.calls.get(result.eventId) ?? 0;
+        assert.ok(
+          result.outcome === 'quarantined:undecodable-headers' ||
+            (result.outcome === 'quarantined:handler-failed' && calls === MAX_ATTEMPTS),
+          `${result.outcome} after ${calls} handler calls`,
+        );
+      }));
+  }
 });
