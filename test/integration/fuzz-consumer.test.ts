@@ -186,6 +186,12 @@ describe('consumer fuzzer: named cases (issue 26)', () => {
             (result.outcome === 'quarantined:handler-failed' && calls === MAX_ATTEMPTS),
           `${result.outcome} after ${calls} handler calls`,
         );
+        // Quarantined at first sight, the delivery's headers are stored as they came, `__proto__` included.
+        const invalid: HostileCase = {
+          ...validCase([[name('__proto__'), value as FieldValue]]),
+          body: { kind: 'json', value: null },
+        };
+        assert.match((await run.run(invalid)).outcome, /^quarantined:/);
       }));
   }
 });
