@@ -44,6 +44,11 @@ describe('consumer fuzzer', () => {
           { seed: SEED, numRuns: RUNS, path: PATH, endOnFailure: process.env.FUZZ_SHRINK !== '1' },
         );
         run.checkHealth();
+      } catch (err) {
+        // fast-check keeps the failing assertion as the cause, which the test runner does not print.
+        if (err instanceof Error && err.cause !== undefined) console.log('fuzz case failed:', err.cause);
+        console.log(run.logger.records.slice(-10).join('\n'));
+        throw err;
       } finally {
         console.log(formatSummary(SEED, run.summary));
         await run.close();
