@@ -67,14 +67,15 @@ export interface Env {
   extraQueues: string[];
 }
 
-export async function withEnv(fn: (env: Env) => Promise<void>): Promise<void> {
-  const db = await createTestSchema('cvc');
+/** `prefix` names the schema, exchange and queue (`<prefix>.events`, `<prefix>.q`), so a suite can find what it left. */
+export async function withEnv(fn: (env: Env) => Promise<void>, prefix = 'cvc'): Promise<void> {
+  const db = await createTestSchema(prefix);
   const connection = await connectRabbit();
   connection.on('error', () => undefined);
   const channel = await connection.createConfirmChannel();
   channel.on('error', () => undefined);
-  const exchange = uniqueName('cvc.events');
-  const queue = uniqueName('cvc.q');
+  const exchange = uniqueName(`${prefix}.events`);
+  const queue = uniqueName(`${prefix}.q`);
   const consumers = new Set<Consumer>();
   const q = `"${db.schema}"`;
   await db.pool.query(

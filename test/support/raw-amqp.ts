@@ -21,23 +21,26 @@
  */
 import net from 'node:net';
 
+/** A shortstr property: text (UTF-8), or bytes as they are (any bytes, invalid UTF-8 included). */
+export type ShortString = string | Buffer;
+
 /** Basic properties to encode; `headersBytes` (or `headers`) becomes the header table. */
 export interface RawProperties {
-  contentType?: string;
-  contentEncoding?: string;
+  contentType?: ShortString;
+  contentEncoding?: ShortString;
   /** A table built with encodeTable; ignored when headersBytes is given. */
   headers?: Record<string, TableValue>;
   deliveryMode?: number;
   priority?: number;
-  correlationId?: string;
-  replyTo?: string;
-  expiration?: string;
-  messageId?: string;
-  /** Seconds since the epoch. */
-  timestamp?: number;
-  type?: string;
-  userId?: string;
-  appId?: string;
+  correlationId?: ShortString;
+  replyTo?: ShortString;
+  expiration?: ShortString;
+  messageId?: ShortString;
+  /** Seconds since the epoch; a bigint reaches the whole unsigned 64-bit range. */
+  timestamp?: number | bigint;
+  type?: ShortString;
+  userId?: ShortString;
+  appId?: ShortString;
 }
 
 export interface RawMessage {
@@ -141,7 +144,7 @@ export function encodeProperties(properties: RawProperties = {}, headersBytes?: 
     flags |= 1 << bit;
     parts.push(value);
   };
-  const str = (s: string | undefined) => (s === undefined ? undefined : shortstr(s));
+  const str = (s: ShortString | undefined) => (s === undefined ? undefined : shortstr(s));
   field(15, str(properties.contentType));
   field(14, str(properties.contentEncoding));
   field(13, headers && longstr(headers));
@@ -160,8 +163,8 @@ export function encodeProperties(properties: RawProperties = {}, headersBytes?: 
   return Buffer.concat([head, ...parts]);
 }
 
-function shortstr(s: string): Buffer {
-  const bytes = Buffer.from(s);
+function shortstr(s: ShortString): Buffer {
+  const bytes = Buffer.isBuffer(s) ? s : Buffer.from(s);
   if (bytes.length > 255) throw new RangeError('shortstr over 255 bytes');
   return Buffer.concat([Buffer.from([bytes.length]), bytes]);
 }
@@ -172,7 +175,7 @@ function longstr(bytes: Buffer): Buffer {
   return Buffer.concat([head, bytes]);
 }
 
-function u64(n: number): Buffer {
+function u64(n: number | bigint): Buffer {
   const out = Buffer.alloc(8);
   out.writeBigUInt64BE(BigInt(n));
   return out;
