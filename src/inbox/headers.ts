@@ -57,8 +57,9 @@ export function parseConvergeHeaders(headers: Headers): { values: ConvergeHeader
   const values: ConvergeHeaders = {};
   const invalid: string[] = [];
   const take = <K extends keyof ConvergeHeaders>(name: string, key: K, parse: (v: unknown) => ConvergeHeaders[K]) => {
-    if (h[name] === undefined) return;
-    const value = parse(h[name]);
+    const raw = ownHeader(h, name);
+    if (raw === undefined) return;
+    const value = parse(raw);
     if (value === undefined) invalid.push(name);
     else values[key] = value;
   };
@@ -68,6 +69,11 @@ export function parseConvergeHeaders(headers: Headers): { values: ConvergeHeader
   take(REPLAY_OF_HEADER, 'replayOf', (v) => matching(v, REPLAY_ID));
   take(REPLAY_TOKEN_HEADER, 'replayToken', (v) => matching(v, REPLAY_TOKEN));
   return { values, invalid };
+}
+
+/** A header the message itself carries: never a name inherited from Object.prototype. */
+function ownHeader(headers: Record<string, unknown>, name: string): unknown {
+  return Object.hasOwn(headers, name) ? headers[name] : undefined;
 }
 
 function matching(value: unknown, pattern: RegExp): string | undefined {
@@ -87,10 +93,10 @@ export function verifyConvergeHeaders(
   delivery: Pick<RawDelivery, 'content' | 'properties'>,
 ): HeaderVerdict {
   const headers = delivery.properties.headers ?? {};
-  const present = CONVERGE_HEADERS.filter((name) => headers[name] !== undefined);
+  const present = CONVERGE_HEADERS.filter((name) => ownHeader(headers, name) !== undefined);
   if (present.length === 0) return { trusted: {}, untrusted: [] };
   const { values, invalid } = parseConvergeHeaders(headers);
-  const signature = headers[SIGNATURE_HEADER];
+  const signature = ownHeader(headers, SIGNATURE_HEADER);
   const signed =
     key !== null &&
     invalid.length === 0 &&

@@ -37,6 +37,7 @@ import type { SchemaEvolution, Upcaster } from './upcast.js';
 import type { Settlement } from './types.js';
 import type { BatchHandler, BatchHandlerOf, EventHandler, EventHandlers } from './handler.js';
 import { DEFAULT_RAMP_UP } from './ramp.js';
+import { MAX_ATTEMPT } from './headers.js';
 
 export interface ConsumerHooks {
   /**
@@ -115,6 +116,8 @@ const processorShape = {
     .number()
     .int()
     .min(1)
+    // The attempt header is bounded (MAX_ATTEMPT): a larger limit could never be reached, and a failing handler would retry for ever.
+    .max(MAX_ATTEMPT)
     .default(DEFAULT_MAX_ATTEMPTS)
     .describe('Attempts for handler errors before quarantine (gaps and outages wait without limit).'),
   backoff: backoffOption(DEFAULT_CONSUMER_BACKOFF).describe('Delays between attempts of one delivery.'),

@@ -54,6 +54,13 @@ describe('converge headers: trusted only when converge signed them', () => {
     assert.deepEqual(originOf(raised), { exchange: '', routingKey: 'q' });
   });
 
+  it('reads only headers the message carries itself, never names inherited through the prototype', () => {
+    const inherited = Object.create(signedHeaders(key, 'e-1', body, { attempt: 3 })) as Record<string, unknown>;
+    const d = delivery(inherited);
+    assert.deepEqual(verifyConvergeHeaders(key, d), { trusted: {}, untrusted: [] });
+    assert.deepEqual(parseConvergeHeaders(inherited), { values: {}, invalid: [] });
+  });
+
   it('a delivery never checked trusts nothing (an older converge sent unsigned headers)', () => {
     const d = delivery({ [ATTEMPT_HEADER]: 4, [ORIGIN_EXCHANGE_HEADER]: 'orders', [REPLAY_OF_HEADER]: '7' });
     assert.equal(readAttempt(d), 1);

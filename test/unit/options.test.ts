@@ -8,6 +8,7 @@ import { ConfigError } from '../../src/runtime/errors.js';
 import { closest, editDistance, optionDefault } from '../../src/runtime/options.js';
 import { resolveRelayOptions, relayOptions } from '../../src/relay/options.js';
 import { resolveConsumerOptions, resolveProcessorOptions } from '../../src/inbox/options.js';
+import { MAX_ATTEMPT } from '../../src/inbox/headers.js';
 import { relayFlagDefaults } from '../../src/cli/env.js';
 import { migrate } from '../../src/schema/migrate.js';
 import { serveConsumerMetrics, serveRelayMetrics } from '../../src/metrics/metrics.js';
@@ -54,6 +55,17 @@ describe('option validation', () => {
     const nested = configError(() => resolveRelayOptions({ ...connections, backoff: { factr: 2 } } as never));
     assert.equal(nested.field, 'backoff.factr');
     assert.match(nested.message, /did you mean 'factor'/);
+  });
+
+  test('maxAttempts above the highest attempt a header can carry is rejected, naming the field', () => {
+    const err = configError(() =>
+      resolveConsumerOptions({ ...connections, queue: 'q', handlers, maxAttempts: MAX_ATTEMPT + 1 } as never),
+    );
+    assert.equal(err.field, 'maxAttempts');
+    assert.equal(
+      resolveConsumerOptions({ ...connections, queue: 'q', handlers, maxAttempts: MAX_ATTEMPT }).maxAttempts,
+      MAX_ATTEMPT,
+    );
   });
 
   test('every problem is reported at once', () => {
