@@ -8,6 +8,7 @@ import type { Settlement } from '../../src/index.js';
 import { listQuarantine, replayQuarantined } from '../../src/ops/index.js';
 import { describe, test, waitFor, orderEvent } from '../support/rig.js';
 import { withBadInputRig } from '../support/badinput-rig.js';
+import { capturingLogger } from '../support/consumer-env.js';
 
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));
 const invalid = (eventId: string) => json({ ...orderEvent(eventId), kind: 'sideways' });
@@ -64,7 +65,8 @@ describe('converge headers', () => {
   test('a forged x-converge-replay-of records nothing; the real replay of that row records its outcome', async () => {
     await withBadInputRig('cvhdr', async ({ db, channel, queue, publish, start }) => {
       const settled: Settlement[] = [];
-      const consumer = start({ handlers: { AmountAdded: async () => undefined } });
+      const logger = capturingLogger();
+      const consumer = start({ handlers: { AmountAdded: async () => undefined }, logger });
       consumer.on('settled', (s) => settled.push(s));
       await consumer.ready();
       await publish('to-replay', invalid('R-bad'));
@@ -84,12 +86,22 @@ describe('converge headers', () => {
       const open = await listQuarantine(db.pool, { schema: db.schema, includeResolved: true });
       assert.equal(open[0]!.replayOutcome, null, 'no outcome on a row nobody replayed');
 
+      const before = { settled: settled.length, logged: logger.records.length };
       await replayQuarantined(db.pool, channel, { id: row!.id, queue, schema: db.schema });
       const replayed = await waitFor(async () => {
         const rows = await listQuarantine(db.pool, { schema: db.schema, includeResolved: true });
         const original = rows.find((r) => r.id === row!.id);
         return original?.replayOutcome ? original : false;
-      }, 'the replay outcome recorded');
+      }, 'the replay outcome recorded').catch(async (err: Error) => {
+        // What the consumer did after the replay, to tell a lost delivery from an unrecorded outcome.
+        const rows = await listQuarantine(db.pool, { schema: db.schema, includeResolved: true });
+        const seen = {
+          settled: settled.slice(before.settled),
+          log: logger.records.slice(before.logged, before.logged + 20),
+          rows,
+        };
+        throw new Error(`${err.message}; since the replay: ${JSON.stringify(seen)}`);
+      });
       assert.equal(replayed.replayOutcome, 'quarantined');
       assert.notEqual(replayed.replayQuarantineId, null);
     });
