@@ -16,8 +16,8 @@ export interface ReplayRecord {
 }
 
 /**
- * One statement for the replayed deliveries among `records`, none when there are none: normal
- * deliveries cost a header lookup and nothing more.
+ * Two statements for the replayed deliveries among `records` (wait for their replays to commit,
+ * then record), none when there are none: normal deliveries cost a header lookup and nothing more.
  */
 export async function recordReplayOutcomes(
   executor: Executor,
@@ -29,6 +29,7 @@ export async function recordReplayOutcomes(
     return replayOf === null ? [] : [{ replayOf, ...record }];
   });
   if (replays.length === 0) return;
+  await runStatement(executor, inboxSql(schema).awaitReplays, [replays.map((r) => r.replayOf.id)]);
   await runStatement(executor, inboxSql(schema).replayOutcome, [
     replays.map((r) => r.replayOf.id),
     replays.map((r) => r.outcome),

@@ -97,6 +97,13 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
      * token on the row records there. The first final outcome stays: a redelivery of an
      * applied replay must not turn it into a duplicate; only `parked` may still change.
      */
+    /**
+     * Waits for the replays of quarantine rows $1 still in flight: a replay stores its token and
+     * commits only after the broker confirmed the copy, which may reach this consumer first. The
+     * outcome UPDATE below matches on the token, and an UPDATE waits only for rows that match in
+     * its snapshot, so without this wait it would skip the row whose token is not committed yet.
+     */
+    awaitReplays: `SELECT id FROM ${schema}.quarantine WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE`,
     replayOutcome: `
       UPDATE ${schema}.quarantine q
          SET replay_outcome = r.outcome, replay_outcome_at = now(), replay_quarantine_id = r.quarantine_id

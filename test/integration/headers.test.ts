@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import type { Settlement } from '../../src/index.js';
 import { listQuarantine, replayQuarantined } from '../../src/ops/index.js';
-import { describe, test, waitFor, orderEvent } from '../support/rig.js';
+import { backendPid, describe, test, waitFor, orderEvent } from '../support/rig.js';
 import { withBadInputRig } from '../support/badinput-rig.js';
 import { capturingLogger } from '../support/consumer-env.js';
 
@@ -102,6 +102,43 @@ describe('converge headers', () => {
         };
         throw new Error(`${err.message}; since the replay: ${JSON.stringify(seen)}`);
       });
+      assert.equal(replayed.replayOutcome, 'quarantined');
+      assert.notEqual(replayed.replayQuarantineId, null);
+    });
+  });
+
+  test('a replay whose transaction commits after the consumer got the copy still records its outcome there', async () => {
+    await withBadInputRig('cvhdr', async ({ db, channel, queue, publish, start }) => {
+      const settled: Settlement[] = [];
+      const consumer = start({ handlers: { AmountAdded: async () => undefined } });
+      consumer.on('settled', (s) => settled.push(s));
+      await consumer.ready();
+      await publish('to-replay', invalid('L-bad'));
+      await waitFor(() => settled.length === 1, 'the invalid message quarantined');
+      const [row] = await listQuarantine(db.pool, { schema: db.schema });
+      // The replay's transaction stays open after the broker confirmed the copy, as a slow
+      // commit would: the consumer must wait for it rather than miss the token it stores.
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await replayQuarantined(client, channel, { id: row!.id, queue, schema: db.schema });
+        const replayer = await backendPid(client);
+        await waitFor(async () => {
+          if (settled.length > 1) return true;
+          const { rows } = await db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, [
+            replayer,
+          ]);
+          return rows.length > 0;
+        }, 'the consumer waiting for the replay, or settling without it');
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+      const replayed = await waitFor(async () => {
+        const rows = await listQuarantine(db.pool, { schema: db.schema, includeResolved: true });
+        const original = rows.find((r) => r.id === row!.id);
+        return original?.replayOutcome ? original : false;
+      }, 'the replay outcome recorded');
       assert.equal(replayed.replayOutcome, 'quarantined');
       assert.notEqual(replayed.replayQuarantineId, null);
     });
