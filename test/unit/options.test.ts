@@ -59,7 +59,7 @@ describe('option validation', () => {
 
   test('maxAttempts above the highest attempt a header can carry is rejected, naming the field', () => {
     const err = configError(() =>
-      resolveConsumerOptions({ ...connections, queue: 'q', handlers, maxAttempts: MAX_ATTEMPT + 1 } as never),
+      resolveConsumerOptions({ ...connections, queue: 'q', handlers, maxAttempts: MAX_ATTEMPT + 1 }),
     );
     assert.equal(err.field, 'maxAttempts');
     assert.equal(
