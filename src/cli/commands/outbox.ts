@@ -1,8 +1,8 @@
 import { Command } from 'commander';
-import { listOutbox, listOutboxOptions, retryFailedEvents } from '../../ops/index.js';
+import { listOutbox, listOutboxOptions, retryFailedEvents, type RetryFailedResult } from '../../ops/index.js';
 import { positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
-import { outboxTable } from '../format.js';
+import { outboxTable, table } from '../format.js';
 
 /** `outbox list`, `outbox retry`, and `retry-failed`: the same retry command under its older top-level name. */
 export function registerOutbox(program: Command, context: CommandContext): void {
@@ -33,14 +33,32 @@ export function registerOutbox(program: Command, context: CommandContext): void 
   );
 }
 
+/** Exit code 3 when some rows were refused: the others are retried, those need their data fixed first. */
 function retryCommand(name: string, context: CommandContext): Command {
   return new Command(name)
-    .description('put failed events back in line, with their original eventIds')
+    .description(
+      'put failed events back in line, with their original eventIds; a row whose data breaks a rule of the table stays failed, named (exit 3)',
+    )
     .option('--event-id <id>', 'only this event')
-    .action(async (options: { eventId?: string }) => {
+    .option('--json', 'one JSON document: { retried, refused }')
+    .action(async (options: { eventId?: string; json?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
       const only = options.eventId ? { eventId: options.eventId } : {};
-      const ids = await withPool({ databaseUrl, schema }, (pool) => retryFailedEvents(pool, { schema, ...only }));
-      console.log(`requeued ${ids.length} event(s)`);
+      const result = await withPool({ databaseUrl, schema }, (pool) => retryFailedEvents(pool, { schema, ...only }));
+      console.log(options.json ? JSON.stringify(result, null, 2) : retryReport(result));
+      if (result.refused.length > 0) process.exitCode = 3;
     });
+}
+
+function retryReport(result: RetryFailedResult): string {
+  const lines = [`requeued ${result.retried.length} event(s)`];
+  if (result.refused.length > 0)
+    lines.push(
+      `refused ${result.refused.length} event(s): the table's rules refuse them as pending, so they stay failed; fix each row's data, then retry`,
+      table(
+        ['position', 'event id', 'constraint', 'SQLSTATE'],
+        result.refused.map((row) => [row.position, row.eventId, row.constraint ?? '(not named)', row.sqlState]),
+      ),
+    );
+  return lines.join('\n');
 }
