@@ -53,7 +53,10 @@ test('outbox retry retries the good failed rows beside one the table refuses, na
   assert.equal(retried.code, 3, `refused rows exit 3: ${retried.stderr}`);
   assert.match(retried.stdout, /requeued 2 event\(s\)/);
   assert.match(retried.stdout, /refused 1 event\(s\): .*fix each row's data, then retry/);
-  assert.match(retried.stdout, /position\s+event id\s+constraint\s+SQLSTATE\n[0-9]+\s+bad-1\s+outbox_envelope_event_type\s+23514/);
+  assert.match(
+    retried.stdout,
+    /position\s+event id\s+constraint\s+SQLSTATE\n[0-9]+\s+bad-1\s+outbox_envelope_event_type\s+23514/,
+  );
   assert.doesNotMatch(retried.stdout + retried.stderr, /SECRET|Order Paid/);
 
   const { rows } = await testPool().query<{ event_id: string; status: string }>(

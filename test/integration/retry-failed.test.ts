@@ -52,7 +52,6 @@ after(async () => {
 });
 
 describe('retryFailedEvents: a failed row the table still refuses as pending', () => {
-
   test('on a pool: the others are retried, the refused row stays failed with its constraint named, and is retried once fixed', async () => {
     const schema = await seeded(pool);
     schemas.push(schema);

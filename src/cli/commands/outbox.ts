@@ -1,8 +1,8 @@
 import { Command } from 'commander';
-import { listOutbox, listOutboxOptions, retryFailedEvents, type RetryFailedResult } from '../../ops/index.js';
+import { listOutbox, listOutboxOptions, retryFailedEvents } from '../../ops/index.js';
 import { positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
-import { outboxTable, table } from '../format.js';
+import { outboxTable, retryReport } from '../format.js';
 
 /** `outbox list`, `outbox retry`, and `retry-failed`: the same retry command under its older top-level name. */
 export function registerOutbox(program: Command, context: CommandContext): void {
@@ -48,17 +48,4 @@ function retryCommand(name: string, context: CommandContext): Command {
       console.log(options.json ? JSON.stringify(result, null, 2) : retryReport(result));
       if (result.refused.length > 0) process.exitCode = 3;
     });
-}
-
-function retryReport(result: RetryFailedResult): string {
-  const lines = [`requeued ${result.retried.length} event(s)`];
-  if (result.refused.length > 0)
-    lines.push(
-      `refused ${result.refused.length} event(s): the table's rules refuse them as pending, so they stay failed; fix each row's data, then retry`,
-      table(
-        ['position', 'event id', 'constraint', 'SQLSTATE'],
-        result.refused.map((row) => [row.position, row.eventId, row.constraint ?? '(not named)', row.sqlState]),
-      ),
-    );
-  return lines.join('\n');
 }
