@@ -37,10 +37,10 @@ export function registerOutbox(program: Command, context: CommandContext): void 
 function retryCommand(name: string, context: CommandContext): Command {
   return new Command(name)
     .description(
-      'put failed events back in line, with their original eventIds; a row whose data breaks a rule of the table stays failed, named (exit 3)',
+      "put failed events back in line, with their original eventIds; rows the table's rules still refuse stay failed and are listed (exit 3)",
     )
     .option('--event-id <id>', 'only this event')
-    .option('--json', 'one JSON document: { retried, refused }')
+    .option('--json', 'one JSON document (retried eventIds, refused rows) instead of text')
     .action(async (options: { eventId?: string; json?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
       const only = options.eventId ? { eventId: options.eventId } : {};
