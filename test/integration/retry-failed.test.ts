@@ -110,6 +110,30 @@ describe('retryFailedEvents: a failed row the table still refuses as pending', (
     );
   });
 
+  test('on a client outside any transaction: no savepoint can be opened, each statement commits on its own', async () => {
+    const schema = await seeded(pool);
+    schemas.push(schema);
+    const client = await pool.connect();
+    try {
+      const result = await retryFailedEvents(client, { schema });
+      assert.deepEqual([...result.retried].sort(), ['good-1', 'good-2']);
+      assert.deepEqual(
+        result.refused.map((row) => row.eventId),
+        ['bad-1'],
+      );
+    } finally {
+      client.release();
+    }
+    assert.deepEqual(
+      (await rows(pool, schema)).map(([id, status, , error]) => [id, status, error]),
+      [
+        ['bad-1', 'failed', RETRY_REFUSED],
+        ['good-1', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
+        ['good-2', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
+      ],
+    );
+  });
+
   test('one event by id: a refused one is reported, not thrown; a good one is retried alone', async () => {
     const schema = await seeded(pool);
     schemas.push(schema);
