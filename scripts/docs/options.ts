@@ -13,7 +13,8 @@ import { partitionedConsumerOptions } from '../../src/inbox/partitioned.js';
 import { partitionedTopologyOptions } from '../../src/transport/topology.js';
 import { migrateOptions } from '../../src/schema/migrate.js';
 import { grantsOptions } from '../../src/schema/grants.js';
-import { listOutboxOptions, retryFailedOptions, statusOptions } from '../../src/ops/status.js';
+import { listOutboxOptions, statusOptions } from '../../src/ops/status.js';
+import { retryFailedOptions } from '../../src/ops/retry.js';
 import { pipelineStatusOptions } from '../../src/ops/pipeline-options.js';
 import {
   discardQuarantinedOptions,

@@ -1,5 +1,5 @@
 import type { QuarantineSummary } from '../ops/index.js';
-import type { OutboxRow } from '../ops/index.js';
+import type { OutboxRow, RetryFailedResult } from '../ops/index.js';
 import type { Gap } from '../inbox/index.js';
 
 /** Left-aligned columns, two spaces apart; the last column is not padded. */
@@ -43,6 +43,20 @@ export function outboxTable(rows: OutboxRow[]): string {
       `${r.ageSeconds.toFixed(0)} s`,
     ]),
   );
+}
+
+/** What `outbox retry` did: how many were requeued, and each row the table refused (ids and the rule, never a value). */
+export function retryReport(result: RetryFailedResult): string {
+  const lines = [`requeued ${result.retried.length} event(s)`];
+  if (result.refused.length > 0)
+    lines.push(
+      `refused ${result.refused.length} event(s): the table's rules refuse them as pending, so they stay failed; fix each row's data, then retry`,
+      table(
+        ['position', 'event id', 'constraint', 'SQLSTATE'],
+        result.refused.map((row) => [row.position, row.eventId, row.constraint ?? '(not named)', row.sqlState]),
+      ),
+    );
+  return lines.join('\n');
 }
 
 export function quarantineTable(rows: QuarantineSummary[]): string {

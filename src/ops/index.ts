@@ -2,8 +2,10 @@
  * `converge/ops`: operator tools over durable state (status and stall diagnosis, the outbox's
  * failed rows, the quarantine, retention cleanup, inbox compaction, schema compatibility). The CLI is built on them.
  */
-export { readStatus, retryFailedEvents, listOutbox, listOutboxOptions } from './status.js';
+export { readStatus, listOutbox, listOutboxOptions } from './status.js';
 export type { ConvergeStatus, OutboxRow } from './status.js';
+export { retryFailedEvents } from './retry.js';
+export type { RetryFailedResult, RetryRefusedRow } from './retry.js';
 export { readPipelineStatus } from './pipeline.js';
 export { pipelineStatusOptions } from './pipeline-options.js';
 export type {

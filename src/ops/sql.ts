@@ -165,6 +165,18 @@ export const opsSql = perSchema((schema: SchemaRef) => {
          SET status = 'pending', attempts = 0, broker_retries = 0, next_attempt_at = now(), claimed_by = NULL, claim_expires_at = NULL
        WHERE status = 'failed' AND ($1::text IS NULL OR event_id = $1)
       RETURNING event_id`,
+    /** The failed rows retryFailed would take ($1: one eventId or all), for the row-by-row fallback. */
+    failedRows: `
+      SELECT position::text AS position, event_id FROM ${schema.quoted}.outbox
+       WHERE status = 'failed' AND ($1::text IS NULL OR event_id = $1) ORDER BY position`,
+    /** retryFailed for the one row at position $1; nothing if it is no longer failed (retried by someone else). */
+    retryFailedRow: `
+      UPDATE ${schema.quoted}.outbox
+         SET status = 'pending', attempts = 0, broker_retries = 0, next_attempt_at = now(), claimed_by = NULL, claim_expires_at = NULL
+       WHERE position = $1 AND status = 'failed'
+      RETURNING event_id`,
+    /** Why the failed row at position $1 could not be retried ($2: a code and a constraint, never a value). */
+    markRetryRefused: `UPDATE ${schema.quoted}.outbox SET last_error = $2 WHERE position = $1 AND status = 'failed'`,
   };
 });
 

@@ -9,10 +9,6 @@ import { opsSql } from './sql.js';
 const schemaField = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
 
 export const statusOptions = defineOptions('readStatus', z.strictObject({ schema: schemaField }));
-export const retryFailedOptions = defineOptions(
-  'retryFailedEvents',
-  z.strictObject({ schema: schemaField, eventId: z.string().min(1).optional().describe('Only this event.') }),
-);
 export const listOutboxOptions = defineOptions(
   'listOutbox',
   z.strictObject({
@@ -55,17 +51,6 @@ export async function readStatus(
   const quarantine = await executor.query<{ reason: string; n: string }>(sql.openQuarantine);
   for (const row of quarantine.rows) status.quarantine[row.reason] = Number(row.n);
   return status;
-}
-
-/** Sends failed outbox events (all, or one by id) through the relay again, with their original eventIds. */
-export async function retryFailedEvents(
-  executor: Executor,
-  input: z.input<typeof retryFailedOptions.schema> = {},
-): Promise<string[]> {
-  const options = retryFailedOptions.parse(input);
-  const sql = opsSql(schemaRef(options.schema));
-  const { rows } = await executor.query<{ event_id: string }>(sql.retryFailed, [options.eventId ?? null]);
-  return rows.map((row) => row.event_id);
 }
 
 export interface OutboxRow {

@@ -20,7 +20,7 @@ export function isRowRefused(err: unknown): boolean {
 }
 
 /** A constraint name fit for a log line or last_error: an identifier, bounded, else left out. */
-function constraintName(err: unknown): string | undefined {
+export function constraintName(err: unknown): string | undefined {
   const name = (err as PgErrorFields | null)?.constraint;
   return typeof name === 'string' && /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/.test(name) ? name : undefined;
 }

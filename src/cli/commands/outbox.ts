@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { listOutbox, listOutboxOptions, retryFailedEvents } from '../../ops/index.js';
 import { positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
-import { outboxTable } from '../format.js';
+import { outboxTable, retryReport } from '../format.js';
 
 /** `outbox list`, `outbox retry`, and `retry-failed`: the same retry command under its older top-level name. */
 export function registerOutbox(program: Command, context: CommandContext): void {
@@ -33,14 +33,19 @@ export function registerOutbox(program: Command, context: CommandContext): void 
   );
 }
 
+/** Exit code 3 when some rows were refused: the others are retried, those need their data fixed first. */
 function retryCommand(name: string, context: CommandContext): Command {
   return new Command(name)
-    .description('put failed events back in line, with their original eventIds')
+    .description(
+      "put failed events back in line, with their original eventIds; rows the table's rules still refuse stay failed and are listed (exit 3)",
+    )
     .option('--event-id <id>', 'only this event')
-    .action(async (options: { eventId?: string }) => {
+    .option('--json', 'one JSON document (retried eventIds, refused rows) instead of text')
+    .action(async (options: { eventId?: string; json?: boolean }) => {
       const { databaseUrl, schema } = context.globals();
       const only = options.eventId ? { eventId: options.eventId } : {};
-      const ids = await withPool({ databaseUrl, schema }, (pool) => retryFailedEvents(pool, { schema, ...only }));
-      console.log(`requeued ${ids.length} event(s)`);
+      const result = await withPool({ databaseUrl, schema }, (pool) => retryFailedEvents(pool, { schema, ...only }));
+      console.log(options.json ? JSON.stringify(result, null, 2) : retryReport(result));
+      if (result.refused.length > 0) process.exitCode = 3;
     });
 }
