@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { parseLsn } from '../../src/cdc/lsn.js';
-import type { Logger } from '../../src/index.js';
+import type { Logger, RelayRetryInfo } from '../../src/index.js';
 import { readStatus } from '../../src/ops/index.js';
 import { describe, test, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
@@ -131,5 +131,38 @@ describe('CDC relay: a row the table refuses to mark', () => {
       );
       await waitFor(async () => (await confirmedFlush(rig)) > afterPoison, 'the slot acknowledged past it');
     });
+  });
+  test('a returned event whose retry count the table refuses: the stream still stops and retries it with a growing backoff', async () => {
+    await withCdcRig(async (rig) => {
+      await rig.createSlot();
+      // Nothing is bound to invoices: the broker returns the event, which counts as an attempt.
+      await rig.append(orderEvent('poison', 1, { aggregateType: 'invoice' }));
+      await rig.append(orderEvent('a', 1));
+      await rig.pool.query(
+        `ALTER TABLE "${rig.schema}".outbox ADD CONSTRAINT test_poison CHECK (aggregate_id <> 'poison') NOT VALID`,
+      );
+      const { logger, lines } = capture();
+      const relay = rig.started({ logger, backoff: BACKOFF });
+      const retries: (RelayRetryInfo & { at: number })[] = [];
+      relay.on('retry', (info) => retries.push({ ...info, at: performance.now() }));
+      const errors: Error[] = [];
+      relay.on('error', (err) => errors.push(err));
+      await waitFor(() => retries.length >= 3, 'the stream to stop at the returned event three times', 20_000);
+      assert.deepEqual(errors, [], 'no session failure');
+      assert.equal(new Set(retries.map((r) => r.eventId)).size, 1, 'always the same event');
+      assert.deepEqual(
+        retries.slice(0, 3).map((r) => r.attempts),
+        [1, 2, 3],
+        'counted in memory, so the backoff grows',
+      );
+      assert.ok(retries[2]!.at - retries[0]!.at >= 300 - 5, 'not a tight loop');
+      const warns = lines.filter((line) => line.level === 'warn');
+      assert.match(JSON.stringify(warns[0]?.fields), /constraint test_poison \(SQLSTATE 23514\)/);
+      assert.deepEqual((await statuses(rig))['poison-1'], ['pending', null], 'the row is as it was');
+      // Invoices are routed again: the event goes, its mark is refused and held, the one after it is marked.
+      await rig.bind('invoice.#');
+      await waitFor(async () => (await statuses(rig))['a-1']?.[0] === 'published', 'the event after it marked');
+      assert.deepEqual((await statuses(rig))['poison-1'], ['pending', null]);
+    }, 'order.#');
   });
 });
