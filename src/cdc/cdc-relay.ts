@@ -66,6 +66,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
       events: this,
       client: { ...base, application_name: `converge-cdc ${this.options.relayId}`.slice(0, 63) },
       broker: new CdcBroker(this.options),
+      uncounted: new Map(),
     };
   }
 

@@ -3,13 +3,14 @@ import type pg from 'pg';
 import { backoffDelay } from '../runtime/backoff.js';
 import { PublishError } from '../runtime/errors.js';
 import { describeError } from '../runtime/logger.js';
-import { runStatement } from '../db/statement.js';
-import { markFailed, markPublished, type PendingFail, type PendingMark, type RetryRow } from './marks.js';
+import { refusalReason } from '../runtime/row-refused.js';
+import { HeldMarks } from './held.js';
+import { countRetry, markFailed, markPublished, retryInfo, type PendingFail, type PendingMark } from './marks.js';
 import { tracePublish } from '../telemetry/index.js';
 import { encodeMessage, type EncodedMessage } from '../transport/wire.js';
 import { chargedToEvent, publishableEnvelope } from '../relay/index.js';
 import type { BrokerSession, CdcBroker } from './broker.js';
-import { parseLsn } from './lsn.js';
+import { formatLsn, parseLsn } from './lsn.js';
 import type { ResolvedCdcRelayOptions } from './options.js';
 import { CdcProgress } from './progress.js';
 import type { cdcSql } from './sql.js';
@@ -25,6 +26,8 @@ export interface SessionContext {
   events: EventEmitter<CdcRelayEvents>;
   client: pg.ClientConfig;
   broker: CdcBroker;
+  /** Stops of the stream at a row the table refused to count, by position (marks.ts countRetry). */
+  uncounted: Map<string, number>;
 }
 
 /** How a session ended: stop() asked; the broker did not take an event (retry after `delayMs`); the slot is taken. */
@@ -54,8 +57,10 @@ export class CdcSession {
   #broker: BrokerSession | undefined;
   #toMark: PendingMark[] = [];
   #toFail: PendingFail[] = [];
-  /** The open transaction's id, carried by each of its events to their mark. */
-  #xid = 0;
+  /** The open transaction's id and commit LSN, carried by each of its events to their mark. */
+  #txn = { xid: 0, commitLsn: '0/0' };
+  /** Rows whose mark the table refuses: set aside, or held back with the slot (held.ts). */
+  readonly #held: HeldMarks;
   #latencies: number[] = [];
   #outstanding = 0;
   #drained: (() => void) | undefined;
@@ -65,6 +70,7 @@ export class CdcSession {
 
   constructor(ctx: SessionContext) {
     this.#ctx = ctx;
+    this.#held = new HeldMarks(ctx.pool, ctx.sql, ctx.options);
     this.#ending = new Promise((resolve) => (this.#end = resolve));
   }
 
@@ -82,7 +88,7 @@ export class CdcSession {
           begin: (lsn, xid) =>
             this.#guard(() => {
               this.progress.begin(lsn);
-              this.#xid = xid;
+              this.#txn = { xid, commitLsn: lsn };
             }),
           insert: (row) => this.#guard(() => this.#publish(row)),
           commit: () => this.#guard(() => this.progress.commit()),
@@ -151,12 +157,12 @@ export class CdcSession {
       this.#toFail.push({
         position: row.position,
         eventId: row.event_id,
-        xid: this.#xid,
+        ...this.#txn,
         error: `${error.code}: ${error.message}`,
       });
       return;
     }
-    const xid = this.#xid;
+    const { xid, commitLsn } = this.#txn;
     const publisher = this.#broker!.publisher;
     const sentAt = performance.now();
     this.#outstanding++;
@@ -171,7 +177,7 @@ export class CdcSession {
     ).then(
       () => {
         this.progress.confirm(row.event_id);
-        this.#toMark.push({ position: row.position, eventId: row.event_id, xid });
+        this.#toMark.push({ position: row.position, eventId: row.event_id, xid, commitLsn });
         this.#latencies.push(performance.now() - sentAt);
         this.#settled();
       },
@@ -213,7 +219,8 @@ export class CdcSession {
   #keepalive(walEnd: string, reply: boolean): void {
     const stream = this.#stream;
     if (!stream) return;
-    const idle = this.#accepting && this.progress.settled && this.#toMark.length === 0 && this.#toFail.length === 0;
+    const marking = this.#toMark.length + this.#toFail.length + this.#held.size;
+    const idle = this.#accepting && this.progress.settled && marking === 0;
     if (idle && !this.#flushing) stream.flushTo(parseLsn(walEnd));
     if (reply) stream.sendStatus();
   }
@@ -226,37 +233,43 @@ export class CdcSession {
   async #flushOnce(): Promise<void> {
     const { options, events, pool, sql } = this.#ctx;
     const stream = this.#stream;
-    // Taken together: every event up to `ackable` is in these lists or was marked before.
+    // Taken together: every event up to `ackable` is in these lists, held, or was marked before.
     const marks = this.#toMark.splice(0);
     const fails = this.#toFail.splice(0);
+    const due = this.#held.due(performance.now());
     const latencies = this.#latencies.splice(0);
     const ackable = this.progress.ackable();
-    const flushTo = ackable === undefined ? undefined : parseLsn(ackable) + 1n;
-    const advances = flushTo !== undefined && stream !== undefined && (stream.flushed ?? -1n) < flushTo;
+    const ackTo = ackable === undefined ? undefined : parseLsn(ackable) + 1n;
+    const advances = ackTo !== undefined && stream !== undefined && (stream.flushed ?? -1n) < ackTo;
     if (latencies.length > 0) events.emit('confirmed', latencies);
-    if (marks.length === 0 && fails.length === 0 && !advances) return;
+    if (marks.length === 0 && fails.length === 0 && due.length === 0 && !advances) return;
     cdcTestHooks.beforeAcknowledge?.(marks.map((m) => m.eventId));
     const waitingFails: PendingFail[] = [];
     let waitingMarks: PendingMark[] = [];
     try {
-      for (const fail of fails) {
-        const { failed, waiting } = await markFailed(pool, sql, fail);
-        if (waiting) waitingFails.push(fail);
+      for (const fail of [...fails, ...due.filter((held): held is PendingFail => 'error' in held)]) {
+        const { failed, waiting, refused } = await markFailed(pool, sql, fail);
+        if (refused !== undefined) await this.#held.setAside([{ item: fail, err: refused }]);
+        else if (waiting) waitingFails.push(fail);
         else if (failed) {
           const info = retryInfo(failed, 'unencodable');
           options.logger.error(info, 'event cannot be published; it stays in the outbox as failed');
           events.emit('failed', info);
         }
       }
-      if (marks.length > 0) {
-        const { marked, waiting } = await markPublished(pool, sql, marks);
+      const toMark = [...marks, ...due.filter((held) => !('error' in held))];
+      if (toMark.length > 0) {
+        const { marked, waiting, refused } = await markPublished(pool, sql, toMark);
         if (marked.length > 0) events.emit('published', marked);
+        await this.#held.setAside(refused);
         waitingMarks = waiting;
       }
+      this.#held.settle(due);
     } catch (err) {
-      // Not marked, so not acknowledged either: both are tried again on the next flush.
+      // Not marked, so not acknowledged either: all are tried again on the next flush.
       this.#toMark.unshift(...marks);
       this.#toFail.unshift(...fails);
+      this.#held.restore(due);
       options.logger.warn({ ...describeError(err), relayId: options.relayId }, 'marking published events failed');
       if (events.listenerCount('error') > 0) events.emit('error', err as Error);
       return;
@@ -270,9 +283,11 @@ export class CdcSession {
       options.logger.debug({ relayId: options.relayId, waiting }, 'confirmed events not visible in the outbox yet');
       return;
     }
-    if (advances && ackable !== undefined) {
+    if (ackTo === undefined || ackable === undefined || !stream) return;
+    const flushTo = this.#held.cap(ackTo);
+    if ((stream.flushed ?? -1n) < flushTo) {
       stream.flushTo(flushTo);
-      events.emit('acknowledged', ackable);
+      events.emit('acknowledged', flushTo === ackTo ? ackable : formatLsn(flushTo - 1n));
     }
   }
 
@@ -311,16 +326,19 @@ export class CdcSession {
       );
       return { kind: 'retry', delayMs: backoffDelay(1, options.reconnectBackoff) };
     }
-    const charged = chargedToEvent(failure.error.reason);
-    const { rows } = await runStatement<RetryRow>(pool, sql.countRetry, [row.position, failure.error.code, charged]);
-    const counted = rows[0] ?? { event_id: row.event_id, attempts: row.attempts, broker_retries: row.broker_retries };
+    const { counted, refused } = await countRetry(pool, sql, this.#ctx.uncounted, {
+      row,
+      code: failure.error.code,
+      charged: chargedToEvent(failure.error.reason),
+    });
     const info = retryInfo(counted, failure.error.reason);
-    options.logger.warn(info, 'publish not confirmed; the stream restarts at this event after a backoff');
+    // A row the table refuses to write is retried all the same (its count kept in memory), never stalled.
+    const refusal = refused === undefined ? {} : { countReason: refusalReason(refused) };
+    options.logger.warn(
+      { ...info, ...refusal },
+      'publish not confirmed; the stream restarts at this event after a backoff',
+    );
     events.emit('retry', info);
     return { kind: 'retry', delayMs: backoffDelay(counted.attempts + counted.broker_retries, options.backoff) };
   }
-}
-
-function retryInfo(row: RetryRow, reason: string) {
-  return { eventId: row.event_id, attempts: row.attempts, brokerRetries: row.broker_retries, reason };
 }

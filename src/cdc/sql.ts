@@ -54,5 +54,15 @@ export const cdcSql = perSchema((schema: SchemaRef) => {
          SET status = 'failed', attempts = attempts + 1, last_error = $2
        WHERE position = $1 AND status = 'pending'
       RETURNING event_id, attempts, broker_retries`,
+
+    /**
+     * A row the table refused to mark (held.ts): failed with $2 naming the constraint. It was
+     * published already; kept failed with why rather than pending for good (a retry republishes it).
+     */
+    markRefused: `
+      UPDATE ${outbox}
+         SET status = 'failed', last_error = $2, claimed_by = NULL, claim_expires_at = NULL
+       WHERE position = $1 AND status = 'pending'
+      RETURNING event_id`,
   };
 });

@@ -1,38 +1,17 @@
 import type pg from 'pg';
 import { runStatement } from '../db/statement.js';
-import { backoffDelay, type BackoffPolicy } from '../runtime/backoff.js';
 import type { Logger } from '../runtime/logger.js';
-import { isRowRefused, refusalReason } from '../runtime/row-refused.js';
+import {
+  eachUnlessRefused as eachItemUnlessRefused,
+  setAsideRow,
+  SkippedRows,
+  type SetAsideTarget,
+} from '../runtime/row-refused.js';
 import type { ResolvedRelayOptions } from './options.js';
 import type { relaySql } from './sql.js';
 
-/**
- * Rows PostgreSQL refused even to mark failed (a rule that binds failed rows too): left pending and
- * out of every claim until their backoff ends. Times are passed in, so this is tested without clocks.
- */
-export class SkippedRows {
-  readonly #rows = new Map<string, { until: number; times: number }>();
-
-  constructor(private readonly backoff: BackoffPolicy) {}
-
-  /** Skips the row for its next backoff; returns the delay (one log line per delay, never a tight loop). */
-  skip(position: string, now: number, random: () => number = Math.random): number {
-    const times = (this.#rows.get(position)?.times ?? 0) + 1;
-    const delay = backoffDelay(times, this.backoff, random);
-    this.#rows.set(position, { until: now + delay, times });
-    return delay;
-  }
-
-  /** Positions still inside their backoff, to leave out of a claim. */
-  excluded(now: number): string[] {
-    return [...this.#rows].flatMap(([position, { until }]) => (until > now ? [position] : []));
-  }
-
-  /** The row was written after all (marked, rescheduled or failed): forget it. */
-  forget(position: string): void {
-    this.#rows.delete(position);
-  }
-}
+// The pure part is shared with the CDC relay (src/runtime/row-refused.ts); this file binds it to the relay's claim.
+export { SkippedRows };
 
 export interface SetAsideContext {
   pool: pg.Pool;
@@ -54,35 +33,28 @@ export function setAsideContext(
   return { pool, sql, logger, relayId, owner, skipped: new SkippedRows(backoff) };
 }
 
+function target(ctx: SetAsideContext): SetAsideTarget {
+  return {
+    logger: ctx.logger,
+    relayId: ctx.relayId,
+    skipped: ctx.skipped,
+    markRefused: async (position, reason) => {
+      const { rows } = await runStatement<{ event_id: string }>(ctx.pool, ctx.sql.markRefused, [
+        position,
+        reason,
+        ctx.owner,
+      ]);
+      return rows[0]?.event_id;
+    },
+  };
+}
+
 /**
- * One row the table refused (err, class 23): marked failed with the constraint named, so the rest
- * of the outbox flows and an operator sees why (`converge status`). If even that is refused, it is
- * skipped with backoff. True when it was marked failed.
+ * One row the table refused (err, class 23): marked failed with the constraint named, or, if even
+ * that is refused, skipped with backoff (left out of claims meanwhile). True when it was marked failed.
  */
 export async function setAside(ctx: SetAsideContext, position: string, err: unknown): Promise<boolean> {
-  const reason = refusalReason(err);
-  try {
-    const { rows } = await runStatement<{ event_id: string }>(ctx.pool, ctx.sql.markRefused, [
-      position,
-      reason,
-      ctx.owner,
-    ]);
-    ctx.skipped.forget(position);
-    if (rows[0])
-      ctx.logger.error(
-        { relayId: ctx.relayId, eventId: rows[0].event_id, reason },
-        'outbox row refused by the table: set aside as failed, the rest flows',
-      );
-    return rows.length > 0;
-  } catch (markErr) {
-    if (!isRowRefused(markErr)) throw markErr;
-    const delayMs = ctx.skipped.skip(position, performance.now());
-    ctx.logger.warn(
-      { relayId: ctx.relayId, position, reason, markReason: refusalReason(markErr), delayMs },
-      'outbox row refused by the table, and refused to be marked failed too: skipped, tried again after the delay',
-    );
-    return false;
-  }
+  return (await setAsideRow(target(ctx), position, err)) === 'failed';
 }
 
 /**
@@ -95,22 +67,8 @@ export async function eachUnlessRefused<R>(
   positions: string[],
   run: (positions: string[]) => Promise<R[]>,
 ): Promise<{ rows: R[]; failed: number; refused: number }> {
-  try {
-    return { rows: await run(positions), failed: 0, refused: 0 };
-  } catch (err) {
-    if (!isRowRefused(err) || positions.length === 0) throw err;
-  }
-  const rows: R[] = [];
+  const { rows, refused } = await eachItemUnlessRefused(positions, run);
   let failed = 0;
-  let refused = 0;
-  for (const position of positions) {
-    try {
-      rows.push(...(await run([position])));
-    } catch (err) {
-      if (!isRowRefused(err)) throw err;
-      refused++;
-      if (await setAside(ctx, position, err)) failed++;
-    }
-  }
-  return { rows, failed, refused };
+  for (const { item, err } of refused) if (await setAside(ctx, item, err)) failed++;
+  return { rows, failed, refused: refused.length };
 }

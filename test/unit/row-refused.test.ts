@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isRowRefused, refusalReason } from '../../src/runtime/row-refused.js';
+import { eachUnlessRefused, isRowRefused, refusalReason } from '../../src/runtime/row-refused.js';
 
 test('class 23 (integrity constraint violations) is a refused row; other errors are not', () => {
   for (const code of ['23514', '23505', '23503', '23502', '23P01', '23000']) assert.ok(isRowRefused({ code }), code);
@@ -25,5 +25,25 @@ test('the reason names the constraint and SQLSTATE, never the message or the fai
   assert.equal(
     refusalReason({ code: '23514', constraint: 'x"; DROP' }),
     'CONVERGE_OUTBOX_ROW_REFUSED: an integrity rule (SQLSTATE 23514)',
+  );
+});
+
+test('a statement over rows the table refuses one of is run row by row: the others go through, the refused are named', async () => {
+  const runs: number[][] = [];
+  const { rows, refused } = await eachUnlessRefused([1, 2, 3], (items) => {
+    runs.push(items);
+    if (items.includes(2)) return Promise.reject(Object.assign(new Error('check'), { code: '23514' }));
+    return Promise.resolve(items.map((item) => item * 10));
+  });
+  assert.deepEqual(runs, [[1, 2, 3], [1], [2], [3]]);
+  assert.deepEqual(rows, [10, 30]);
+  assert.deepEqual(
+    refused.map((r) => r.item),
+    [2],
+  );
+  await assert.rejects(
+    eachUnlessRefused([1], () => Promise.reject(Object.assign(new Error('gone'), { code: '08006' }))),
+    /gone/,
+    'a failing database is not a refused row',
   );
 });
