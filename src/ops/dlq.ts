@@ -280,7 +280,7 @@ async function publishReplay(
     '',
     queue,
     message.body,
-    { ...(properties as object), headers: sent.headers, messageId, persistent: true },
+    { ...properties, headers: sent.headers, messageId, persistent: true },
     DEFAULT_CONFIRM_TIMEOUT_MS,
   );
   return { omittedHeaders: sent.omitted, omittedProperties: encoded.omitted };
