@@ -15,6 +15,7 @@ import { PROPERTIES_OMITTED_HEADER, carriedMessageId } from '../../src/transport
 import { RabbitMqTransport, type Transport } from '../../src/index.js';
 import { applyOrder, envelope, quarantineRows, withEnv, type Env } from '../support/consumer-env.js';
 import { publishRaw, type RawProperties } from '../support/raw-amqp.js';
+import { event, withRig } from '../support/relay-rig.js';
 import { AMQP_URL, describe, test, uniqueName, waitFor } from '../support/rig.js';
 
 const invalidUtf8 = Buffer.alloc(255, 0xff);
@@ -189,6 +190,23 @@ describe('properties converge publishes again', () => {
       assert.equal(row!.attempts, 1);
       assert.match(row!.detail, /^attempt 1 \(handler-error\) could not be retried: publish unencodable: /);
       assert.equal(calls, 1, 'not requeued: the handler ran once');
+    });
+  });
+
+  test('the relay publishes an event whose eventId is over 255 UTF-8 bytes with a sha256 messageId, not as unencodable', async () => {
+    await withRig(async (rig) => {
+      const queue = await rig.queue('order.#');
+      const eventId = '€'.repeat(200); // valid (200 characters), 600 bytes
+      await rig.append(event('o-1', 1, { eventId }));
+      rig.started();
+      await waitFor(async () => (await rig.row(eventId)).status === 'published', 'the row published');
+      const [message] = await waitFor(async () => {
+        const got = await rig.drain(queue);
+        return got.length === 1 && got;
+      }, 'the message');
+      assert.equal(message!.properties.messageId, carriedMessageId(eventId));
+      assert.deepEqual((message!.properties.headers ?? {})[PROPERTIES_OMITTED_HEADER], ['messageId']);
+      assert.equal((JSON.parse(message!.content.toString()) as { eventId: string }).eventId, eventId);
     });
   });
 });
