@@ -91,13 +91,13 @@ const ACTIONS: Record<
     const connection = await openConnection(context.amqpUrl, 'converge-dashboard replay', context.logger, () => {});
     try {
       const channel = await connection.createConfirmChannel();
-      const { omittedHeaders } = await replayQuarantined(context.pool, channel, {
+      const { omittedHeaders, omittedProperties } = await replayQuarantined(context.pool, channel, {
         id,
         queue,
         schema: context.schema,
         ...note,
       });
-      return { status: 200, body: { replayed: id, queue, omittedHeaders } };
+      return { status: 200, body: { replayed: id, queue, omittedHeaders, omittedProperties } };
     } finally {
       await connection.close().catch(() => undefined);
     }

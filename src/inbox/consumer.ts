@@ -13,6 +13,9 @@ import type { UntypedEvents } from '../envelope/events.js';
 import { RampAdmission, RampGate } from './ramp.js';
 import { parkForRetry } from './retry-copy.js';
 import { acknowledgeBatch, requeueBatch } from './acknowledge.js';
+import { Settler } from './settle.js';
+import { PublishError } from '../runtime/errors.js';
+import { schemaRef } from '../runtime/identifier.js';
 import { BatchPump } from './batch-pump.js';
 import { DeadLetterIntake } from './dead-letter.js';
 import { SessionBroker } from './session-broker.js';
@@ -53,6 +56,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly #ramp: RampAdmission | undefined;
   #sessions = 0;
   readonly #registration: ConsumerRegistration;
+  /** Quarantines what cannot be copied to the retry queue (acknowledge.ts); the processor's own settles the rest. */
+  readonly #settler: Settler;
 
   /** `M`, the event map, is inferred from `options.events` (or given) and types the handlers. */
   constructor(options: ConsumerOptions<M>) {
@@ -74,6 +79,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       this.#ramp = new RampAdmission(new RampGate(this.options.rampUp), (limit) => this.#reportRamp(limit));
     this.#pump = new BatchPump(this.options.batchSize, this.#ramp);
     this.#registration = new ConsumerRegistration(this.options);
+    const { consumer, backoff, logger } = this.options;
+    this.#settler = new Settler({ pool: this.pool, schema: schemaRef(this.options.schema), consumer, backoff, logger });
   }
 
   start(): this {
@@ -274,15 +281,19 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       return;
     }
     // A retry's delivery is acked only once its copy in the retry queue is confirmed (acknowledge.ts).
-    await acknowledgeBatch(messages, settlements, this.#broker?.retryPublisher, this.options);
+    const settled = await acknowledgeBatch(messages, settlements, this.#broker?.retryPublisher, {
+      ...this.options,
+      quarantineUncopyable: (delivery, settlement, error) => this.#settler.uncopyable(delivery, settlement, error),
+    });
     // The database is failing: when it is back, the backlog must not hit it all at once.
     if (settlements.some((s) => s.action === 'retry' && s.reason === 'database-unavailable')) this.#ramp?.begin();
-    for (const settlement of settlements) this.#report.settled(settlement);
+    for (const settlement of settled) this.#report.settled(settlement);
   }
 
   /**
    * Drained events were acked when they were parked. One that must be retried goes back to
-   * the broker (a confirmed copy in the retry queue); the eventIds returned leave the buffer.
+   * the broker (a confirmed copy in the retry queue); the eventIds returned leave the buffer. One
+   * whose copy amqplib cannot encode is quarantined instead, and leaves the buffer with its row.
    */
   async #settleDrained(drained: DrainedEvent[]): Promise<string[]> {
     const handedBack: string[] = [];
@@ -291,12 +302,17 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
         this.#report.drained(settlement);
         continue;
       }
-      this.#report.retried();
-      if (
-        settlement.eventId !== null &&
-        (await parkForRetry(this.#broker?.retryPublisher, this.options, delivery, settlement))
-      )
-        handedBack.push(settlement.eventId);
+      const { eventId } = settlement;
+      const parked =
+        eventId === null
+          ? 'failed'
+          : await parkForRetry(this.#broker?.retryPublisher, this.options, delivery, settlement);
+      // A copy amqplib cannot encode: quarantined, and its row unparked with it (settle.ts uncopyable).
+      const quarantined =
+        parked instanceof PublishError && (await this.#settler.uncopyable(delivery, settlement, parked, true));
+      if (quarantined && quarantined.action === 'ack') this.#report.drained(quarantined);
+      else this.#report.retried();
+      if (parked === 'parked' && eventId !== null) handedBack.push(eventId);
     }
     return handedBack;
   }

@@ -1,32 +1,43 @@
 import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import { describeError, type Logger } from '../runtime/logger.js';
+import { PublishError } from '../runtime/errors.js';
+import { encodableProperties } from '../transport/property-encoding.js';
 import { chooseRetryTier, type RetryTier } from '../transport/queue-arguments.js';
 import type { TransportPublisher } from '../transport/transport.js';
 import { retryHeaders, traceFields, withoutConvergeHeaders } from './headers.js';
 import type { RawDelivery, RetrySettlement } from './types.js';
 
 /**
- * Copies a delivery that must wait to the retry queue. True once the broker confirmed the copy
- * (the original may then be acked); false if the copy could not be parked, after holding the
- * delivery for its backoff so a broken retry path cannot turn into a hot redelivery loop.
+ * What became of a retry copy: `parked` once the broker confirmed it (the original may then be
+ * acked); `failed` when it could not be parked, after holding the delivery for its backoff so a
+ * broken retry path cannot turn into a hot redelivery loop (the delivery goes back); a PublishError
+ * `unencodable` when amqplib refused the copy itself, which no number of tries can change (the
+ * caller quarantines the delivery instead: see acknowledge.ts).
  */
+export type ParkResult = 'parked' | 'failed' | PublishError;
+
+/** Copies a delivery that must wait to the retry queue (publishRetryCopy). */
 export async function parkForRetry(
   publisher: TransportPublisher | undefined,
   options: { retryTiers: readonly RetryTier[]; logger: Logger },
   delivery: RawDelivery,
   settlement: RetrySettlement,
-): Promise<boolean> {
+): Promise<ParkResult> {
   try {
     if (!publisher) throw new Error('no retry channel');
     await publishRetryCopy(publisher, options.retryTiers, delivery, settlement);
-    return true;
+    return 'parked';
   } catch (err) {
+    const unencodable = err instanceof PublishError && err.reason === 'unencodable';
     options.logger.warn(
       { eventId: settlement.eventId, ...traceFields(delivery), ...describeError(err) },
-      'could not park delivery for retry; requeueing it after the backoff',
+      unencodable
+        ? 'could not encode the retry copy of a delivery; quarantining it'
+        : 'could not park delivery for retry; requeueing it after the backoff',
     );
+    if (unencodable) return err;
     await new Promise((resolve) => setTimeout(resolve, settlement.delayMs));
-    return false;
+    return 'failed';
   }
 }
 
@@ -42,21 +53,25 @@ export async function publishRetryCopy(
   delivery: RawDelivery,
   settlement: RetrySettlement,
 ): Promise<void> {
-  const messageId =
-    typeof delivery.properties.messageId === 'string'
-      ? delivery.properties.messageId
-      : `unidentified-${delivery.fields.deliveryTag}`;
+  const id = delivery.properties.messageId;
+  // What amqplib cannot carry is left out and named; the messageId is signed as the copy carries it
+  // (a substitute for one too long), since that is what the next consumer verifies against.
+  const { properties } = encodableProperties({
+    ...delivery.properties,
+    messageId: typeof id === 'string' ? id : `unidentified-${delivery.fields.deliveryTag}`,
+  });
+  const { messageId } = properties;
   const tier = chooseRetryTier(tiers, settlement.delayMs);
   await publisher.publish(
     '',
     tier.queue,
     delivery.content,
     {
-      ...delivery.properties,
+      ...properties,
       messageId,
       // Converge's own headers only as this consumer vouches for them (signed): a forged one is not passed on.
       headers: {
-        ...withoutConvergeHeaders(withoutBrokerTripHeaders(delivery.properties.headers)),
+        ...withoutConvergeHeaders(withoutBrokerTripHeaders(properties.headers)),
         ...retryHeaders(delivery, messageId, settlement.attempt),
       },
       expiration: String(Math.min(settlement.delayMs, tier.delayMs)),

@@ -80,6 +80,23 @@ export class Settler {
   }
 
   /**
+   * A delivery whose retry copy amqplib refused to encode (`error`): every copy would be refused
+   * alike, and requeueing it would bring it back for ever without counting an attempt, so it is
+   * quarantined (`unencodable-copy`) with the property amqplib named. A parked event leaves the
+   * reorder buffer with its row.
+   */
+  uncopyable(delivery: RawDelivery, settlement: RetrySettlement, error: Error, parked = false): Promise<Settlement> {
+    return this.quarantine({
+      delivery,
+      eventId: settlement.eventId,
+      print: null,
+      reason: 'unencodable-copy',
+      detail: `attempt ${settlement.attempt} (${settlement.reason}) could not be retried: ${error.message}`,
+      parked,
+    });
+  }
+
+  /**
    * A stale version at or below the aggregate's compaction watermark is a copy of an event
    * that was applied and whose inbox row was compacted away: done, without effect. Only this
    * failure path reads the watermark, so the hot path pays nothing for compaction.

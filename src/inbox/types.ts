@@ -36,7 +36,9 @@ export type QuarantineReason =
   /** Found in `<queue>.dead` for another reason the broker gives (rejected, expired, maxlen); the detail names it. */
   | 'dead-lettered'
   /** The header table broke the transport's bounds (depth, entries, bytes) or was malformed; its bytes are in the properties. */
-  | 'undecodable-headers';
+  | 'undecodable-headers'
+  /** Its retry copy could not be encoded (amqplib refused a property converge could not leave out); never retried. */
+  | 'unencodable-copy';
 
 export type QuarantinedSettlement = {
   action: 'ack';

@@ -5,6 +5,7 @@ import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
 import { ConfirmPublisher, publishableHeaders } from '../transport/publisher.js';
+import { encodableProperties } from '../transport/property-encoding.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import {
   decodeProperties,
@@ -234,17 +235,20 @@ export async function replayQuarantined(
     const note = `to ${options.queue}${options.note ? `: ${options.note}` : ''}`;
     await resolve(tx, options.id, 'replayed', note, schema, token);
     const replayed = { id: options.id, token, key: rows[0]?.key ?? null };
-    return { omittedHeaders: await publishReplay(channel, options.queue, replayed, message) };
+    return publishReplay(channel, options.queue, replayed, message);
   };
   return executor instanceof pg.Pool ? withTransaction(executor, replay, 0) : replay(executor);
 }
 
 /**
  * What a replay sent: `omittedHeaders` names the headers amqplib could not carry (see
- * transport/header-encoding.ts), which the copy lists in `x-converge-headers-omitted`.
+ * transport/header-encoding.ts), which the copy lists in `x-converge-headers-omitted`;
+ * `omittedProperties` the properties (transport/property-encoding.ts), listed in
+ * `x-converge-properties-omitted` (a messageId too long is replaced by `sha256:<hex>` of it).
  */
 export interface ReplayReceipt {
   omittedHeaders: string[];
+  omittedProperties: string[];
 }
 
 async function publishReplay(
@@ -252,10 +256,15 @@ async function publishReplay(
   queue: string,
   replay: { id: string; token: string; key: Buffer | null },
   message: QuarantinedMessage,
-): Promise<string[]> {
-  const { headers = {}, ...properties } = message.properties;
+): Promise<ReplayReceipt> {
   const { id, token, key } = replay;
-  const messageId = typeof properties.messageId === 'string' ? properties.messageId : `quarantine-${id}`;
+  const given = message.properties;
+  // Signed with the messageId as the copy carries it (a substitute for one amqplib cannot write).
+  const encoded = encodableProperties({
+    ...given,
+    messageId: typeof given.messageId === 'string' ? given.messageId : `quarantine-${id}`,
+  });
+  const { headers = {}, messageId, ...properties } = encoded.properties;
   // The attempt counter starts again; the origin is the row's (checked when it was quarantined); an
   // earlier replay's headers give way to this one's, signed with the schema's header key.
   const own = signedHeaders(key, messageId, message.body, {
@@ -271,10 +280,10 @@ async function publishReplay(
     '',
     queue,
     message.body,
-    { ...(properties as object), headers: sent.headers, messageId, persistent: true },
+    { ...properties, headers: sent.headers, messageId, persistent: true },
     DEFAULT_CONFIRM_TIMEOUT_MS,
   );
-  return sent.omitted;
+  return { omittedHeaders: sent.omitted, omittedProperties: encoded.omitted };
 }
 
 /** Closes an open quarantined message without processing it; the reason is required and kept. */

@@ -109,7 +109,7 @@ export const ERROR_CODES = {
   CONVERGE_PUBLISH_UNENCODABLE: {
     error: 'PublishError',
     carries: "`reason` = `'unencodable'`",
-    when: 'The outbox row cannot become a valid message (e.g. its routing key is over 255 bytes). Retrying cannot help, so the row is marked `failed` at once. Also a retry copy or replay whose properties amqplib refuses to encode (its headers are made encodable first, docs/consumer.md#headers-converge-publishes-again).',
+    when: 'The outbox row cannot become a valid message (e.g. its routing key is over 255 bytes). Retrying cannot help, so the row is marked `failed` at once. Also a retry copy or replay that amqplib still refuses to encode, although its headers and properties are made encodable first (docs/consumer.md#headers-and-properties-converge-publishes-again): the consumer then quarantines the delivery as `unencodable-copy` instead of requeueing it.',
     action: 'Fix the row or the routing-key template, then `converge outbox retry`.',
   },
   CONVERGE_SCHEMA_TOO_NEW: {

@@ -1,6 +1,7 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib';
 import { PublishError } from '../runtime/errors.js';
 import { encodableHeaders, headerTableBudget, type EncodableHeaders } from './header-encoding.js';
+import { encodableProperties } from './property-encoding.js';
 import type { TransportPublisher } from './transport.js';
 
 /** One publish waiting for its confirm. */
@@ -75,7 +76,10 @@ export class ConfirmPublisher implements TransportPublisher {
     timeoutMs: number,
   ): Promise<void> {
     if (this.#closed) return Promise.reject(new PublishError('channel-closed'));
-    const messageId = options.messageId;
+    // What amqplib cannot carry is left out and named (property-encoding.ts); a messageId too long
+    // for AMQP is replaced, and a return names the message by what was sent.
+    const { properties } = encodableProperties(options);
+    const messageId = properties.messageId;
     let pending!: Pending;
     const result = new Promise<void>((resolve, reject) => {
       pending = { resolve, reject, timeoutMs, timer: undefined };
@@ -83,7 +87,7 @@ export class ConfirmPublisher implements TransportPublisher {
     this.#pending.add(pending);
     if (!this.#timeoutsHeld) this.#arm(pending);
     // amqplib buffers when the socket is busy; callers bound the in-flight window by batch size.
-    const sent = { ...options, mandatory: true, ...this.#carried(options.headers) };
+    const sent = { ...properties, mandatory: true, ...this.#carried(properties.headers) };
     try {
       this.#channel.publish(exchange, routingKey, content, sent, (err: unknown) => {
         const returns = this.#returned.size === 0 ? 0 : (this.#returned.get(messageId) ?? 0);
@@ -106,7 +110,7 @@ export class ConfirmPublisher implements TransportPublisher {
   /**
    * The headers as amqplib can encode them faithfully within this connection's frame (see
    * header-encoding.ts); a copy of a delivery carries what its producer sent, which amqplib's
-   * encoder does not always take back.
+   * encoder does not always take back. The same goes for the other properties (above).
    */
   #carried(headers: unknown): { headers?: Record<string, unknown> } {
     return headers === undefined ? {} : { headers: publishableHeaders(this.#channel, headers).headers };

@@ -21,6 +21,7 @@ import {
   type Entry,
   type FieldValue,
   type HostileCase,
+  type HostileProperties,
 } from '../support/hostile-messages.js';
 import { long } from '../support/hostile-headers.js';
 import { nestedTable } from '../support/raw-amqp.js';
@@ -197,6 +198,46 @@ describe('consumer fuzzer: named cases (issue 26)', () => {
           body: { kind: 'json', value: null },
         };
         assert.match((await run.run(invalid)).outcome, /^quarantined:/);
+      }));
+  }
+});
+
+// Defect g: basic properties amqplib decodes into values its own encoder refuses, so no retry copy of
+// the message could be published and a failing handler retried it for ever (attempt 1 each time).
+describe('consumer fuzzer: named cases (issue 26, defect g)', () => {
+  const invalidUtf8 = Buffer.alloc(255, 0xff); // 765 bytes once decoded (U+FFFD each)
+  const cases: [string, HostileProperties][] = [
+    ['timestamp 2^64 - 1', { timestamp: 2n ** 64n - 1n }],
+    ['messageId of 255 invalid UTF-8 bytes', { messageId: invalidUtf8 }],
+    ...(['type', 'correlationId', 'replyTo', 'contentType', 'contentEncoding', 'appId'] as const).map(
+      (field): [string, HostileProperties] => [`${field} of 255 invalid UTF-8 bytes`, { [field]: invalidUtf8 }],
+    ),
+  ];
+  for (const [label, properties] of cases) {
+    test(`defect g: ${label}: a failing handler's attempts are counted through the retry tiers into quarantine; a replay applies it`, () =>
+      withRun(async (run, env) => {
+        const failing = validCase([], MAX_ATTEMPTS);
+        const result = await run.run({ ...failing, properties: { ...failing.properties, ...properties } });
+        assert.equal(result.outcome, 'quarantined:handler-failed');
+        assert.equal(run.handler.calls.get(result.eventId), MAX_ATTEMPTS, 'each attempt came back from a retry tier');
+        const untrusted = run.settled.filter((s) => s.untrustedHeaders?.length);
+        assert.deepEqual(untrusted, [], "every copy's converge headers were verified");
+        const { rows } = await env.pool.query<{ attempts: number; omitted: unknown }>(
+          `SELECT attempts, properties->'headers'->'x-converge-properties-omitted' AS omitted
+             FROM "${env.schema}".quarantine WHERE id = $1`,
+          [result.quarantineId],
+        );
+        assert.deepEqual(rows[0], { attempts: MAX_ATTEMPTS, omitted: Object.keys(properties) });
+        await replay(env, result.quarantineId!, 'applied');
+        // Settled (reported) after its commit: the next case must not take the replay's outcome for its own.
+        await waitFor(
+          () => run.settled.some((s) => s.action === 'ack' && s.outcome === 'applied' && s.eventId === result.eventId),
+          'the replay settled',
+        );
+        const once = validCase([], 1);
+        const retried = await run.run({ ...once, properties: { ...once.properties, ...properties } });
+        assert.equal(retried.outcome, 'applied', 'a handler that fails once gets its retry');
+        assert.equal(run.handler.calls.get(retried.eventId), 2);
       }));
   }
 });

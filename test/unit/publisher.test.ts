@@ -45,4 +45,30 @@ describe('ConfirmPublisher', () => {
       .catch(() => undefined);
     assert.deepEqual(channel.sent, [{ a: { '!': 'double', value: -0 }, 'x-converge-headers-omitted': ['bad'] }]);
   });
+
+  it('hands amqplib properties it can encode, naming what it left out, and matches a return by the id it sent', async () => {
+    const sent: Record<string, unknown>[] = [];
+    const channel = Object.assign(new EventEmitter(), {
+      connection: { frameMax: 131_072 },
+      publish(_e: string, _k: string, _c: Buffer, options: Record<string, unknown>, done: (err?: unknown) => void) {
+        sent.push(options);
+        // The broker returns the message as it received it, then acks it.
+        channel.emit('return', { properties: { messageId: options.messageId } });
+        done();
+      },
+      close: () => Promise.resolve(),
+    });
+    const publisher = new ConfirmPublisher(channel as unknown as ConfirmChannel);
+    const long = '\uFFFD'.repeat(255);
+    const err = await publisher
+      .publish('', 'q', Buffer.from('{}'), { messageId: long, timestamp: 2 ** 64, type: 'T' }, 50)
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof PublishError);
+    assert.equal(err.reason, 'returned', 'the return of the copy is matched by the messageId it carried');
+    assert.match(String(sent[0]!.messageId), /^sha256:[0-9a-f]{64}$/);
+    assert.equal(sent[0]!.timestamp, undefined);
+    assert.equal(sent[0]!.type, 'T');
+    assert.deepEqual(sent[0]!.headers, { 'x-converge-properties-omitted': ['messageId', 'timestamp'] });
+    await publisher.close();
+  });
 });

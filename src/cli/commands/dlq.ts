@@ -97,24 +97,28 @@ export function registerDlq(program: Command, context: CommandContext): void {
       const { databaseUrl, schema } = context.globals();
       const note = options.note ? { note: options.note } : {};
       const omitted: string[] = [];
+      const omittedProperties: string[] = [];
       await withBroker(amqpUrl(options.amqpUrl), 'dlq-replay', async (connection) => {
         const channel = await connection.createConfirmChannel();
         await withPool({ databaseUrl, schema }, async (pool) => {
           for (const id of ids) {
-            const { omittedHeaders } = await replayQuarantined(pool, channel, {
+            const receipt = await replayQuarantined(pool, channel, {
               id,
               queue: options.queue,
               schema,
               ...note,
             });
-            if (omittedHeaders.length > 0)
-              omitted.push(`${id}: ${omittedHeaders.map((name) => JSON.stringify(name)).join(', ')}`);
+            const names = (list: string[]) => `${id}: ${list.map((name) => JSON.stringify(name)).join(', ')}`;
+            if (receipt.omittedHeaders.length > 0) omitted.push(names(receipt.omittedHeaders));
+            if (receipt.omittedProperties.length > 0) omittedProperties.push(names(receipt.omittedProperties));
           }
         });
       });
       console.log(`replayed ${ids.length} message(s) to ${options.queue}`);
       // Header names only, never values: what amqplib could not carry, listed on the copy too.
       for (const line of omitted) console.log(`headers omitted (x-converge-headers-omitted) for ${line}`);
+      for (const line of omittedProperties)
+        console.log(`properties omitted (x-converge-properties-omitted) for ${line}`);
     });
 
   dlq

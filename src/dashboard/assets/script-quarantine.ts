@@ -66,7 +66,13 @@ export const QUARANTINE_JS = String.raw`  function renderQuarantine(quarantine) 
 
   function replayed(json) {
     var omitted = json.omittedHeaders || [];
-    return 'replayed to ' + json.queue + (omitted.length ? '; headers omitted (could not be carried): ' + omitted.join(', ') : '');
+    var properties = json.omittedProperties || [];
+    return (
+      'replayed to ' +
+      json.queue +
+      (omitted.length ? '; headers omitted (could not be carried): ' + omitted.join(', ') : '') +
+      (properties.length ? '; properties omitted (could not be carried): ' + properties.join(', ') : '')
+    );
   }
 
   function setResult(text, kind) {
