@@ -51,6 +51,18 @@ after(async () => {
   await pool.end();
 });
 
+/** The two good rows are pending again; the bad one stays failed, its refusal on retry named. */
+async function assertGoodRowsRetried(schema: string): Promise<void> {
+  assert.deepEqual(
+    (await rows(pool, schema)).map(([id, status, , error]) => [id, status, error]),
+    [
+      ['bad-1', 'failed', RETRY_REFUSED],
+      ['good-1', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
+      ['good-2', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
+    ],
+  );
+}
+
 describe('retryFailedEvents: a failed row the table still refuses as pending', () => {
   test('on a pool: the others are retried, the refused row stays failed with its constraint named, and is retried once fixed', async () => {
     const schema = await seeded(pool);
@@ -100,14 +112,7 @@ describe('retryFailedEvents: a failed row the table still refuses as pending', (
     } finally {
       client.release();
     }
-    assert.deepEqual(
-      (await rows(pool, schema)).map(([id, status, , error]) => [id, status, error]),
-      [
-        ['bad-1', 'failed', RETRY_REFUSED],
-        ['good-1', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
-        ['good-2', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
-      ],
-    );
+    await assertGoodRowsRetried(schema);
   });
 
   test('on a client outside any transaction: no savepoint can be opened, each statement commits on its own', async () => {
@@ -124,14 +129,7 @@ describe('retryFailedEvents: a failed row the table still refuses as pending', (
     } finally {
       client.release();
     }
-    assert.deepEqual(
-      (await rows(pool, schema)).map(([id, status, , error]) => [id, status, error]),
-      [
-        ['bad-1', 'failed', RETRY_REFUSED],
-        ['good-1', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
-        ['good-2', 'pending', 'CONVERGE_PUBLISH_RETURNED'],
-      ],
-    );
+    await assertGoodRowsRetried(schema);
   });
 
   test('one event by id: a refused one is reported, not thrown; a good one is retried alone', async () => {
