@@ -7,24 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { parseLsn } from '../../src/cdc/lsn.js';
-import type { Logger, RelayRetryInfo } from '../../src/index.js';
+import type { RelayRetryInfo } from '../../src/index.js';
 import { readStatus } from '../../src/ops/index.js';
 import { describe, test, waitFor } from '../support/rig.js';
+import { timedLog } from '../support/timed-log.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
-
-interface Line {
-  level: 'warn' | 'error';
-  msg: string;
-  at: number;
-  fields: object;
-}
-
-function capture(): { logger: Logger; lines: Line[] } {
-  const lines: Line[] = [];
-  const push = (level: Line['level']) => (fields: object, msg: string) =>
-    void lines.push({ level, msg, at: performance.now(), fields });
-  return { lines, logger: { debug: () => undefined, info: () => undefined, warn: push('warn'), error: push('error') } };
-}
 
 const BACKOFF = { initialDelayMs: 200, maxDelayMs: 2000, factor: 2 };
 const SKIPPED = /refused to be marked failed too: skipped/;
@@ -73,7 +60,7 @@ describe('CDC relay: a row the table refuses to mark', () => {
   test('a check that refuses the published mark only: the row is failed with the constraint named, the rest marked, the slot moves past it', async () => {
     await withCdcRig(async (rig) => {
       const afterPoison = await seed(rig, `status <> 'published' OR aggregate_id <> 'poison'`);
-      const { logger, lines } = capture();
+      const { logger, lines } = timedLog();
       rig.started({ logger, backoff: BACKOFF });
       await validOnesMarked(rig);
       await waitFor(async () => (await statuses(rig))['poison-1']?.[0] === 'failed', 'the poison row set aside');
@@ -103,7 +90,7 @@ describe('CDC relay: a row the table refuses to mark', () => {
   test('a check that refuses even the failed mark: its mark is retried with backoff, the rest marked, the slot held before it until it is written', async () => {
     await withCdcRig(async (rig) => {
       const afterPoison = await seed(rig, `aggregate_id <> 'poison'`);
-      const { logger, lines } = capture();
+      const { logger, lines } = timedLog();
       rig.started({ logger, backoff: BACKOFF });
       await validOnesMarked(rig);
       await waitFor(() => lines.filter((line) => SKIPPED.test(line.msg)).length >= 3, 'three skip lines', 20_000);
@@ -141,7 +128,7 @@ describe('CDC relay: a row the table refuses to mark', () => {
       await rig.pool.query(
         `ALTER TABLE "${rig.schema}".outbox ADD CONSTRAINT test_poison CHECK (aggregate_id <> 'poison') NOT VALID`,
       );
-      const { logger, lines } = capture();
+      const { logger, lines } = timedLog();
       const relay = rig.started({ logger, backoff: BACKOFF });
       const retries: (RelayRetryInfo & { at: number })[] = [];
       relay.on('retry', (info) => retries.push({ ...info, at: performance.now() }));

@@ -4,24 +4,10 @@
  * backoff and logged once per backoff; the other rows are published in order per aggregate.
  */
 import assert from 'node:assert/strict';
-import type { Logger } from '../../src/index.js';
 import { readStatus } from '../../src/ops/index.js';
 import { describe, test, waitFor } from '../support/rig.js';
+import { timedLog, type TimedLine as Line } from '../support/timed-log.js';
 import { event, withRig, type Rig } from '../support/relay-rig.js';
-
-interface Line {
-  level: 'warn' | 'error';
-  msg: string;
-  at: number;
-  fields: object;
-}
-
-function capture(): { logger: Logger; lines: Line[] } {
-  const lines: Line[] = [];
-  const push = (level: Line['level']) => (fields: object, msg: string) =>
-    void lines.push({ level, msg, at: performance.now(), fields });
-  return { lines, logger: { debug: () => undefined, info: () => undefined, warn: push('warn'), error: push('error') } };
-}
 
 const BACKOFF = { initialDelayMs: 200, maxDelayMs: 2000, factor: 2 };
 const SKIPPED = /refused to be marked failed too: skipped/;
@@ -74,7 +60,7 @@ describe('relay: a row the table refuses', () => {
       await withRig(async (rig) => {
         const queue = await rig.queue('#');
         await seed(rig, `status <> 'pending' OR aggregate_id <> 'poison'`);
-        const { logger, lines } = capture();
+        const { logger, lines } = timedLog();
         rig.started({ claim, logger, backoff: BACKOFF });
         assertOrdered(await publishedInOrder(rig, queue));
         const rows = await rig.rows();
@@ -108,7 +94,7 @@ describe('relay: a row the table refuses', () => {
       await withRig(async (rig) => {
         const queue = await rig.queue('#');
         await seed(rig, `aggregate_id <> 'poison'`);
-        const { logger, lines } = capture();
+        const { logger, lines } = timedLog();
         rig.started({ claim, logger, backoff: BACKOFF });
         assertOrdered(await publishedInOrder(rig, queue));
         await assertBackedOff(lines);
