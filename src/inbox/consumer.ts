@@ -281,7 +281,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       return;
     }
     // A retry's delivery is acked only once its copy in the retry queue is confirmed (acknowledge.ts).
-    const settled = await acknowledgeBatch(messages, settlements, this.#broker?.retryPublisher, {
+    const settled = await acknowledgeBatch(messages, settlements, await this.#broker?.retryChannel(), {
       ...this.options,
       quarantineUncopyable: (delivery, settlement, error) => this.#settler.uncopyable(delivery, settlement, error),
     });
@@ -306,7 +306,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
       const parked =
         eventId === null
           ? 'failed'
-          : await parkForRetry(this.#broker?.retryPublisher, this.options, delivery, settlement);
+          : await parkForRetry(await this.#broker?.retryChannel(), this.options, delivery, settlement);
       // A copy amqplib cannot encode: quarantined, and its row unparked with it (settle.ts uncopyable).
       const quarantined =
         parked instanceof PublishError && (await this.#settler.uncopyable(delivery, settlement, parked, true));

@@ -1,7 +1,7 @@
 import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 import { PublishError } from '../runtime/errors.js';
-import { encodableProperties } from '../transport/property-encoding.js';
+import { copyProperties } from '../transport/property-encoding.js';
 import { chooseRetryTier, type RetryTier } from '../transport/queue-arguments.js';
 import type { TransportPublisher } from '../transport/transport.js';
 import { retryHeaders, traceFields, withoutConvergeHeaders } from './headers.js';
@@ -56,7 +56,7 @@ export async function publishRetryCopy(
   const id = delivery.properties.messageId;
   // What amqplib cannot carry is left out and named; the messageId is signed as the copy carries it
   // (a substitute for one too long), since that is what the next consumer verifies against.
-  const { properties } = encodableProperties({
+  const { properties } = copyProperties({
     ...delivery.properties,
     messageId: typeof id === 'string' ? id : `unidentified-${delivery.fields.deliveryTag}`,
   });

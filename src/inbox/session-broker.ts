@@ -13,6 +13,25 @@ export class SessionBroker {
   subscription: Subscription | undefined;
   retryPublisher: TransportPublisher | undefined;
   deadLetters: DeadLetterIntake | undefined;
+  #reopening: Promise<TransportPublisher | undefined> | undefined;
+
+  /**
+   * The retry channel, opened again on this connection when the broker closed it (it refused one
+   * copy): one refused copy must not fail every later one until the session ends. Undefined while
+   * none can be opened (the connection is going too); the copy then goes back after its backoff.
+   */
+  async retryChannel(): Promise<TransportPublisher | undefined> {
+    const { connection, retryPublisher } = this;
+    if (!retryPublisher?.closed || !connection) return retryPublisher;
+    this.#reopening ??= connection
+      .openPublisher()
+      .then(
+        (publisher) => (this.retryPublisher = publisher),
+        () => undefined,
+      )
+      .finally(() => (this.#reopening = undefined));
+    return this.#reopening;
+  }
 
   /** Stops new deliveries; a broker that never sends cancel-ok does not hold up the session's end. */
   async cancel(): Promise<void> {

@@ -5,7 +5,7 @@ import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
 import { ConfirmPublisher, publishableHeaders } from '../transport/publisher.js';
-import { encodableProperties } from '../transport/property-encoding.js';
+import { copyProperties } from '../transport/property-encoding.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import {
   decodeProperties,
@@ -260,7 +260,7 @@ async function publishReplay(
   const { id, token, key } = replay;
   const given = message.properties;
   // Signed with the messageId as the copy carries it (a substitute for one amqplib cannot write).
-  const encoded = encodableProperties({
+  const encoded = copyProperties({
     ...given,
     messageId: typeof given.messageId === 'string' ? given.messageId : `quarantine-${id}`,
   });

@@ -57,7 +57,10 @@ export interface EncodableProperties<T> {
  * `properties` as amqplib can carry them. Keys that are no AMQP property (amqplib's `persistent`,
  * `mandatory`, …) pass through untouched, and so does `headers` but for the marker. Idempotent.
  */
-export function encodableProperties<T extends object>(properties: T): EncodableProperties<T> {
+export function encodableProperties<T extends object>(
+  properties: T,
+  dropped: ReadonlySet<string> = NOTHING_DROPPED,
+): EncodableProperties<T> {
   const given = properties as Record<string, unknown>;
   const omitted: string[] = [];
   let messageId: string | undefined;
@@ -67,7 +70,7 @@ export function encodableProperties<T extends object>(properties: T): EncodableP
     if (name === 'messageId') {
       messageId = typeof value === 'string' ? carriedMessageId(value) : undefined;
       if (messageId !== value) omitted.push(name);
-    } else if (!carried(name, value, given)) omitted.push(name);
+    } else if (dropped.has(name) || !carried(name, value, given)) omitted.push(name);
   }
   if (omitted.length === 0) return { properties, omitted };
   const out: Record<string, unknown> = { ...given };
@@ -77,6 +80,19 @@ export function encodableProperties<T extends object>(properties: T): EncodableP
   const previous = headers[PROPERTIES_OMITTED_HEADER];
   out.headers = { ...headers, [PROPERTIES_OMITTED_HEADER]: [...new Set([...propertyNames(previous), ...omitted])] };
   return { properties: out as T, omitted };
+}
+
+const NOTHING_DROPPED: ReadonlySet<string> = new Set();
+const DROPPED_FROM_COPIES: ReadonlySet<string> = new Set(['userId']);
+
+/**
+ * The properties of a copy converge publishes on its own connection (a retry copy, a replay): as
+ * encodableProperties, and without `userId`, left out and named. RabbitMQ closes a channel that
+ * publishes a user-id other than its connection's login (406), and a message's user-id names the
+ * user who published the original, which the copy's publisher is not.
+ */
+export function copyProperties<T extends object>(properties: T): EncodableProperties<T> {
+  return encodableProperties(properties, DROPPED_FROM_COPIES);
 }
 
 /**

@@ -33,7 +33,8 @@ const KINDS: Record<string, RawProperties> = {
   'appId of 255 invalid UTF-8 bytes': { appId: invalidUtf8 },
   'nothing refused': {},
 };
-const CARRIED = { priority: 7, userId: 'guest' };
+// A property every copy carries as it came (userId is never carried: see foreign-user-id.test.ts).
+const CARRIED = { priority: 7 };
 
 async function declareQueue(env: Env): Promise<void> {
   const declaring = env.start({ handlers: { AmountAdded: applyOrder(env.schema) } });
@@ -121,7 +122,7 @@ describe('properties converge publishes again', () => {
         assert.equal(row.reason, 'handler-failed', name);
         assert.equal(row.attempts, 3, `${name}: tried three times, via two signed retry copies`);
         const properties = stored.get(row.event_id!)!;
-        assert.deepEqual([properties.priority, properties.userId, properties.deliveryMode], [7, 'guest', 2], name);
+        assert.deepEqual([properties.priority, properties.deliveryMode], [7, 2], name);
         const headers = (properties.headers ?? {}) as Record<string, unknown>;
         if (refused === undefined) {
           assert.equal(headers[PROPERTIES_OMITTED_HEADER], undefined, name);
@@ -159,7 +160,7 @@ describe('properties converge publishes again', () => {
       const { properties } = message;
       assert.equal(properties.messageId, carriedMessageId(decodedInvalid));
       assert.equal(properties.timestamp, undefined);
-      assert.deepEqual([properties.priority, properties.userId], [7, 'guest']);
+      assert.equal(properties.priority, 7);
       const headers = properties.headers as Record<string, unknown>;
       assert.deepEqual(headers[PROPERTIES_OMITTED_HEADER], ['messageId', 'timestamp']);
       const verdict = verifyConvergeHeaders(await headerKey(env), message);

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import {
   PROPERTIES_OMITTED_HEADER,
   carriedMessageId,
+  copyProperties,
   encodableProperties,
 } from '../../src/transport/property-encoding.js';
 import { encodeProperties as rawProperties, type RawProperties } from '../support/raw-amqp.js';
@@ -139,5 +140,27 @@ describe('encodableProperties', () => {
     assert.equal(carriedMessageId(long), carriedMessageId(long));
     assert.notEqual(carriedMessageId(long), carriedMessageId(`${long}x`));
     assert.ok(Buffer.byteLength(carriedMessageId(long)) <= 255);
+  });
+});
+
+describe('copyProperties', () => {
+  it('leaves out userId (the broker refuses a user-id other than the publishing login) and names it', () => {
+    const { properties, omitted } = copyProperties({
+      messageId: 'm-1',
+      userId: 'producer',
+      appId: 'orders',
+      headers: {},
+    });
+    assert.deepEqual(omitted, ['userId']);
+    assert.deepEqual(properties, {
+      messageId: 'm-1',
+      appId: 'orders',
+      headers: { [PROPERTIES_OMITTED_HEADER]: ['userId'] },
+    });
+    // Without a userId nothing changes: the very object comes back.
+    const plain = { messageId: 'm-2', headers: {} };
+    assert.equal(copyProperties(plain).properties, plain);
+    // Only copies: a publish of converge's own (the relay's) keeps what it set.
+    assert.deepEqual(encodableProperties({ userId: 'relay' }).omitted, []);
   });
 });
