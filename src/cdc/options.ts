@@ -15,15 +15,11 @@ import {
   requireConnection,
   type OptionsInput,
   type OptionsOutput,
+  schemaOption,
 } from '../runtime/options.js';
 import { silentLogger } from '../runtime/logger.js';
 import { routingKeyOption } from '../relay/index.js';
-import {
-  DEFAULT_CONFIRM_TIMEOUT_MS,
-  DEFAULT_EXCHANGE,
-  DEFAULT_RECONNECT_BACKOFF,
-  DEFAULT_SCHEMA,
-} from '../runtime/defaults.js';
+import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_EXCHANGE, DEFAULT_RECONNECT_BACKOFF } from '../runtime/defaults.js';
 import { amqpSocketOptionsOption } from '../transport/transport-option.js';
 
 /** Slot and publication a CDC relay uses unless told otherwise. */
@@ -38,7 +34,7 @@ export const cdcRelayOptions = defineOptions(
       amqpSocketOptions: amqpSocketOptionsOption.describe(
         'Socket options for amqplib, as for the polling relay. Never logged.',
       ),
-      schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+      schema: schemaOption,
       exchange: z
         .string()
         .min(1)

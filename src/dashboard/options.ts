@@ -1,15 +1,15 @@
 import { z } from 'zod';
 import type { WatchedQueue } from '../ops/index.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { silentLogger } from '../runtime/logger.js';
 import {
   amqpUrlOption,
   defineOptions,
-  identifierOption,
   loggerOption,
   poolOption,
   type OptionsInput,
   type OptionsOutput,
+  schemaOption,
 } from '../runtime/options.js';
 
 /** A queue spec, checked in full by readPipelineStatus's own schema when the dashboard starts. */
@@ -25,7 +25,7 @@ export const dashboardOptions = defineOptions(
   'startDashboard',
   z.strictObject({
     pool: poolOption.describe('pg.Pool the dashboard reads and resolves through; the caller keeps ownership.'),
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     amqpUrl: amqpUrlOption.describe(
       "RabbitMQ URL (or a cluster's node URLs): needed for queue depths and to replay quarantined messages.",
     ),

@@ -3,16 +3,16 @@ import { z } from 'zod';
 import type { Executor } from '../db/executor.js';
 import { runStatement } from '../db/statement.js';
 import { backoffDelay, type BackoffPolicy } from '../runtime/backoff.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { ConvergeError, PermanentError } from '../runtime/errors.js';
 import { schemaRef } from '../runtime/identifier.js';
 import {
   backoffOption,
   defineOptions,
   functionOption,
-  identifierOption,
   signalOption,
   type OptionsInput,
+  schemaOption,
 } from '../runtime/options.js';
 import { idempotencyKey, validEffectName } from './key.js';
 import { effectsSql } from './sql.js';
@@ -37,7 +37,7 @@ const effectName = z.string().refine((name) => {
 
 /** Which effect of which event: what readEffect and retryFailedEffect look up. */
 const effectRefShape = {
-  schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  schema: schemaOption,
   event: eventOption.describe("The event the effect belongs to: anything with its `eventId` (the handler's event)."),
   effect: effectName.describe('Name of the effect (`send-sms`); with the eventId it makes the idempotency key.'),
 };

@@ -10,11 +10,11 @@ import {
   connectionShape,
   defineOptions,
   functionOption,
-  identifierOption,
   loggerOption,
   requireConnection,
   type OptionsInput,
   type OptionsOutput,
+  schemaOption,
 } from '../runtime/options.js';
 import { silentLogger } from '../runtime/logger.js';
 import {
@@ -22,7 +22,6 @@ import {
   DEFAULT_EXCHANGE,
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_RECONNECT_BACKOFF,
-  DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
 import { amqpSocketOptionsOption, transportOption } from '../transport/transport-option.js';
 import {
@@ -105,7 +104,7 @@ const processorShape = {
     .optional()
     .describe('One handler for all new events of a batch; used instead of handlers when given.'),
   ...connectionShape,
-  schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  schema: schemaOption,
   maxEnvelopeBytes: z
     .number()
     .int()

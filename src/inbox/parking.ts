@@ -1,13 +1,13 @@
 import type { Executor } from '../db/executor.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { runStatement } from '../db/statement.js';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { AggregateRef, RawDelivery } from './types.js';
 import { inboxSql } from './sql.js';
 import { decodeProperties, encodeProperties } from './stored-properties.js';
 import { z } from 'zod';
-import { defineOptions, identifierOption } from '../runtime/options.js';
+import { defineOptions, schemaOption } from '../runtime/options.js';
 
 /** Bounds of the reorder buffer, per consumer (inbox scope). */
 export interface ReorderBufferLimits {
@@ -174,7 +174,7 @@ export interface Gap {
 export const gapQueryOptions = defineOptions(
   'readGaps',
   z.strictObject({
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope); all by default.'),
     olderThanMs: z
       .number()

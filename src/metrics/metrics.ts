@@ -2,9 +2,9 @@ import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
 import { z } from 'zod';
-import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
+import { defineOptions, parseOptions, poolOption, type OptionsInput, schemaOption } from '../runtime/options.js';
 import { schemaRef } from '../runtime/identifier.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { registerLagBudgetGauges, registerOutboxGauges, registerReorderGauges } from './database-gauges.js';
 import type { Relay, RelayEvents } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
@@ -19,7 +19,7 @@ const registryOption = z
 export const convergenceMetricsOptions = defineOptions(
   'registerConvergenceMetrics',
   z.strictObject({
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     gapAfterMs: z
       .number()
       .int()

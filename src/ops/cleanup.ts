@@ -2,15 +2,15 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { schemaRef } from '../runtime/identifier.js';
 import { ConfigError } from '../runtime/errors.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import {
   defineOptions,
   functionOption,
-  identifierOption,
   parseOptions,
   poolOption,
   type OptionsInput,
   type OptionsOutput,
+  schemaOption,
 } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 import { brokerRetentionOption, checkBroker, type BrokerCheck } from './broker-retention.js';
@@ -24,7 +24,7 @@ export interface CleanupResult {
 }
 
 const cleanupShape = {
-  schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  schema: schemaOption,
   outboxRetentionMs: z
     .number()
     .int()

@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import { z } from 'zod';
 import { schemaRef } from '../runtime/identifier.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { validateRetention } from './cleanup.js';
-import { defineOptions, identifierOption, parseOptions, poolOption, type OptionsInput } from '../runtime/options.js';
+import { defineOptions, parseOptions, poolOption, type OptionsInput, schemaOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 import { brokerRetentionOption, checkBroker, type BrokerCheck } from './broker-retention.js';
 
@@ -20,7 +20,7 @@ export interface CompactionResult {
 export const compactionOptions = defineOptions(
   'compactInbox',
   z.strictObject({
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     consumer: z.string().min(1).describe('Inbox scope (consumer name) whose rows are compacted.'),
     projection: z
       .string()

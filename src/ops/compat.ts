@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import type { Executor } from '../db/executor.js';
 import { schemaRef } from '../runtime/identifier.js';
-import { defineOptions, identifierOption } from '../runtime/options.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { defineOptions, schemaOption } from '../runtime/options.js';
+
 import { IncompatibleSchemaVersionError } from '../runtime/errors.js';
 import {
   acceptsVersion,
@@ -23,7 +23,6 @@ export const DEFAULT_LIVE_WITHIN_MS = 24 * 3_600_000;
 /** How long the producer guard reuses one read of the registry. */
 export const DEFAULT_COMPAT_CACHE_TTL_MS = 30_000;
 
-const schemaOption = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
 const liveWithinOption = z
   .number()
   .int()

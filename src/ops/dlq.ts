@@ -6,7 +6,7 @@ import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
 import { ConfirmPublisher, publishableHeaders } from '../transport/publisher.js';
 import { copyProperties } from '../transport/property-encoding.js';
-import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import {
   decodeProperties,
   newReplayToken,
@@ -15,7 +15,7 @@ import {
   type ReplayOutcome,
 } from '../inbox/index.js';
 import { z } from 'zod';
-import { defineOptions, identifierOption } from '../runtime/options.js';
+import { defineOptions, schemaOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 import {
   REDACTED,
@@ -29,7 +29,7 @@ import {
 export const quarantineFilterOptions = defineOptions(
   'listQuarantine',
   z.strictObject({
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope).'),
     reason: z.string().min(1).optional().describe('Only this reason, e.g. handler-failed.'),
     eventType: z
@@ -43,10 +43,7 @@ export const quarantineFilterOptions = defineOptions(
   }),
 );
 
-export const showQuarantinedOptions = defineOptions(
-  'showQuarantined',
-  z.strictObject({ schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.") }),
-);
+export const showQuarantinedOptions = defineOptions('showQuarantined', z.strictObject({ schema: schemaOption }));
 
 export const replayQuarantinedOptions = defineOptions(
   'replayQuarantined',
@@ -57,7 +54,7 @@ export const replayQuarantinedOptions = defineOptions(
       .min(1)
       .max(255)
       .describe('Queue the message is published to (directly, through the default exchange).'),
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     note: z.string().optional().describe('Recorded with the resolution, after the target queue.'),
   }),
 );
@@ -70,7 +67,7 @@ export const discardQuarantinedOptions = defineOptions(
       .string()
       .refine((reason) => reason.trim() !== '', 'a discard needs a reason, which is recorded')
       .describe('Why it is discarded; required, recorded as the resolution note.'),
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
   }),
 );
 

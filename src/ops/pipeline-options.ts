@@ -1,11 +1,12 @@
 import { z } from 'zod';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import {
   amqpUrlOption,
   amqpUrlRequired,
   defineOptions,
   identifierOption,
   type OptionsInput,
+  schemaOption,
 } from '../runtime/options.js';
 
 const sourceTable = z.strictObject({
@@ -42,7 +43,7 @@ export const pipelineStatusOptions = defineOptions(
   'readPipelineStatus',
   z
     .strictObject({
-      schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+      schema: schemaOption,
       sources: z
         .array(sourceTable)
         .default([])

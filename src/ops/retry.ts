@@ -1,16 +1,16 @@
 import pg from 'pg';
 import { z } from 'zod';
 import type { Executor } from '../db/executor.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { schemaRef } from '../runtime/identifier.js';
-import { defineOptions, identifierOption } from '../runtime/options.js';
+import { defineOptions, schemaOption } from '../runtime/options.js';
 import { constraintName, isRowRefused, refusalReason } from '../runtime/row-refused.js';
 import { opsSql } from './sql.js';
 
 export const retryFailedOptions = defineOptions(
   'retryFailedEvents',
   z.strictObject({
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     eventId: z.string().min(1).optional().describe('Only this event.'),
   }),
 );

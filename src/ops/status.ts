@@ -1,18 +1,16 @@
 import type { Executor } from '../db/executor.js';
 import { schemaRef } from '../runtime/identifier.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { z } from 'zod';
-import { defineOptions, identifierOption } from '../runtime/options.js';
+import { defineOptions, schemaOption } from '../runtime/options.js';
 import { readFailedReasons, readOutboxByStatus } from './gauges.js';
 import { opsSql } from './sql.js';
 
-const schemaField = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
-
-export const statusOptions = defineOptions('readStatus', z.strictObject({ schema: schemaField }));
+export const statusOptions = defineOptions('readStatus', z.strictObject({ schema: schemaOption }));
 export const listOutboxOptions = defineOptions(
   'listOutbox',
   z.strictObject({
-    schema: schemaField,
+    schema: schemaOption,
     status: z.enum(['pending', 'published', 'failed']).default('failed').describe('Rows of this status.'),
     limit: z.number().int().min(1).max(100_000).default(100).describe('Most rows, oldest first.'),
   }),

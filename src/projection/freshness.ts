@@ -2,21 +2,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Executor } from '../db/executor.js';
 import { runStatement } from '../db/statement.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { FreshnessTimeoutError } from '../runtime/errors.js';
 import { schemaRef } from '../runtime/identifier.js';
 import {
   defineOptions,
   functionOption,
-  identifierOption,
   poolOption,
   signalOption,
   type OptionsInput,
+  schemaOption,
 } from '../runtime/options.js';
 import { projectionSql } from './sql.js';
 
 const aggregateShape = {
-  schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  schema: schemaOption,
   projection: z.string().min(1).describe('Projection name, as the consumer applies it (projection_state.projection).'),
   aggregateType: z.string().min(1).describe('Aggregate type of the events.'),
   aggregateId: z.string().min(1).describe('Aggregate id.'),

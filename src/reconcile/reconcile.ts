@@ -5,15 +5,15 @@ import { withTransaction } from '../db/transaction.js';
 import {
   defineOptions,
   functionOption,
-  identifierOption,
   parseOptions,
   poolOption,
   signalOption,
   type OptionsInput,
   type OptionsOutput,
+  schemaOption,
 } from '../runtime/options.js';
 import { readState } from '../projection/index.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+
 import { classify, DIFFERENCES, mergePages, type Difference, type ReconcileRow } from './compare.js';
 import { repairAt } from './repair.js';
 import { reconcileSql } from './sql.js';
@@ -68,7 +68,7 @@ export const SAMPLE_SIZE = 10;
 
 /** Fields reconcile and rebuildProjection share. */
 export const reconcileShape = {
-  schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+  schema: schemaOption,
   projection: z.string().min(1).describe('Projection name, as in projection_state.'),
   aggregateType: z.string().min(1).describe('Aggregate type the projection holds.'),
   source: functionOption<PagedReader>('PagedReader').describe(

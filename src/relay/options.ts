@@ -9,7 +9,6 @@ import {
   connectionShape,
   defineOptions,
   functionOption,
-  identifierOption,
   loggerOption,
   amqpUrlOption,
   amqpUrlRequired,
@@ -17,6 +16,7 @@ import {
   requireConnection,
   type OptionsInput,
   type OptionsOutput,
+  schemaOption,
 } from '../runtime/options.js';
 import { silentLogger } from '../runtime/logger.js';
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
@@ -25,7 +25,6 @@ import {
   DEFAULT_EXCHANGE,
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_RECONNECT_BACKOFF,
-  DEFAULT_SCHEMA,
 } from '../runtime/defaults.js';
 import { amqpSocketOptionsOption, transportOption } from '../transport/transport-option.js';
 
@@ -69,7 +68,7 @@ export const relayOptions = defineOptions(
         'The broker to publish to instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
       ),
       amqpSocketOptions: amqpSocketOptionsOption,
-      schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+      schema: schemaOption,
       exchange: z
         .string()
         .min(1)

@@ -4,6 +4,7 @@ import { isValidIdentifier } from './identifier.js';
 import { ConfigError, type ConfigProblem } from './errors.js';
 import type { Logger } from './logger.js';
 import type { BackoffPolicy } from './backoff.js';
+import { DEFAULT_SCHEMA } from './defaults.js';
 
 /**
  * One component's options: a single zod schema is the source of names, types (user type =
@@ -117,6 +118,9 @@ export function redactUrl(url: string): string {
 
 /** A schema or table name option: validated here so the error names the option, quoted later. */
 export const identifierOption = z.string().refine(isValidIdentifier, 'must match /^[a-z_][a-z0-9_]{0,62}$/');
+
+/** The `schema` option every component shares: the one declaration of its name, default and doc. */
+export const schemaOption = identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables.");
 
 /** A partial BackoffPolicy option, merged with `defaults`. */
 export function backoffOption(defaults: BackoffPolicy) {

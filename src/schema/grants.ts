@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { quoteIdentifier, schemaRef } from '../runtime/identifier.js';
-import { defineOptions, identifierOption, type OptionsInput } from '../runtime/options.js';
-import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
+import { defineOptions, identifierOption, type OptionsInput, schemaOption } from '../runtime/options.js';
 
 const qualifiedTable = z.string().refine((name) => {
   const parts = name.split('.');
@@ -11,7 +10,7 @@ const qualifiedTable = z.string().refine((name) => {
 export const grantsOptions = defineOptions(
   'grantsSql',
   z.strictObject({
-    schema: identifierOption.default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
+    schema: schemaOption,
     relayRole: identifierOption
       .optional()
       .describe('Role the relay connects as: claims and marks outbox rows, nothing else.'),
