@@ -17,7 +17,6 @@ import {
   type EventEnvelope,
   type HandlerContext,
 } from '../src/index.js';
-import { cdcTestHooks } from '../src/cdc/test-hooks.js';
 
 export interface WorkerConfig {
   role: 'relay' | 'consumer';
@@ -96,9 +95,6 @@ function runRelay(): () => Promise<void> {
 
 /** The failpoint sits after the broker confirmed and before the rows are marked and the slot acknowledged. */
 function runCdcRelay(): () => Promise<void> {
-  cdcTestHooks.beforeAcknowledge = (eventIds) => {
-    if (config.armed && eventIds.length > 0) die();
-  };
   const relay = startCdcRelay({
     amqpUrl: config.amqpUrl,
     pool,
@@ -113,6 +109,11 @@ function runCdcRelay(): () => Promise<void> {
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },
     reconnectBackoff: { initialDelayMs: 100, maxDelayMs: 1_000 },
     logger,
+    hooks: {
+      beforeAcknowledge: (eventIds) => {
+        if (config.armed && eventIds.length > 0) die();
+      },
+    },
   });
   process.send?.({ ready: true });
   return () => relay.stop();

@@ -2,7 +2,6 @@ import type pg from 'pg';
 import { runStatement } from '../db/statement.js';
 import { eachUnlessRefused, isRowRefused } from '../runtime/row-refused.js';
 import type { cdcSql } from './sql.js';
-import { cdcTestHooks } from './test-hooks.js';
 
 /** A confirmed event whose row is still to be marked, with the transaction that inserted it (id, commit LSN). */
 export interface PendingMark {
@@ -41,6 +40,7 @@ export async function markPublished(
   pool: pg.Pool,
   sql: CdcStatements,
   marks: readonly PendingMark[],
+  afterIncompleteMark?: () => Promise<void>,
 ): Promise<{ marked: string[]; waiting: PendingMark[]; refused: RefusedMark[] }> {
   const { rows, refused } = await eachUnlessRefused(
     marks,
@@ -51,7 +51,7 @@ export async function markPublished(
   if (marked.length + refused.length === marks.length) return { marked, waiting: [], refused };
   const done = new Set([...marked, ...refused.map((r) => r.item.eventId)]);
   const missing = marks.filter((m) => !done.has(m.eventId));
-  await cdcTestHooks.afterIncompleteMark?.();
+  await afterIncompleteMark?.();
   return { marked, waiting: await stillToMark(pool, sql, missing), refused };
 }
 
@@ -60,6 +60,7 @@ export async function markFailed(
   pool: pg.Pool,
   sql: CdcStatements,
   fail: PendingFail,
+  afterIncompleteMark?: () => Promise<void>,
 ): Promise<{ failed: RetryRow | undefined; waiting: boolean; refused?: unknown }> {
   let rows: RetryRow[];
   try {
@@ -69,7 +70,7 @@ export async function markFailed(
     return { failed: undefined, waiting: false, refused: err };
   }
   if (rows[0]) return { failed: rows[0], waiting: false };
-  await cdcTestHooks.afterIncompleteMark?.();
+  await afterIncompleteMark?.();
   return { failed: undefined, waiting: (await stillToMark(pool, sql, [fail])).length > 0 };
 }
 

@@ -10,6 +10,7 @@ import {
   connectionRequired,
   connectionShape,
   defineOptions,
+  functionOption,
   identifierOption,
   loggerOption,
   requireConnection,
@@ -108,6 +109,21 @@ export const cdcRelayOptions = defineOptions(
         .default(silentLogger)
         .meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
       handleSignals: z.boolean().default(false).describe('Stop gracefully on SIGTERM and SIGINT.'),
+      hooks: z
+        .strictObject({
+          beforeAcknowledge: functionOption<(eventIds: readonly string[]) => void>('(eventIds) => void')
+            .optional()
+            .describe(
+              'When confirmed events are about to be marked published and their position acknowledged (fault injection: throwing or exiting there is a crash in that window).',
+            ),
+          afterIncompleteMark: functionOption<() => Promise<void>>('() => Promise<void>')
+            .optional()
+            .describe(
+              'After a mark missed rows not yet visible to it, before they are looked at again (fault injection: a commit can become visible in between).',
+            ),
+        })
+        .default({})
+        .describe('Fault-injection hooks.'),
     })
     .refine(requireConnection, connectionRequired())
     .refine((o) => o.amqpUrl !== undefined, amqpUrlRequired())

@@ -16,7 +16,6 @@ import { CdcProgress } from './progress.js';
 import type { cdcSql } from './sql.js';
 import { showCdcSlot } from './slot-sql.js';
 import { ReplicationStream, type StreamedRow } from './stream.js';
-import { cdcTestHooks } from './test-hooks.js';
 import type { CdcRelayEvents } from './types.js';
 
 export interface SessionContext {
@@ -243,12 +242,12 @@ export class CdcSession {
     const advances = ackTo !== undefined && stream !== undefined && (stream.flushed ?? -1n) < ackTo;
     if (latencies.length > 0) events.emit('confirmed', latencies);
     if (marks.length === 0 && fails.length === 0 && due.length === 0 && !advances) return;
-    cdcTestHooks.beforeAcknowledge?.(marks.map((m) => m.eventId));
+    options.hooks.beforeAcknowledge?.(marks.map((m) => m.eventId));
     const waitingFails: PendingFail[] = [];
     let waitingMarks: PendingMark[] = [];
     try {
       for (const fail of [...fails, ...due.filter((held): held is PendingFail => 'error' in held)]) {
-        const { failed, waiting, refused } = await markFailed(pool, sql, fail);
+        const { failed, waiting, refused } = await markFailed(pool, sql, fail, options.hooks.afterIncompleteMark);
         if (refused !== undefined) await this.#held.setAside([{ item: fail, err: refused }]);
         else if (waiting) waitingFails.push(fail);
         else if (failed) {
@@ -259,7 +258,7 @@ export class CdcSession {
       }
       const toMark = [...marks, ...due.filter((held) => !('error' in held))];
       if (toMark.length > 0) {
-        const { marked, waiting, refused } = await markPublished(pool, sql, toMark);
+        const { marked, waiting, refused } = await markPublished(pool, sql, toMark, options.hooks.afterIncompleteMark);
         if (marked.length > 0) events.emit('published', marked);
         await this.#held.setAside(refused);
         waitingMarks = waiting;

@@ -16,7 +16,6 @@ import {
 } from '../runtime/options.js';
 import { idempotencyKey, validEffectName } from './key.js';
 import { effectsSql } from './sql.js';
-import { effectTestHooks } from './test-hooks.js';
 
 const DEFAULT_EFFECT_BACKOFF: BackoffPolicy = { initialDelayMs: 500, maxDelayMs: 30_000, factor: 2 };
 
@@ -66,6 +65,16 @@ export const effectOptions = defineOptions(
       .default(30_000)
       .describe('One call longer than this is aborted and counts as a retryable failure.'),
     signal: signalOption.optional().describe('Aborts the call and the wait between calls (shutdown).'),
+    hooks: z
+      .strictObject({
+        afterCall: functionOption<(key: string) => void | Promise<void>>('(key: string) => void | Promise<void>')
+          .optional()
+          .describe(
+            'After the remote call returned, before its result is recorded (fault injection: the crash window).',
+          ),
+      })
+      .default({})
+      .describe('Fault-injection hooks.'),
   }),
 );
 
@@ -146,7 +155,7 @@ export async function performEffect<R>(executor: Executor, input: EffectOptions<
       await delay(backoffDelay(calls, options.backoff), undefined, { signal: options.signal });
       continue;
     }
-    effectTestHooks.afterCall?.(key);
+    await options.hooks.afterCall?.(key);
     const json = result === undefined ? null : JSON.stringify(result);
     return finish<R>(executor, sql, key, { status: 'completed', result: json, error: null });
   }

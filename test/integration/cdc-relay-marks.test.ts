@@ -11,8 +11,7 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { appendToOutbox } from '../../src/index.js';
 import { parseLsn } from '../../src/cdc/lsn.js';
-import { cdcTestHooks } from '../../src/cdc/test-hooks.js';
-import type { CdcRelay } from '../../src/cdc/index.js';
+import type { CdcRelay, CdcRelayOptions } from '../../src/cdc/index.js';
 import { EmbeddedPostgres } from '../../kit/embedded-postgres.js';
 import { test, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';
@@ -82,10 +81,10 @@ async function withHeldCommit(server: EmbeddedPostgres, rig: CdcRig, work: (held
 }
 
 /** A relay on `rig` that records what it acknowledges and logs into `records`. */
-async function tracedRelay(rig: CdcRig) {
+async function tracedRelay(rig: CdcRig, hooks: CdcRelayOptions['hooks'] = {}) {
   await rig.createSlot();
   const logger = capturingLogger();
-  const relay: CdcRelay = rig.started({ logger, markIntervalMs: 20 });
+  const relay: CdcRelay = rig.started({ logger, markIntervalMs: 20, hooks });
   const acknowledged: bigint[] = [];
   relay.on('acknowledged', (lsn) => acknowledged.push(parseLsn(lsn)));
   await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
@@ -140,28 +139,26 @@ test('a commit the slot sends before it is visible: the relay waits for its row,
 
 test('a commit that becomes visible between the mark and the second look is marked, not taken for done', async () => {
   await withHeldCommitServer(async (server, rig) => {
-    await tracedRelay(rig);
+    let release: (() => Promise<void>) | undefined;
+    let released = false;
+    // The mark missed the row (invisible to its snapshot); it becomes visible before the relay looks again.
+    const afterIncompleteMark = async () => {
+      if (released || !release) return;
+      released = true;
+      await release();
+    };
+    await tracedRelay(rig, { afterIncompleteMark });
     await withHeldCommit(server, rig, async (held) => {
-      let released = false;
-      // The mark missed the row (invisible to its snapshot); it becomes visible before the relay looks again.
-      cdcTestHooks.afterIncompleteMark = async () => {
-        if (released) return;
-        released = true;
-        await held.release();
-      };
-      try {
-        await waitFor(() => released, 'a mark that missed the held row');
-        await waitFor(
-          async () => (await statusOf(rig, held.eventId)) === 'published',
-          'the row, pending and visible at the second look, marked on a later flush',
-        );
-        await waitFor(
-          async () => (await confirmedFlush(rig)) > held.beforeCommit,
-          'the slot acknowledged past it once marked',
-        );
-      } finally {
-        cdcTestHooks.afterIncompleteMark = undefined;
-      }
+      release = () => held.release();
+      await waitFor(() => released, 'a mark that missed the held row');
+      await waitFor(
+        async () => (await statusOf(rig, held.eventId)) === 'published',
+        'the row, pending and visible at the second look, marked on a later flush',
+      );
+      await waitFor(
+        async () => (await confirmedFlush(rig)) > held.beforeCommit,
+        'the slot acknowledged past it once marked',
+      );
     });
   });
 });
