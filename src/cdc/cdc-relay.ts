@@ -1,12 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { leasePool, poolTarget } from '../db/pool.js';
-import { backoffDelay } from '../runtime/backoff.js';
 import { schemaRef } from '../runtime/identifier.js';
-import { Idle } from '../runtime/sleep.js';
-import { BackgroundLoop } from '../runtime/background-loop.js';
-import { Readiness } from '../runtime/readiness.js';
-import type { ConnectionTarget } from '../runtime/connection-target.js';
+import { Service } from '../runtime/service.js';
 import { checkSchema } from '../schema/migrate.js';
 import { CdcBroker } from './broker.js';
 import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
@@ -31,16 +27,10 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   readonly #pool: pg.Pool;
   readonly #releasePool: () => Promise<void>;
   readonly #context: SessionContext;
-  readonly #idle = new Idle();
   #state: CdcRelayState = 'starting';
   #session: CdcSession | undefined;
   #setUp = false;
-  #stopping = false;
-  readonly #background = new BackgroundLoop();
-  #stopped: Promise<void> | undefined;
-  readonly #readiness: Readiness;
-  readonly #databaseTarget: ConnectionTarget;
-  #fatal: Error | undefined;
+  readonly #service: Service;
 
   /** Throws ConfigError for options that can never work. */
   constructor(options: CdcRelayOptions) {
@@ -54,8 +44,19 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
     });
     this.#pool = lease.pool;
     this.#releasePool = () => lease.release();
-    this.#readiness = new Readiness(`CDC relay ${this.options.relayId}`);
-    this.#databaseTarget = poolTarget(lease.pool);
+    const databaseTarget = poolTarget(lease.pool);
+    this.#service = new Service({
+      component: `CDC relay ${this.options.relayId}`,
+      what: 'CDC relay session',
+      logger: this.options.logger,
+      databaseTarget: () => databaseTarget,
+      reconnectBackoff: this.options.reconnectBackoff,
+      handleSignals: this.options.handleSignals,
+      emitter: this,
+      fields: { relayId: this.options.relayId, slot: this.options.slot },
+      interrupt: () => this.#session?.stop(),
+      close: () => this.#releasePool(),
+    });
     const base: pg.ClientConfig = this.options.connectionString
       ? { connectionString: this.options.connectionString }
       : { ...(lease.pool.options as pg.ClientConfig) };
@@ -72,7 +73,9 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
 
   /** Starts streaming (or waiting as a standby) in the background and returns at once. */
   start(): this {
-    this.#background.start(this, () => this.#run(), this.options.handleSignals);
+    this.#service.start((succeeded) => this.#step(succeeded), {
+      afterLoop: async () => void (this.#state = 'stopped'),
+    });
     return this;
   }
 
@@ -84,12 +87,12 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
    * while it keeps retrying.
    */
   ready(options: { timeoutMs?: number } = {}): Promise<void> {
-    return this.#readiness.wait(options);
+    return this.#service.readiness.wait(options);
   }
 
   /** The permanent misconfiguration that stopped the relay, if one did. */
   get failure(): Error | undefined {
-    return this.#fatal;
+    return this.#service.failure;
   }
 
   get state(): CdcRelayState {
@@ -108,59 +111,29 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
 
   /** Lets the events in flight get their confirms, marks and acknowledges them, then closes everything. */
   stop(): Promise<void> {
-    this.#stopped ??= this.#shutdown();
-    return this.#stopped;
+    return this.#service.stop();
   }
 
-  async #shutdown(): Promise<void> {
-    this.#stopping = true;
-    this.#idle.close();
-    this.#session?.stop();
-    await this.#background.ended();
-    await this.#releasePool();
-  }
-
-  async #run(): Promise<void> {
-    let failures = 0;
-    while (!this.#stopping) {
-      try {
-        await this.#setUpOnce();
-        const session = new CdcSession(this.#context);
-        this.#session = session;
-        if (this.#stopping) session.stop();
-        const end = await session.run(() => {
-          failures = 0;
-          this.#setState('active');
-        });
-        if (end.kind === 'standby') {
-          if (this.#state !== 'standby') await this.#enterStandby();
-          await this.#idle.backoff(this.options.standbyRetryMs);
-        } else if (end.kind === 'retry') {
-          await this.#idle.backoff(end.delayMs);
-        }
-      } catch (err) {
-        if (this.#stopping) break;
-        failures++;
-        const delayMs = backoffDelay(failures, this.options.reconnectBackoff);
-        const judged = this.#readiness.attemptFailed(err, {
-          databaseTarget: this.#databaseTarget,
-          logger: this.options.logger,
-          fields: { relayId: this.options.relayId, slot: this.options.slot },
-          attempt: failures,
-          delayMs,
-          what: 'CDC relay session',
-        });
-        if (this.listenerCount('error') > 0) this.emit('error', (judged.fatal ?? err) as Error);
-        if (judged.fatal) {
-          this.#fatal = judged.fatal;
-          break;
-        }
-        await this.#idle.backoff(delayMs);
-      } finally {
-        this.#session = undefined;
+  /** One session on the slot: streaming until it ends, then the wait its end asks for. */
+  async #step(succeeded: () => void): Promise<void> {
+    try {
+      await this.#setUpOnce();
+      const session = new CdcSession(this.#context);
+      this.#session = session;
+      if (this.#service.stopping) session.stop();
+      const end = await session.run(() => {
+        succeeded();
+        this.#setState('active');
+      });
+      if (end.kind === 'standby') {
+        if (this.#state !== 'standby') await this.#enterStandby();
+        await this.#service.idle.backoff(this.options.standbyRetryMs);
+      } else if (end.kind === 'retry') {
+        await this.#service.idle.backoff(end.delayMs);
       }
+    } finally {
+      this.#session = undefined;
     }
-    this.#state = 'stopped';
   }
 
   async #setUpOnce(): Promise<void> {
@@ -183,7 +156,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
 
   #setState(state: 'active' | 'standby', holderPid: number | null = null): void {
     this.#state = state;
-    if (!this.#readiness.settled) this.#readiness.resolve();
+    if (!this.#service.readiness.settled) this.#service.readiness.resolve();
     const fields = { relayId: this.options.relayId, slot: this.options.slot };
     if (state === 'active') {
       this.options.logger.info(fields, 'CDC relay streaming from its slot');

@@ -1,9 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
-import { backoffDelay } from '../runtime/backoff.js';
-import { Idle, onShutdownSignals } from '../runtime/sleep.js';
 import { describeError } from '../runtime/logger.js';
-import { Readiness } from '../runtime/readiness.js';
+import { Service } from '../runtime/service.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
 import { RabbitMqTransport } from '../transport/rabbitmq.js';
@@ -39,20 +37,14 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   readonly #report = new SettlementReport(this);
   readonly stats: ConsumerStats = this.#report.stats;
   readonly #processor: DeliveryProcessor;
-  readonly #idle = new Idle();
+  readonly #service: Service;
   readonly #transport: Transport;
   #broker: SessionBroker | undefined;
   /** Subscribed in the current session. */
   #subscribed = false;
   readonly #pump: BatchPump;
-  #stopping = false;
-  #stopped: Promise<void> | undefined;
-  #loop: Promise<void> | undefined;
   #sessionEnded: (() => void) | undefined;
-  readonly #readiness: Readiness;
   #schemaChecked = false;
-  #fatal: Error | undefined;
-  #removeSignals: (() => void) | undefined;
   readonly #ramp: RampAdmission | undefined;
   #sessions = 0;
   readonly #registration: ConsumerRegistration;
@@ -74,7 +66,25 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     this.#processor = new DeliveryProcessor(
       new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
     );
-    this.#readiness = new Readiness(`consumer ${this.options.queue}`);
+    this.#service = new Service({
+      component: `consumer ${this.options.queue}`,
+      what: 'consumer session',
+      logger: this.options.logger,
+      databaseTarget: () => poolTarget(this.pool),
+      reconnectBackoff: this.options.reconnectBackoff,
+      handleSignals: this.options.handleSignals,
+      emitter: this,
+      fields: { queue: this.options.queue },
+      interrupt: () => {
+        this.#sessionEnded?.();
+        // Not subscribed yet (connecting, declaring): nothing to finish, and the broker may never answer.
+        if (!this.#subscribed) this.#broker?.kill.abort();
+      },
+      close: async () => {
+        await this.#registration.stop(this.pool);
+        await this.#processor.close();
+      },
+    });
     if (this.options.rampUp)
       this.#ramp = new RampAdmission(new RampGate(this.options.rampUp), (limit) => this.#reportRamp(limit));
     this.#pump = new BatchPump(this.options.batchSize, this.#ramp);
@@ -84,11 +94,13 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
   }
 
   start(): this {
-    if (this.#loop) return this;
-    if (this.options.handleSignals) this.#removeSignals = onShutdownSignals(() => this.stop());
-    this.#loop = this.#run();
-    // A permanent failure ended the loop: close what it opened, as stop() would.
-    void this.#loop.then(() => (this.#fatal ? this.stop() : undefined));
+    this.#service.start(async (connected) => {
+      try {
+        await this.#session(connected);
+      } finally {
+        await this.#closeSession();
+      }
+    });
     return this;
   }
 
@@ -99,7 +111,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
 
   /** Running with an active subscription on the broker. */
   get subscribed(): boolean {
-    return !this.#stopping && this.#subscribed;
+    return !this.#service.stopping && this.#subscribed;
   }
 
   /**
@@ -109,12 +121,12 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
    * `timeoutMs`, rejects with ReadyTimeoutError naming the last failure while it keeps retrying.
    */
   ready(options: { timeoutMs?: number } = {}): Promise<void> {
-    return this.#readiness.wait(options);
+    return this.#service.readiness.wait(options);
   }
 
   /** The permanent misconfiguration that stopped the consumer, if one did. */
   get failure(): Error | undefined {
-    return this.#fatal;
+    return this.#service.failure;
   }
 
   /** Drains parked events that can apply now (after a reconcile or a rebuild moved their projection). */
@@ -129,55 +141,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
 
   /** Stops taking deliveries, finishes the one in progress (commit, then ack), closes everything. */
   stop(): Promise<void> {
-    this.#stopped ??= this.#shutdown();
-    return this.#stopped;
-  }
-
-  async #shutdown(): Promise<void> {
-    this.#stopping = true;
-    this.#idle.close();
-    this.#sessionEnded?.();
-    // Not subscribed yet (connecting, declaring): nothing to finish, and the broker may never answer.
-    if (!this.#subscribed) this.#broker?.kill.abort();
-    await this.#loop;
-    this.#removeSignals?.();
-    await this.#registration.stop(this.pool);
-    await this.#processor.close();
-  }
-
-  async #run(): Promise<void> {
-    let failures = 0;
-    while (!this.#stopping) {
-      try {
-        await this.#session(() => (failures = 0));
-      } catch (err) {
-        if (this.#stopping) break;
-        failures++;
-        const delay = backoffDelay(failures, this.options.reconnectBackoff);
-        if (this.#sessionFailed(err, failures, delay)) await this.#idle.backoff(delay);
-      } finally {
-        await this.#closeSession();
-      }
-    }
-  }
-
-  /** False when a permanent misconfiguration before the first subscription stops the consumer (ready() rejects). */
-  #sessionFailed(err: unknown, attempt: number, delayMs: number): boolean {
-    const { fatal } = this.#readiness.attemptFailed(err, {
-      databaseTarget: poolTarget(this.pool),
-      logger: this.options.logger,
-      fields: { queue: this.options.queue },
-      attempt,
-      delayMs,
-      what: 'consumer session',
-    });
-    if (fatal) {
-      this.#fatal = fatal;
-      this.#stopping = true;
-      this.#idle.close();
-    }
-    if (this.listenerCount('error') > 0) this.emit('error', (fatal ?? err) as Error);
-    return !fatal;
+    return this.#service.stop();
   }
 
   /** One connection's lifetime: declare, subscribe, then wait for the connection to end or stop(). */
@@ -208,8 +172,8 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     // Parked events whose predecessor was applied (or repaired) while nobody was listening.
     await this.#processor.drainReady();
     onConnected();
-    if (!this.#readiness.settled) this.#readiness.resolve();
-    if (this.#stopping) return;
+    if (!this.#service.readiness.settled) this.#service.readiness.resolve();
+    if (this.#service.stopping) return;
     await ended;
   }
 

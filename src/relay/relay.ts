@@ -3,11 +3,9 @@ import type pg from 'pg';
 import { schemaRef } from '../runtime/identifier.js';
 import { databaseFailure, leasePool, poolTarget } from '../db/pool.js';
 import { PublishError } from '../runtime/errors.js';
-import { backoffDelay } from '../runtime/backoff.js';
-import { Idle } from '../runtime/sleep.js';
-import { BackgroundLoop } from '../runtime/background-loop.js';
 import { describeError } from '../runtime/logger.js';
-import { Readiness } from '../runtime/readiness.js';
+import type { JudgedFailure } from '../runtime/connection-failure.js';
+import { Service } from '../runtime/service.js';
 import type { ConnectionTarget } from '../runtime/connection-target.js';
 import { checkSchema } from '../schema/migrate.js';
 import type { TransportPublisher } from '../transport/transport.js';
@@ -38,23 +36,19 @@ export class Relay extends EventEmitter<RelayEvents> {
   readonly #sql: ReturnType<typeof relaySql>;
   readonly #outcomes: OutcomeContext;
   readonly #claimer: Claimer;
-  readonly #idle = new Idle();
   readonly #listener: OutboxListener | undefined;
   readonly #broker: BrokerLink;
-  #stopping = false;
-  #stopped: Promise<void> | undefined;
-  readonly #background = new BackgroundLoop();
-  readonly #readiness: Readiness;
+  readonly #service: Service;
   readonly #databaseTarget: ConnectionTarget;
+  /** Batches sent and waiting for their confirms and marks. */
+  readonly #inFlight = new Set<Promise<void>>();
   #schemaChecked = false;
   #databaseUp = false;
-  #fatal: Error | undefined;
 
   /** Throws a typed error for options that can never work (ConfigError, an unusable database or AMQP URL). */
   constructor(options: RelayOptions = {}) {
     super();
     this.options = resolveRelayOptions(options);
-    this.#readiness = new Readiness(`relay ${this.options.relayId}`);
     this.#broker = new BrokerLink(this.options, {
       blocked: (reason) => this.#brokerBlocked(reason),
       unblocked: () => this.#brokerUnblocked(),
@@ -67,6 +61,21 @@ export class Relay extends EventEmitter<RelayEvents> {
     });
     this.#pool = lease.pool;
     this.#databaseTarget = poolTarget(lease.pool);
+    this.#service = new Service({
+      component: `relay ${this.options.relayId}`,
+      what: 'relay cycle',
+      logger: this.options.logger,
+      databaseTarget: () => this.#databaseTarget,
+      reconnectBackoff: this.options.reconnectBackoff,
+      handleSignals: this.options.handleSignals,
+      emitter: this,
+      interrupt: () => this.#broker.interrupt(),
+      close: async () => {
+        await this.#broker.close();
+        await this.#claimer.close();
+        await this.#releasePool();
+      },
+    });
     this.#releasePool = () => lease.release();
     const schema = schemaRef(this.options.schema);
     this.#sql = relaySql(schema);
@@ -87,12 +96,18 @@ export class Relay extends EventEmitter<RelayEvents> {
       setAside,
     };
     if (this.options.listen)
-      this.#listener = new OutboxListener(this.#pool, schema, () => this.#idle.wake(), this.options.logger);
+      this.#listener = new OutboxListener(this.#pool, schema, () => this.#service.idle.wake(), this.options.logger);
   }
 
   /** Starts the background loop and returns at once. */
   start(): this {
-    this.#background.start(this, () => this.#run(), this.options.handleSignals);
+    this.#service.start((succeeded) => this.#step(succeeded), {
+      onFailure: (judged) => this.#afterFailure(judged),
+      afterLoop: async () => {
+        await Promise.all(this.#inFlight);
+        await this.#listener?.close();
+      },
+    });
     return this;
   }
 
@@ -103,17 +118,17 @@ export class Relay extends EventEmitter<RelayEvents> {
    * ReadyTimeoutError naming the last failure while the relay keeps retrying.
    */
   ready(options: { timeoutMs?: number } = {}): Promise<void> {
-    return this.#readiness.wait(options);
+    return this.#service.readiness.wait(options);
   }
 
   /** The last claim or mark reached PostgreSQL (false until the first one did, and after a failed one). */
   get databaseReachable(): boolean {
-    return !this.#stopping && this.#databaseUp;
+    return !this.#service.stopping && this.#databaseUp;
   }
 
   /** The permanent misconfiguration that stopped the relay, if one did. */
   get failure(): Error | undefined {
-    return this.#fatal;
+    return this.#service.failure;
   }
 
   /** The pool it claims and marks with, for read-only companions such as the outbox gauges. */
@@ -123,7 +138,7 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   /** Running with an open confirm channel to the broker. */
   get connected(): boolean {
-    return !this.#stopping && this.#broker.open;
+    return !this.#service.stopping && this.#broker.open;
   }
 
   /**
@@ -131,7 +146,7 @@ export class Relay extends EventEmitter<RelayEvents> {
    * until it unblocks, and publishes already sent wait without a confirm timeout.
    */
   get brokerBlocked(): boolean {
-    return !this.#stopping && this.#broker.blocked;
+    return !this.#service.stopping && this.#broker.blocked;
   }
 
   /**
@@ -139,18 +154,7 @@ export class Relay extends EventEmitter<RelayEvents> {
    * opened; a silent broker costs at most the confirm timeout plus a short close grace.
    */
   stop(): Promise<void> {
-    this.#stopped ??= this.#shutdown();
-    return this.#stopped;
-  }
-
-  async #shutdown(): Promise<void> {
-    this.#stopping = true;
-    this.#idle.close();
-    this.#broker.interrupt();
-    await this.#background.ended();
-    await this.#broker.close();
-    await this.#claimer.close();
-    await this.#releasePool();
+    return this.#service.stop();
   }
 
   /** One claim → publish → mark cycle, awaited whole. Callable directly in tests and tools. */
@@ -171,7 +175,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       throw databaseFailure(err, this.#databaseTarget);
     });
     this.#databaseUp = true;
-    if (!this.#readiness.settled) this.#readiness.resolve();
+    if (!this.#service.readiness.settled) this.#service.readiness.resolve();
     const rows = claimed === 'standby' ? [] : claimed;
     const result = cycleResult(rows.length);
     if (rows.length === 0)
@@ -227,82 +231,46 @@ export class Relay extends EventEmitter<RelayEvents> {
   }
 
   /**
-   * One claiming loop with up to `concurrency` batches waiting for confirms at once: as soon
-   * as a batch is sent, the next claim runs. A finished batch wakes the loop only if its mark
-   * made a waiting later version of an aggregate claimable; new inserts wake it by NOTIFY.
+   * One turn of the claiming loop, which keeps up to `concurrency` batches waiting for confirms at
+   * once: as soon as a batch is sent, the next claim runs. A finished batch wakes the loop only if
+   * its mark made a waiting later version of an aggregate claimable; new inserts wake it by NOTIFY.
    */
-  async #run(): Promise<void> {
-    const inFlight = new Set<Promise<void>>();
-    let failures = 0;
-    while (!this.#stopping) {
-      try {
-        if (inFlight.size >= this.options.concurrency) {
-          await Promise.race(inFlight);
-          continue;
-        }
-        if (this.#broker.blocked) {
-          // The broker reads nothing from a blocked connection: a claim now would only sit in a lease.
-          await this.#idle.sleep(this.options.pollIntervalMs);
-          continue;
-        }
-        if (!this.#schemaChecked) {
-          // Broker, then schema, then LISTEN: as the consumer, and so a wrong database fails with its
-          // reason rather than a listener warning, and NOTIFY is heard from the first claim on.
-          await this.#broker.publisher();
-          await this.#checkSchemaOnce();
-        }
-        await this.#listener?.ensure();
-        const cycle = await this.#startCycle();
-        failures = 0;
-        if (cycle.standby) {
-          await this.#idle.sleep(this.options.standbyRetryMs);
-          continue;
-        }
-        if (cycle.claimed === 0) {
-          this.emit('idle');
-          await this.#idle.sleep(this.options.pollIntervalMs);
-          continue;
-        }
-        const tracked: Promise<void> = cycle.done
-          .then(
-            (done) => {
-              if (done.unblocked) this.#idle.wake();
-            },
-            async (err: unknown) => void (await this.#cycleFailed(err, 0)),
-          )
-          .finally(() => inFlight.delete(tracked));
-        inFlight.add(tracked);
-      } catch (err) {
-        // stop() abandoned a connect or channel in progress: that is no failure to report.
-        if (this.#stopping) break;
-        failures++;
-        const delay = backoffDelay(failures, this.options.reconnectBackoff);
-        if (await this.#cycleFailed(err, delay, failures)) await this.#idle.backoff(delay);
-      }
+  async #step(succeeded: () => void): Promise<void> {
+    const idle = this.#service.idle;
+    if (this.#inFlight.size >= this.options.concurrency) return void (await Promise.race(this.#inFlight));
+    // The broker reads nothing from a blocked connection: a claim now would only sit in a lease.
+    if (this.#broker.blocked) return idle.sleep(this.options.pollIntervalMs);
+    if (!this.#schemaChecked) {
+      // Broker, then schema, then LISTEN: as the consumer, and so a wrong database fails with its
+      // reason rather than a listener warning, and NOTIFY is heard from the first claim on.
+      await this.#broker.publisher();
+      await this.#checkSchemaOnce();
     }
-    await Promise.all(inFlight);
-    await this.#listener?.close();
+    await this.#listener?.ensure();
+    const cycle = await this.#startCycle();
+    succeeded();
+    if (cycle.standby) return idle.sleep(this.options.standbyRetryMs);
+    if (cycle.claimed === 0) {
+      this.emit('idle');
+      return idle.sleep(this.options.pollIntervalMs);
+    }
+    const tracked: Promise<void> = cycle.done
+      .then(
+        (done) => {
+          if (done.unblocked) idle.wake();
+        },
+        // A batch's failure is judged as a cycle's, without a backoff: the loop goes on claiming.
+        async (err: unknown) => this.#afterFailure(this.#service.attemptFailed(err, 1, 0)),
+      )
+      .finally(() => this.#inFlight.delete(tracked));
+    this.#inFlight.add(tracked);
   }
 
-  /** Logs a failed cycle; false when a permanent misconfiguration before the relay ever worked stops it. */
-  async #cycleFailed(err: unknown, delayMs: number, attempt = 1): Promise<boolean> {
-    const judged = this.#readiness.attemptFailed(err, {
-      databaseTarget: this.#databaseTarget,
-      logger: this.options.logger,
-      attempt,
-      delayMs,
-      what: 'relay cycle',
-    });
+  /** What a failed cycle says about the services: the database is down, the channel is unusable. */
+  async #afterFailure(judged: JudgedFailure): Promise<void> {
     if (judged.failure?.service !== 'RabbitMQ') this.#databaseUp = false;
-    if (judged.fatal) {
-      this.#fatal = judged.fatal;
-      this.#stopping = true;
-      this.#idle.close();
-    }
-    if (this.listenerCount('error') > 0) this.emit('error', (judged.fatal ?? err) as Error);
     // A database hiccup says nothing about the broker: keep the channel other cycles are using.
     if (judged.failure?.service !== 'PostgreSQL') await this.#broker.discard();
-    return !judged.fatal;
   }
 
   #ownership(owned: boolean): void {
@@ -322,13 +290,13 @@ export class Relay extends EventEmitter<RelayEvents> {
 
   #brokerUnblocked(): void {
     // stop() closing a blocked connection ends the block too, but nothing resumes then.
-    if (!this.#stopping)
+    if (!this.#service.stopping)
       this.options.logger.info(
         { relayId: this.options.relayId },
         'RabbitMQ unblocked the connection: publishing resumes',
       );
     this.emit('unblocked');
-    this.#idle.wake();
+    this.#service.idle.wake();
   }
 
   async #checkSchemaOnce(): Promise<void> {
