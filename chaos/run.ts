@@ -38,7 +38,7 @@ import {
   dropBrokerNames,
   uniqueName,
 } from '../kit/services.js';
-import { createCdcSlot, dropCdcSlot } from '../src/cdc/index.js';
+import { createCdcSlot, dropCdcSlot } from '../src/relay/index.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
 import { isPgFault, pgMode, PgFaults } from './pg-faults.js';
 

@@ -30,8 +30,8 @@ export type { AppendedEvent, OutboxOptions } from './outbox/append.js';
 export { Relay, startRelay } from './relay/index.js';
 export type { RelayOptions, RelayHooks, RelayCycleResult, RelayEvents, RelayRetryInfo } from './relay/index.js';
 // Publishing from a logical replication slot instead of polling (docs/relay.md, "CDC relay")
-export { CdcRelay, startCdcRelay, createCdcSlot, dropCdcSlot, showCdcSlot } from './cdc/index.js';
-export type { CdcRelayOptions, CdcRelayEvents, CdcRelayState, SlotInfo as CdcSlotInfo } from './cdc/index.js';
+export { CdcRelay, startCdcRelay, createCdcSlot, dropCdcSlot, showCdcSlot } from './relay/index.js';
+export type { CdcRelayOptions, CdcRelayEvents, CdcRelayState, SlotInfo as CdcSlotInfo } from './relay/index.js';
 
 // Consuming: the consumer and its topology
 export { Consumer, startConsumer, startPartitionedConsumers, readGaps } from './inbox/index.js';

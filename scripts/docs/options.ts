@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { OptionsSpec } from '../../src/runtime/options.js';
 import { relayOptions } from '../../src/relay/options.js';
-import { cdcRelayOptions } from '../../src/cdc/options.js';
+import { cdcRelayOptions } from '../../src/relay/cdc/options.js';
 import { consumerOptions, processorOptions } from '../../src/inbox/options.js';
 import { partitionedConsumerOptions } from '../../src/inbox/partitioned.js';
 import { partitionedTopologyOptions } from '../../src/transport/topology.js';

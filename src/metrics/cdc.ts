@@ -1,6 +1,6 @@
 import client from 'prom-client';
-import type { CdcRelay } from '../cdc/index.js';
-import { showCdcSlot } from '../cdc/index.js';
+import type { CdcRelay } from '../relay/index.js';
+import { showCdcSlot } from '../relay/index.js';
 import { schemaRef } from '../runtime/identifier.js';
 import { databaseRead, registerBrokerConnected } from './health.js';
 import { registerOutboxGauges } from './database-gauges.js';

@@ -1,7 +1,7 @@
 import type amqp from 'amqplib';
 import type pg from 'pg';
 import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
-import { showCdcSlot } from '../cdc/index.js';
+import { showCdcSlot } from '../relay/index.js';
 import { readGaps } from '../inbox/index.js';
 import { silentLogger } from '../runtime/logger.js';
 import { openConnection } from '../transport/connection.js';

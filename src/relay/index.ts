@@ -4,7 +4,9 @@ export type { OutboxEnvelopeRow } from './sql.js';
 export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './relay.js';
 export type { RelayOptions, RelayHooks, ResolvedRelayOptions } from './options.js';
 export { relayOptions } from './options.js';
-// For the CDC relay (src/cdc), which publishes the same rows the same way.
-export { publishableEnvelope } from './row.js';
-export { chargedToEvent } from './failures.js';
-export { routingKeyOption } from './options.js';
+// The CDC relay: the same rows published the same way, fed by a logical replication slot instead of claims.
+export { CdcRelay, startCdcRelay } from './cdc/cdc-relay.js';
+export { cdcRelayOptions, DEFAULT_CDC_SLOT } from './cdc/options.js';
+export type { CdcRelayOptions, ResolvedCdcRelayOptions } from './cdc/options.js';
+export type { CdcRelayEvents, CdcRelayState } from './cdc/types.js';
+export { createCdcSlot, dropCdcSlot, showCdcSlot, type SlotInfo } from './cdc/slot-sql.js';

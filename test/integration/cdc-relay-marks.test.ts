@@ -10,8 +10,8 @@
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { appendToOutbox } from '../../src/index.js';
-import { parseLsn } from '../../src/cdc/lsn.js';
-import type { CdcRelay, CdcRelayOptions } from '../../src/cdc/index.js';
+import { parseLsn } from '../../src/relay/cdc/lsn.js';
+import type { CdcRelay, CdcRelayOptions } from '../../src/relay/index.js';
 import { EmbeddedPostgres } from '../../kit/embedded-postgres.js';
 import { test, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import type { RelayRetryInfo } from '../../src/index.js';
-import { parseLsn } from '../../src/cdc/lsn.js';
+import { parseLsn } from '../../src/relay/cdc/lsn.js';
 import { TcpProxy } from '../../kit/tcp-proxy.js';
 import { AMQP_URL, test, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, type CdcRig } from '../support/cdc-fixture.js';

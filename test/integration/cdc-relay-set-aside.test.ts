@@ -6,7 +6,7 @@
  * is not written would leave it pending for good. The other rows are published and marked.
  */
 import assert from 'node:assert/strict';
-import { parseLsn } from '../../src/cdc/lsn.js';
+import { parseLsn } from '../../src/relay/cdc/lsn.js';
 import type { RelayRetryInfo } from '../../src/index.js';
 import { readStatus } from '../../src/ops/index.js';
 import { describe, test, waitFor } from '../support/rig.js';

@@ -9,7 +9,7 @@ import {
   SchemaNotMigratedError,
   WalLevelNotLogicalError,
 } from '../../src/index.js';
-import { parseLsn } from '../../src/cdc/lsn.js';
+import { parseLsn } from '../../src/relay/cdc/lsn.js';
 import client from 'prom-client';
 import { instrumentCdcRelay } from '../../src/metrics/index.js';
 import { AMQP_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';

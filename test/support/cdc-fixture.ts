@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import { appendToOutbox, silentLogger, withTransaction, type EventEnvelope, type NewEvent } from '../../src/index.js';
-import { CdcRelay, createCdcSlot, dropCdcSlot, showCdcSlot, type CdcRelayOptions } from '../../src/cdc/index.js';
+import { CdcRelay, createCdcSlot, dropCdcSlot, showCdcSlot, type CdcRelayOptions } from '../../src/relay/index.js';
 import { migrate } from '../../src/schema/migrate.js';
 import {
   AMQP_URL,

@@ -4,7 +4,7 @@
  * test/integration/cdc-relay-crash.test.ts with its settings in CDC_WORKER (JSON), through the CDC
  * relay's public fault-injection hook.
  */
-import { startCdcRelay } from '../../src/cdc/index.js';
+import { startCdcRelay } from '../../src/relay/index.js';
 
 const settings = JSON.parse(process.env.CDC_WORKER ?? '{}') as {
   connectionString: string;

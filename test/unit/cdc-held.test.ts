@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type pg from 'pg';
-import { HeldMarks } from '../../src/cdc/held.js';
-import { formatLsn, parseLsn } from '../../src/cdc/lsn.js';
-import type { PendingMark } from '../../src/cdc/marks.js';
-import { cdcSql } from '../../src/cdc/sql.js';
+import { HeldMarks } from '../../src/relay/cdc/held.js';
+import { formatLsn, parseLsn } from '../../src/relay/cdc/lsn.js';
+import type { PendingMark } from '../../src/relay/cdc/marks.js';
+import { cdcSql } from '../../src/relay/cdc/sql.js';
 import { schemaRef } from '../../src/runtime/identifier.js';
 import { silentLogger } from '../../src/runtime/logger.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError } from '../../src/runtime/errors.js';
-import { DEFAULT_CDC_SLOT, cdcRelayOptions } from '../../src/cdc/index.js';
+import { DEFAULT_CDC_SLOT, cdcRelayOptions } from '../../src/relay/index.js';
 
 const base = { connectionString: 'postgres://nobody@127.0.0.1:1/none', amqpUrl: 'amqp://x' };
 
@@ -37,7 +37,12 @@ describe('cdcRelayOptions', () => {
     assert.ok(found.some((p) => p.startsWith('maxInFlight:')));
   });
 
-  it('has no test hook among its options', () => {
-    assert.deepEqual(problems({ ...base, hooks: {} }), ["hooks: unknown option 'hooks'"]);
+  it('takes its fault-injection hooks as options, and only those it knows', () => {
+    const parsed = cdcRelayOptions.parse({ ...base, hooks: { beforeAcknowledge: () => undefined } });
+    assert.equal(typeof parsed.hooks.beforeAcknowledge, 'function');
+    assert.deepEqual(cdcRelayOptions.parse(base).hooks, {});
+    assert.deepEqual(problems({ ...base, hooks: { afterConfirm: () => undefined } }), [
+      "hooks.afterConfirm: unknown option 'afterConfirm'",
+    ]);
   });
 });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { CdcProgress } from '../../src/cdc/progress.js';
-import { formatLsn, lsnBefore, parseLsn } from '../../src/cdc/lsn.js';
+import { CdcProgress } from '../../src/relay/cdc/progress.js';
+import { formatLsn, lsnBefore, parseLsn } from '../../src/relay/cdc/lsn.js';
 
 /** Transactions with their events, as the stream delivers them. */
 function feed(progress: CdcProgress, transactions: [lsn: string, keys: string[]][], now = 0): void {

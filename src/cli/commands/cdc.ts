@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createCdcSlot, DEFAULT_CDC_SLOT, dropCdcSlot, showCdcSlot } from '../../cdc/index.js';
+import { createCdcSlot, DEFAULT_CDC_SLOT, dropCdcSlot, showCdcSlot } from '../../relay/index.js';
 import { withPool, type CommandContext } from '../context.js';
 
 interface SlotCliOptions {

@@ -6,7 +6,7 @@ import {
   type ServedMetrics,
 } from '../../metrics/index.js';
 import { startRelay } from '../../relay/index.js';
-import { DEFAULT_CDC_SLOT, startCdcRelay } from '../../cdc/index.js';
+import { DEFAULT_CDC_SLOT, startCdcRelay } from '../../relay/index.js';
 import type { Logger } from '../../runtime/logger.js';
 import { createLogger } from '../../runtime/logger.js';
 import {

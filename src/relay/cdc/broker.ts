@@ -1,6 +1,6 @@
-import { RabbitMqTransport } from '../transport/rabbitmq.js';
-import { withinDeadline } from '../transport/socket-control.js';
-import type { TransportConnection, TransportPublisher } from '../transport/transport.js';
+import { RabbitMqTransport } from '../../transport/rabbitmq.js';
+import { withinDeadline } from '../../transport/socket-control.js';
+import type { TransportConnection, TransportPublisher } from '../../transport/transport.js';
 import type { ResolvedCdcRelayOptions } from './options.js';
 
 /**

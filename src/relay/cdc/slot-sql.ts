@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { poolTarget } from '../db/pool.js';
-import { WalLevelNotLogicalError } from '../runtime/errors.js';
-import { quoteIdentifier, schemaRef } from '../runtime/identifier.js';
+import { poolTarget } from '../../db/pool.js';
+import { WalLevelNotLogicalError } from '../../runtime/errors.js';
+import { quoteIdentifier, schemaRef } from '../../runtime/identifier.js';
 
 /** A replication slot as pg_replication_slots shows it, with the WAL it keeps on disk. */
 export interface SlotInfo {

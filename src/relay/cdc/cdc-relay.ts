@@ -1,9 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
-import { leasePool, poolTarget } from '../db/pool.js';
-import { schemaRef } from '../runtime/identifier.js';
-import { Service } from '../runtime/service.js';
-import { checkSchema } from '../schema/migrate.js';
+import { leasePool, poolTarget } from '../../db/pool.js';
+import { schemaRef } from '../../runtime/identifier.js';
+import { Service } from '../../runtime/service.js';
+import { checkSchema } from '../../schema/migrate.js';
 import { CdcBroker } from './broker.js';
 import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
 import { CdcSession, type SessionContext } from './session.js';

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { LogicalReplicationService, PgoutputPlugin, type Pgoutput } from 'pg-logical-replication';
-import type { OutboxEnvelopeRow } from '../relay/index.js';
+import type { OutboxEnvelopeRow } from '../sql.js';
 import { formatLsn } from './lsn.js';
 
 /** An outbox insert as the stream decodes it: the same columns, types and parsers node-postgres gives the polling relay. */

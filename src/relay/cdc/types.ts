@@ -1,4 +1,4 @@
-import type { RelayRetryInfo } from '../relay/index.js';
+import type { RelayRetryInfo } from '../types.js';
 
 /** Where a CDC relay stands: streaming from the slot, waiting for another relay to free it, or neither. */
 export type CdcRelayState = 'starting' | 'active' | 'standby' | 'stopped';

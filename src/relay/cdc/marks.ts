@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { runStatement } from '../db/statement.js';
-import { eachUnlessRefused, isRowRefused } from '../runtime/row-refused.js';
+import { runStatement } from '../../db/statement.js';
+import { eachUnlessRefused, isRowRefused } from '../../runtime/row-refused.js';
 import type { cdcSql } from './sql.js';
 
 /** A confirmed event whose row is still to be marked, with the transaction that inserted it (id, commit LSN). */

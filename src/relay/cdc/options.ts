@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { DEFAULT_BACKOFF } from '../runtime/backoff.js';
+import { DEFAULT_BACKOFF } from '../../runtime/backoff.js';
 import {
   amqpUrlOption,
   amqpUrlRequired,
@@ -17,11 +17,11 @@ import {
   type OptionsInput,
   type OptionsOutput,
   schemaOption,
-} from '../runtime/options.js';
-import { silentLogger } from '../runtime/logger.js';
-import { routingKeyOption } from '../relay/index.js';
-import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_EXCHANGE, DEFAULT_RECONNECT_BACKOFF } from '../runtime/defaults.js';
-import { amqpSocketOptionsOption } from '../transport/transport-option.js';
+} from '../../runtime/options.js';
+import { silentLogger } from '../../runtime/logger.js';
+import { routingKeyOption } from '../options.js';
+import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_EXCHANGE, DEFAULT_RECONNECT_BACKOFF } from '../../runtime/defaults.js';
+import { amqpSocketOptionsOption } from '../../transport/transport-option.js';
 
 /** Slot and publication a CDC relay uses unless told otherwise. */
 export const DEFAULT_CDC_SLOT = 'converge_cdc';

@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { runStatement } from '../db/statement.js';
-import type { BackoffPolicy } from '../runtime/backoff.js';
-import type { Logger } from '../runtime/logger.js';
-import { setAsideRow, SkippedRows, type SetAsideTarget } from '../runtime/row-refused.js';
+import { runStatement } from '../../db/statement.js';
+import type { BackoffPolicy } from '../../runtime/backoff.js';
+import type { Logger } from '../../runtime/logger.js';
+import { setAsideRow, SkippedRows, type SetAsideTarget } from '../../runtime/row-refused.js';
 import { parseLsn } from './lsn.js';
 import type { PendingFail, PendingMark, RefusedMark } from './marks.js';
 import type { cdcSql } from './sql.js';

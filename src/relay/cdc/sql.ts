@@ -1,4 +1,4 @@
-import { perSchema, type SchemaRef } from '../runtime/identifier.js';
+import { perSchema, type SchemaRef } from '../../runtime/identifier.js';
 
 /**
  * What the CDC relay writes to the outbox. It claims nothing (the slot orders and hands out the
