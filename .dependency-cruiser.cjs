@@ -27,7 +27,8 @@ const LAYERS = [
  * Folders whose index.ts is their public face: other folders import that file, not the ones
  * behind it. A folder may name further files that other layers may use without making them
  * public API (ops/gauges.ts: the reads that metrics and status share; ops/compat.ts: the producer's
- * compat guard, which the package root exports).
+ * compat guard, which the package root exports; ops/pipeline-options.ts: the sampling fields the
+ * dashboard shares with readPipelineStatus).
  */
 const FACADES = {
   inbox: [],
@@ -35,7 +36,7 @@ const FACADES = {
   reconcile: [],
   relay: [],
   effects: [],
-  ops: ['gauges', 'compat'],
+  ops: ['gauges', 'compat', 'pipeline-options'],
   metrics: [],
   dashboard: [],
 };

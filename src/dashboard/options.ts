@@ -1,25 +1,15 @@
 import { z } from 'zod';
-import type { WatchedQueue } from '../ops/index.js';
+import { samplingFields } from '../ops/pipeline-options.js';
+import { listenShape, silentLoggerOption } from '../runtime/option-fields.js';
 
-import { silentLogger } from '../runtime/logger.js';
 import {
   amqpUrlOption,
   defineOptions,
-  loggerOption,
   poolOption,
   type OptionsInput,
   type OptionsOutput,
   schemaOption,
 } from '../runtime/options.js';
-
-/** A queue spec, checked in full by readPipelineStatus's own schema when the dashboard starts. */
-const watchedQueues = z.array(
-  z
-    .custom<WatchedQueue>((v) => typeof v === 'object' && v !== null, 'must be a queue spec')
-    .meta({
-      typeName: 'WatchedQueue',
-    }),
-);
 
 export const dashboardOptions = defineOptions(
   'startDashboard',
@@ -29,15 +19,11 @@ export const dashboardOptions = defineOptions(
     amqpUrl: amqpUrlOption.describe(
       "RabbitMQ URL (or a cluster's node URLs): needed for queue depths and to replay quarantined messages.",
     ),
-    queues: watchedQueues
-      .default([])
-      .describe('Queues whose depth and consumer are shown, as in readPipelineStatus; needs amqpUrl.'),
-    host: z
-      .string()
-      .min(1)
-      .default('127.0.0.1')
-      .describe('Address to bind. Requests must name it (or localhost) in their Host header.'),
-    port: z.number().int().min(0).max(65_535).describe('Port to listen on (0 picks a free one).'),
+    queues: samplingFields.queues.describe(
+      'Queues whose depth and consumer are shown, as in readPipelineStatus; needs amqpUrl.',
+    ),
+    host: listenShape.host.describe('Address to bind. Requests must name it (or localhost) in their Host header.'),
+    port: listenShape.port,
     token: z
       .string()
       .min(16)
@@ -46,7 +32,7 @@ export const dashboardOptions = defineOptions(
       .describe(
         'Secret that actions (show payload, replay, discard) must send; a random one is generated when omitted. It is part of the returned url.',
       ),
-    logger: loggerOption.default(silentLogger).meta({
+    logger: silentLoggerOption.meta({
       description: 'Where to log requests and actions (never payloads); silent unless given.',
       defaultText: 'silent',
     }),
@@ -63,19 +49,11 @@ export const dashboardOptions = defineOptions(
       .max(86_400_000)
       .default(600_000)
       .describe('How far back the charts reach, in ms (the ring buffer holds historyMs / sampleIntervalMs samples).'),
-    sampleMs: z
-      .number()
-      .int()
-      .min(0)
+    sampleMs: samplingFields.sampleMs
       .default(1_000)
       .describe('Gap between the two reads each sample computes rates from, in ms (as in readPipelineStatus).'),
-    windowMs: z.number().int().min(1).default(60_000).describe('Window for lag percentiles, in ms.'),
-    stallAfterMs: z
-      .number()
-      .int()
-      .min(0)
-      .default(30_000)
-      .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
+    windowMs: samplingFields.windowMs.describe('Window for lag percentiles, in ms.'),
+    stallAfterMs: samplingFields.stallAfterMs,
   }),
 );
 

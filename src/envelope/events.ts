@@ -181,3 +181,8 @@ export function issuePaths(issues: readonly StandardSchemaIssue[]): string[] {
   }
   return paths.size > 0 ? [...paths] : ['(root)'];
 }
+
+/** The `events` option of appendToOutbox and the consumer: a catalog made by defineEvents. */
+export const eventCatalogOption = z
+  .custom<EventCatalog>(isEventCatalog, 'must be an event catalog made by defineEvents')
+  .meta({ typeName: 'EventCatalog' });

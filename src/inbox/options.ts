@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_MAX_ENVELOPE_BYTES } from '../envelope/validate.js';
-import { isEventCatalog, type EventCatalog, type UntypedEvents } from '../envelope/events.js';
+import { eventCatalogOption, type EventCatalog, type UntypedEvents } from '../envelope/events.js';
 import {
   amqpUrlOption,
   amqpUrlRequired,
@@ -10,27 +10,29 @@ import {
   connectionShape,
   defineOptions,
   functionOption,
-  loggerOption,
   requireConnection,
   type OptionsInput,
   type OptionsOutput,
   schemaOption,
 } from '../runtime/options.js';
-import { silentLogger } from '../runtime/logger.js';
+
+import { DEFAULT_CONSUMER_BACKOFF, DEFAULT_MAX_ATTEMPTS } from '../runtime/defaults.js';
 import {
-  DEFAULT_CONSUMER_BACKOFF,
-  DEFAULT_EXCHANGE,
-  DEFAULT_MAX_ATTEMPTS,
-  DEFAULT_RECONNECT_BACKOFF,
-} from '../runtime/defaults.js';
-import { amqpSocketOptionsOption, transportOption } from '../transport/transport-option.js';
+  amqpSocketOptionsOption,
+  bindingsOption,
+  deliveryLimitOption,
+  exchangeOption,
+  queueNameOption,
+  queueTypeOption,
+  transportOption,
+} from '../transport/transport-option.js';
 import {
-  DEFAULT_DELIVERY_LIMIT,
-  deadQueueName,
-  retryQueueName,
-  retryTiers,
-  retryTiersOption,
-} from '../transport/queue-arguments.js';
+  handleSignalsOption,
+  inboxScopeOption,
+  reconnectBackoffOption,
+  silentLoggerOption,
+} from '../runtime/option-fields.js';
+import { deadQueueName, retryQueueName, retryTiers, retryTiersOption } from '../transport/queue-arguments.js';
 import { DEFAULT_REORDER_BUFFER } from './parking.js';
 import type { SchemaEvolution, Upcaster } from './upcast.js';
 import type { Settlement } from './types.js';
@@ -86,9 +88,7 @@ const rampUpOption = limitsOrOff({
 });
 
 const processorShape = {
-  events: z
-    .custom<EventCatalog>(isEventCatalog, 'must be an event catalog made by defineEvents')
-    .meta({ typeName: 'EventCatalog' })
+  events: eventCatalogOption
     .optional()
     .describe(
       'Event catalog from defineEvents: types the handlers; with schemas, a payload that fails its schema is quarantined (invalid-envelope) and a type it does not list follows unknownEventType.',
@@ -139,9 +139,7 @@ const processorShape = {
     .describe(
       'Schema evolution per eventType: { current, upcasters: { fromVersion: fn } }; a newer version than current is quarantined. A type with its own handler and no entry here is at version 1.',
     ),
-  logger: loggerOption
-    .default(silentLogger)
-    .meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
+  logger: silentLoggerOption,
 };
 
 const oneHandlerKind = (o: { handlers?: unknown; batchHandler?: unknown }) =>
@@ -156,7 +154,7 @@ const withHandlers = <T extends { handlers?: Record<string, EventHandler> | unde
   ...o,
   handlers: o.handlers ?? {},
 });
-const consumerName = z.string().min(1).max(200);
+const consumerName = inboxScopeOption;
 
 export const processorOptions = defineOptions(
   'DeliveryProcessor',
@@ -174,14 +172,9 @@ export const consumerOptions = defineOptions(
   'Consumer',
   z
     .strictObject({
-      queue: z
-        .string()
-        .min(1)
-        .max(200)
-        .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only')
-        .describe(
-          'Durable queue to consume; its retry tiers `<queue>.retry.<delay>` (see retryTiersMs) hold deliveries that wait.',
-        ),
+      queue: queueNameOption.describe(
+        'Durable queue to consume; its retry tiers `<queue>.retry.<delay>` (see retryTiersMs) hold deliveries that wait.',
+      ),
       ...processorShape,
       consumer: consumerName.optional().describe('Inbox scope; defaults to the queue name.'),
       amqpUrl: amqpUrlOption.describe(
@@ -191,23 +184,17 @@ export const consumerOptions = defineOptions(
         'The broker to consume from instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
       ),
       amqpSocketOptions: amqpSocketOptionsOption,
-      exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Exchange the queue is bound to.'),
-      bindings: z.array(z.string().min(1).max(255)).min(1).default(['#']).describe('Binding patterns on the exchange.'),
+      exchange: exchangeOption.describe('Exchange the queue is bound to.'),
+      bindings: bindingsOption.describe('Binding patterns on the exchange.'),
       declare: z.boolean().default(true).describe('Declare exchange, queues and bindings on start.'),
-      queueType: z
-        .enum(['classic', 'quorum'])
+      queueType: queueTypeOption
         .default('classic')
         .describe(
           "Type of the queue and its retry tiers. `quorum` (replicated, for a cluster) also declares `<queue>.dead` as the dead-letter target past deliveryLimit, and the consumer quarantines what lands there (`delivery-limit-exceeded`). An existing queue's type and arguments cannot change: declaring it with others fails with 406 PRECONDITION_FAILED (migration: docs/scaling.md). With declare: false it still says whether to consume `<queue>.dead`.",
         ),
-      deliveryLimit: z
-        .number()
-        .int()
-        .min(1)
-        .default(DEFAULT_DELIVERY_LIMIT)
-        .describe(
-          'With queueType `quorum`: how often one message may come back (nack, lost channel or connection) before the broker dead-letters it into `<queue>.dead`. Always declared explicitly (RabbitMQ 4 would apply 20, then drop). Retries never count: each is a new copy.',
-        ),
+      deliveryLimit: deliveryLimitOption.describe(
+        'With queueType `quorum`: how often one message may come back (nack, lost channel or connection) before the broker dead-letters it into `<queue>.dead`. Always declared explicitly (RabbitMQ 4 would apply 20, then drop). Retries never count: each is a new copy.',
+      ),
       retryTiersMs: retryTiersOption,
       prefetch: z
         .number()
@@ -223,10 +210,8 @@ export const consumerOptions = defineOptions(
         .max(10_000)
         .default(128)
         .describe('Most deliveries processed in one transaction; 1 turns batching off.'),
-      reconnectBackoff: backoffOption(DEFAULT_RECONNECT_BACKOFF).describe(
-        'Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them.',
-      ),
-      handleSignals: z.boolean().default(false).describe('Stop gracefully on SIGTERM and SIGINT.'),
+      reconnectBackoff: reconnectBackoffOption,
+      handleSignals: handleSignalsOption,
       rampUp: rampUpOption.describe(
         'After an outage the backlog is processed at a rate that starts low and grows step by step; false turns it off. Resolved to null when off.',
       ),

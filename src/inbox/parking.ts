@@ -7,6 +7,7 @@ import type { AggregateRef, RawDelivery } from './types.js';
 import { inboxSql } from './sql.js';
 import { decodeProperties, encodeProperties } from './stored-properties.js';
 import { z } from 'zod';
+import { inboxScopeOption } from '../runtime/option-fields.js';
 import { defineOptions, schemaOption } from '../runtime/options.js';
 
 /** Bounds of the reorder buffer, per consumer (inbox scope). */
@@ -175,7 +176,7 @@ export const gapQueryOptions = defineOptions(
   'readGaps',
   z.strictObject({
     schema: schemaOption,
-    consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope); all by default.'),
+    consumer: inboxScopeOption.optional().describe('Only this consumer (inbox scope); all by default.'),
     olderThanMs: z
       .number()
       .int()

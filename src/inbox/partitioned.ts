@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { partitionsOption, queueNameOption, queueTypeOption } from '../transport/transport-option.js';
 import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { describeError } from '../runtime/logger.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
@@ -16,14 +17,9 @@ import type { UntypedEvents } from '../envelope/events.js';
 export const partitionedConsumerOptions = defineOptions(
   'startPartitionedConsumers',
   z.strictObject({
-    queuePrefix: z.string().min(1).describe('Same prefix as given to declarePartitionedTopology.'),
-    partitions: z
-      .number()
-      .int('must be a positive integer')
-      .min(1, 'must be a positive integer')
-      .describe('Number of partition queues; one consumer is started per partition.'),
-    queueType: z
-      .enum(['quorum', 'classic'])
+    queuePrefix: queueNameOption.describe('Same prefix as given to declarePartitionedTopology.'),
+    partitions: partitionsOption.describe('Number of partition queues; one consumer is started per partition.'),
+    queueType: queueTypeOption
       .default('quorum')
       .describe(
         "Same as given to declarePartitionedTopology (whose default is also quorum); with quorum each consumer also quarantines what lands in its partition's `.dead` queue.",

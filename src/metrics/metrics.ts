@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import client from 'prom-client';
 import { z } from 'zod';
+import { gapAfterMsOption, lagBudgetsOption, listenShape } from '../runtime/option-fields.js';
 import { defineOptions, parseOptions, poolOption, type OptionsInput, schemaOption } from '../runtime/options.js';
 import { schemaRef } from '../runtime/identifier.js';
 
@@ -20,19 +21,13 @@ export const convergenceMetricsOptions = defineOptions(
   'registerConvergenceMetrics',
   z.strictObject({
     schema: schemaOption,
-    gapAfterMs: z
-      .number()
-      .int()
-      .min(1)
+    gapAfterMs: gapAfterMsOption
       .default(60_000)
       .describe('An aggregate counts as a gap once its oldest parked event waited this long, in ms.'),
     registry: registryOption.optional().describe('Registry to register the gauges in; a new one otherwise.'),
-    lagBudgets: z
-      .record(z.string().min(1), z.number().int().min(1))
-      .default({})
-      .describe(
-        'Acceptable end-to-end lag in ms, by consumer (inbox scope): adds converge_lag_budget_seconds, converge_lag_p99_seconds and converge_lag_over_budget for each.',
-      ),
+    lagBudgets: lagBudgetsOption.describe(
+      'Acceptable end-to-end lag in ms, by consumer (inbox scope): adds converge_lag_budget_seconds, converge_lag_p99_seconds and converge_lag_over_budget for each.',
+    ),
     lagWindowMs: z
       .number()
       .int()
@@ -190,18 +185,10 @@ export function instrumentConsumer(consumer: Consumer, registry: client.Registry
 export const metricsEndpointOptions = defineOptions(
   'metrics endpoint',
   z.strictObject({
-    port: z
-      .number()
-      .int()
-      .min(0)
-      .max(65_535)
-      .describe('Port to serve /metrics, /healthz and /readyz on (0 picks a free one).'),
-    host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
+    port: listenShape.port.describe('Port to serve /metrics, /healthz and /readyz on (0 picks a free one).'),
+    host: listenShape.host,
     registry: registryOption.optional().describe('Registry to add the instruments to; a new one otherwise.'),
-    gapAfterMs: z
-      .number()
-      .int()
-      .min(1)
+    gapAfterMs: gapAfterMsOption
       .default(60_000)
       .describe("For the consumer's gap gauge: an aggregate counts as a gap after waiting this long, in ms."),
   }),

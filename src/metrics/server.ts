@@ -6,13 +6,13 @@
 import http from 'node:http';
 import type client from 'prom-client';
 import { z } from 'zod';
+import { listenShape } from '../runtime/option-fields.js';
 import { defineOptions, functionOption, type OptionsInput } from '../runtime/options.js';
 
 export const serveMetricsOptions = defineOptions(
   'serveMetrics',
   z.strictObject({
-    port: z.number().int().min(0).max(65_535).describe('Port to listen on (0 picks a free one).'),
-    host: z.string().min(1).default('127.0.0.1').describe('Address to bind.'),
+    ...listenShape,
     ready: functionOption<() => boolean | Promise<boolean>>('() => boolean | Promise<boolean>')
       .optional()
       .describe(

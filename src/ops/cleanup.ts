@@ -23,6 +23,22 @@ export interface CleanupResult {
   broker?: BrokerCheck;
 }
 
+/** The windows and batching that inbox deletion and compaction share; each says when it requires them. */
+export const retentionFields = {
+  retryHorizonMs: z
+    .number()
+    .int()
+    .min(0)
+    .describe('Longest time a delivery can still come back from the broker (retry backoff, redelivery), in ms.'),
+  quarantineReplayWindowMs: z
+    .number()
+    .int()
+    .min(0)
+    .describe('How long a quarantined message may still be replayed, in ms.'),
+  batchSize: z.number().int().min(1).max(100_000).default(1_000),
+  maxBatches: z.number().int().min(1).optional(),
+};
+
 const cleanupShape = {
   schema: schemaOption,
   outboxRetentionMs: z
@@ -39,34 +55,19 @@ const cleanupShape = {
       'Inbox rows received longer ago than this are deleted, in ms; omit to keep the inbox. A deleted row no longer ' +
         'marks a redelivery as a duplicate, so this must exceed retryHorizonMs and quarantineReplayWindowMs.',
     ),
-  retryHorizonMs: z
-    .number()
-    .int()
-    .min(0)
+  retryHorizonMs: retentionFields.retryHorizonMs
     .optional()
     .describe(
       'Longest time a delivery can still come back from the broker (retry backoff, redelivery), in ms; required with inboxRetentionMs.',
     ),
-  quarantineReplayWindowMs: z
-    .number()
-    .int()
-    .min(0)
+  quarantineReplayWindowMs: retentionFields.quarantineReplayWindowMs
     .optional()
     .describe('How long a quarantined message may still be replayed, in ms; required with inboxRetentionMs.'),
   broker: brokerRetentionOption,
-  batchSize: z
-    .number()
-    .int()
-    .min(1)
-    .max(100_000)
-    .default(1_000)
-    .describe('Rows deleted per statement, each its own short transaction.'),
-  maxBatches: z
-    .number()
-    .int()
-    .min(1)
-    .optional()
-    .describe('Stop after this many batches per table in one call; unlimited when omitted.'),
+  batchSize: retentionFields.batchSize.describe('Rows deleted per statement, each its own short transaction.'),
+  maxBatches: retentionFields.maxBatches.describe(
+    'Stop after this many batches per table in one call; unlimited when omitted.',
+  ),
 };
 
 export const cleanupOptions = defineOptions('cleanup', z.strictObject(cleanupShape));

@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { schemaRef } from '../runtime/identifier.js';
 
-import { validateRetention } from './cleanup.js';
+import { retentionFields, validateRetention } from './cleanup.js';
+import { inboxScopeOption, projectionNameOption } from '../runtime/option-fields.js';
 import { defineOptions, parseOptions, poolOption, type OptionsInput, schemaOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 import { brokerRetentionOption, checkBroker, type BrokerCheck } from './broker-retention.js';
@@ -21,13 +22,10 @@ export const compactionOptions = defineOptions(
   'compactInbox',
   z.strictObject({
     schema: schemaOption,
-    consumer: z.string().min(1).describe('Inbox scope (consumer name) whose rows are compacted.'),
-    projection: z
-      .string()
-      .min(1)
-      .describe(
-        'Projection whose contiguous applied version bounds each watermark (not the highest version seen, which may sit above a gap).',
-      ),
+    consumer: inboxScopeOption.describe('Inbox scope (consumer name) whose rows are compacted.'),
+    projection: projectionNameOption.describe(
+      'Projection whose contiguous applied version bounds each watermark (not the highest version seen, which may sit above a gap).',
+    ),
     olderThanMs: z
       .number()
       .int()
@@ -36,30 +34,13 @@ export const compactionOptions = defineOptions(
         'Inbox rows received longer ago than this may be compacted, in ms. Afterwards a same-id copy with other content ' +
           'looks like a duplicate, so this must exceed retryHorizonMs and quarantineReplayWindowMs.',
       ),
-    retryHorizonMs: z
-      .number()
-      .int()
-      .min(0)
-      .describe('Longest time a delivery can still come back from the broker (retry backoff, redelivery), in ms.'),
-    quarantineReplayWindowMs: z
-      .number()
-      .int()
-      .min(0)
-      .describe('How long a quarantined message may still be replayed, in ms.'),
+    retryHorizonMs: retentionFields.retryHorizonMs,
+    quarantineReplayWindowMs: retentionFields.quarantineReplayWindowMs,
     broker: brokerRetentionOption,
-    batchSize: z
-      .number()
-      .int()
-      .min(1)
-      .max(100_000)
-      .default(1_000)
-      .describe('Inbox rows per statement, each its own short transaction.'),
-    maxBatches: z
-      .number()
-      .int()
-      .min(1)
-      .optional()
-      .describe('Stop after this many batches in one call; unlimited when omitted.'),
+    batchSize: retentionFields.batchSize.describe('Inbox rows per statement, each its own short transaction.'),
+    maxBatches: retentionFields.maxBatches.describe(
+      'Stop after this many batches in one call; unlimited when omitted.',
+    ),
   }),
 );
 

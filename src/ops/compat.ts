@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { inboxScopeOption } from '../runtime/option-fields.js';
 import type { Executor } from '../db/executor.js';
 import { schemaRef } from '../runtime/identifier.js';
 import { defineOptions, schemaOption } from '../runtime/options.js';
@@ -73,10 +74,9 @@ export const unreadableOptions = defineOptions(
       .describe(
         "What the older code reads, as `converge compat` lists it: 'OrderPaid:1-2,OrderShipped:1' (',*' when a '*' handler or batchHandler takes any other type).",
       ),
-    consumer: z
-      .string()
-      .min(1)
-      .describe('Its consumer name (inbox scope): whose in-flight events and quarantine count.'),
+    consumer: inboxScopeOption.describe(
+      'Its consumer name (inbox scope): whose in-flight events and quarantine count.',
+    ),
     sample: z.number().int().min(0).max(100).default(5).describe('Ids listed per event type and version.'),
   }),
 );

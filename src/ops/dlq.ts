@@ -15,6 +15,7 @@ import {
   type ReplayOutcome,
 } from '../inbox/index.js';
 import { z } from 'zod';
+import { inboxScopeOption } from '../runtime/option-fields.js';
 import { defineOptions, schemaOption } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 import {
@@ -30,7 +31,7 @@ export const quarantineFilterOptions = defineOptions(
   'listQuarantine',
   z.strictObject({
     schema: schemaOption,
-    consumer: z.string().min(1).optional().describe('Only this consumer (inbox scope).'),
+    consumer: inboxScopeOption.optional().describe('Only this consumer (inbox scope).'),
     reason: z.string().min(1).optional().describe('Only this reason, e.g. handler-failed.'),
     eventType: z
       .string()
@@ -43,12 +44,15 @@ export const quarantineFilterOptions = defineOptions(
   }),
 );
 
+/** The id of a quarantine row, as `dlq list` shows it. */
+const quarantineIdOption = z.string().min(1);
+
 export const showQuarantinedOptions = defineOptions('showQuarantined', z.strictObject({ schema: schemaOption }));
 
 export const replayQuarantinedOptions = defineOptions(
   'replayQuarantined',
   z.strictObject({
-    id: z.string().min(1).describe('Id of the open quarantined message to replay.'),
+    id: quarantineIdOption.describe('Id of the open quarantined message to replay.'),
     queue: z
       .string()
       .min(1)
@@ -62,7 +66,7 @@ export const replayQuarantinedOptions = defineOptions(
 export const discardQuarantinedOptions = defineOptions(
   'discardQuarantined',
   z.strictObject({
-    id: z.string().min(1).describe('Id of the open quarantined message to close.'),
+    id: quarantineIdOption.describe('Id of the open quarantined message to close.'),
     reason: z
       .string()
       .refine((reason) => reason.trim() !== '', 'a discard needs a reason, which is recorded')

@@ -1,4 +1,10 @@
 import { z } from 'zod';
+import {
+  aggregateTypeOption,
+  inboxScopeOption,
+  lagBudgetsOption,
+  projectionNameOption,
+} from '../runtime/option-fields.js';
 
 import {
   amqpUrlOption,
@@ -17,7 +23,7 @@ const sourceTable = z.strictObject({
       'table or schema.table, plain lower-case identifiers',
     )
     .describe('`table` or `schema.table`, plain lower-case identifiers.'),
-  aggregateType: z.string().min(1).describe('Aggregate type of the outbox events whose version each row must match.'),
+  aggregateType: aggregateTypeOption.describe('Aggregate type of the outbox events whose version each row must match.'),
   idColumn: identifierOption.default('id').describe('Column holding the aggregate id.'),
   versionColumn: identifierOption.default('version').describe('Column holding the aggregate version.'),
   changedAtColumn: identifierOption
@@ -29,8 +35,8 @@ const sourceTable = z.strictObject({
 
 const watchedQueue = z.strictObject({
   queue: z.string().min(1).max(255).describe('Queue name.'),
-  consumer: z.string().min(1).optional().describe('Inbox scope of the consumer reading it; the queue name by default.'),
-  projection: z.string().min(1).optional().describe('A projection (in projection_state) that this consumer writes.'),
+  consumer: inboxScopeOption.optional().describe('Inbox scope of the consumer reading it; the queue name by default.'),
+  projection: projectionNameOption.optional().describe('A projection (in projection_state) that this consumer writes.'),
 });
 
 /** A business table whose rows carry the aggregate version their outbox events must match. */
@@ -38,6 +44,19 @@ export type SourceTable = z.input<typeof sourceTable>;
 /** A queue and the inbox scope (and optionally the projection) of the consumer that reads it. */
 export type WatchedQueue = z.input<typeof watchedQueue>;
 export type ResolvedSourceTable = z.output<typeof sourceTable>;
+
+/** How the pipeline is sampled: shared by readPipelineStatus and the dashboard, which samples through it. */
+export const samplingFields = {
+  queues: z.array(watchedQueue).default([]),
+  windowMs: z.number().int().min(1).default(60_000),
+  sampleMs: z.number().int().min(0),
+  stallAfterMs: z
+    .number()
+    .int()
+    .min(0)
+    .default(30_000)
+    .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
+};
 
 export const pipelineStatusOptions = defineOptions(
   'readPipelineStatus',
@@ -50,37 +69,18 @@ export const pipelineStatusOptions = defineOptions(
         .describe(
           'Business tables whose row versions are compared with the outbox (a source ahead of its events is a finding).',
         ),
-      queues: z
-        .array(watchedQueue)
-        .default([])
-        .describe('Queues whose depth, rates and consumer lag are reported; needs amqpUrl.'),
+      queues: samplingFields.queues.describe('Queues whose depth, rates and consumer lag are reported; needs amqpUrl.'),
       amqpUrl: amqpUrlOption.describe(
         "RabbitMQ URL (or a cluster's node URLs), needed to read queue depths when queues are given.",
       ),
-      windowMs: z
-        .number()
-        .int()
-        .min(1)
-        .default(60_000)
-        .describe('Window for lag percentiles and projection activity, in ms.'),
-      sampleMs: z
-        .number()
-        .int()
-        .min(0)
+      windowMs: samplingFields.windowMs.describe('Window for lag percentiles and projection activity, in ms.'),
+      sampleMs: samplingFields.sampleMs
         .default(5_000)
         .describe('Gap between the two samples rates are computed from, in ms.'),
-      stallAfterMs: z
-        .number()
-        .int()
-        .min(0)
-        .default(30_000)
-        .describe('A pending event or a missing version older than this counts as a stall, in ms.'),
-      lagBudgets: z
-        .record(z.string().min(1), z.number().int().min(1))
-        .default({})
-        .describe(
-          'Acceptable end-to-end lag (occurredAt → inbox row) in ms, by projection (one a watched queue names) or inbox scope: a p99 over it in the window is a lag-over-budget warning.',
-        ),
+      stallAfterMs: samplingFields.stallAfterMs,
+      lagBudgets: lagBudgetsOption.describe(
+        'Acceptable end-to-end lag (occurredAt → inbox row) in ms, by projection (one a watched queue names) or inbox scope: a p99 over it in the window is a lag-over-budget warning.',
+      ),
       cdcSlots: z
         .array(identifierOption)
         .default([])

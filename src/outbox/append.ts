@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { schemaNameOption } from '../runtime/option-fields.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
 import type { Executor } from '../db/executor.js';
 import { ConcurrencyConflictError, EnvelopeValidationError } from '../runtime/errors.js';
 import type { EventEnvelope, NewEvent } from '../envelope/envelope.js';
 import {
-  isEventCatalog,
+  eventCatalogOption,
   producePayload,
   type ProducedPayload,
   type EventCatalog,
@@ -24,10 +25,8 @@ export const outboxOptions = defineOptions(
   'appendToOutbox',
   z.strictObject({
     // A plain string here: the name check stays schemaRef's, so a bad name still throws InvalidIdentifierError.
-    schema: z.string().default(DEFAULT_SCHEMA).describe("Schema holding converge's tables."),
-    events: z
-      .custom<EventCatalog>(isEventCatalog, 'must be an event catalog made by defineEvents')
-      .meta({ typeName: 'EventCatalog' })
+    schema: schemaNameOption.describe("Schema holding converge's tables."),
+    events: eventCatalogOption
       .optional()
       .describe(
         'Event catalog from defineEvents: eventType must be one of its types and the payload its type; with schemas, a payload that fails its schema throws PayloadValidationError and nothing is written, fields the schema does not keep are not written, and the sensitive paths are recorded with the event.',

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { aggregateTypeOption, projectionNameOption } from '../runtime/option-fields.js';
 import type { Executor } from '../db/executor.js';
 import { runStatement } from '../db/statement.js';
 
@@ -17,8 +18,10 @@ import { projectionSql } from './sql.js';
 
 const aggregateShape = {
   schema: schemaOption,
-  projection: z.string().min(1).describe('Projection name, as the consumer applies it (projection_state.projection).'),
-  aggregateType: z.string().min(1).describe('Aggregate type of the events.'),
+  projection: projectionNameOption.describe(
+    'Projection name, as the consumer applies it (projection_state.projection).',
+  ),
+  aggregateType: aggregateTypeOption.describe('Aggregate type of the events.'),
   aggregateId: z.string().min(1).describe('Aggregate id.'),
 };
 const version = z.number().int().min(0);

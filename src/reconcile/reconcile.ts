@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
+import { aggregateTypeOption, projectionNameOption } from '../runtime/option-fields.js';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { withTransaction } from '../db/transaction.js';
 import {
@@ -69,8 +70,8 @@ export const SAMPLE_SIZE = 10;
 /** Fields reconcile and rebuildProjection share. */
 export const reconcileShape = {
   schema: schemaOption,
-  projection: z.string().min(1).describe('Projection name, as in projection_state.'),
-  aggregateType: z.string().min(1).describe('Aggregate type the projection holds.'),
+  projection: projectionNameOption.describe('Projection name, as in projection_state.'),
+  aggregateType: aggregateTypeOption.describe('Aggregate type the projection holds.'),
   source: functionOption<PagedReader>('PagedReader').describe(
     'The source of truth: id, version, deleted flag (and key fields), one consistent read per page (snapshotPages when a page takes several statements).',
   ),

@@ -1,4 +1,4 @@
-import { RabbitMqTransport } from '../transport/rabbitmq.js';
+import { rabbitMqTransportFor } from '../transport/rabbitmq.js';
 import { withinDeadline } from '../transport/socket-control.js';
 import type { Transport, TransportConnection, TransportPublisher } from '../transport/transport.js';
 import { BlockState } from './blocked.js';
@@ -33,13 +33,7 @@ export class BrokerLink {
 
   constructor(options: ResolvedRelayOptions, blockListener: BlockListener) {
     this.#options = options;
-    this.#transport =
-      options.transport ??
-      new RabbitMqTransport({
-        urls: options.amqpUrl!,
-        socketOptions: options.amqpSocketOptions,
-        logger: options.logger,
-      });
+    this.#transport = options.transport ?? rabbitMqTransportFor(options);
     this.#blockListener = blockListener;
   }
 

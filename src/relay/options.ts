@@ -9,7 +9,6 @@ import {
   connectionShape,
   defineOptions,
   functionOption,
-  loggerOption,
   amqpUrlOption,
   amqpUrlRequired,
   brokerUrls,
@@ -18,15 +17,11 @@ import {
   type OptionsOutput,
   schemaOption,
 } from '../runtime/options.js';
-import { silentLogger } from '../runtime/logger.js';
+
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
-import {
-  DEFAULT_CONFIRM_TIMEOUT_MS,
-  DEFAULT_EXCHANGE,
-  DEFAULT_MAX_ATTEMPTS,
-  DEFAULT_RECONNECT_BACKOFF,
-} from '../runtime/defaults.js';
-import { amqpSocketOptionsOption, transportOption } from '../transport/transport-option.js';
+import { DEFAULT_CONFIRM_TIMEOUT_MS, DEFAULT_MAX_ATTEMPTS } from '../runtime/defaults.js';
+import { amqpSocketOptionsOption, exchangeOption, transportOption } from '../transport/transport-option.js';
+import { handleSignalsOption, reconnectBackoffOption, silentLoggerOption } from '../runtime/option-fields.js';
 
 export interface RelayHooks {
   /**
@@ -56,35 +51,68 @@ export const routingKeyOption = z
     }
   });
 
+/**
+ * The fields both relays take, polling and CDC: one declaration, spread into each spec. The CDC
+ * relay reads its rows from a slot instead of claiming them; everything about the broker, the
+ * routing, the identity and the shell is the same.
+ */
+export const publisherShape = {
+  ...connectionShape,
+  amqpUrl: amqpUrlOption.describe(
+    "RabbitMQ URL, or a cluster's node URLs to fail over between (required unless transport is given).",
+  ),
+  transport: transportOption.describe(
+    'The broker to publish to instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
+  ),
+  amqpSocketOptions: amqpSocketOptionsOption,
+  schema: schemaOption,
+  exchange: exchangeOption.describe('Topic exchange events are published to.'),
+  declareExchange: z.boolean().default(true).describe('Declare the exchange (durable topic) on every new channel.'),
+  routingKey: routingKeyOption.describe(
+    'Template with {aggregateType} {eventType} {kind} {tenantId} {schemaVersion}, or a function of the envelope.',
+  ),
+  relayId: z
+    .string()
+    .min(1)
+    .max(200)
+    .default(() => `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`)
+    .meta({
+      description: 'Identity of this relay: written into claimed_by, shown as application_name and in logs.',
+      defaultText: 'host:pid:random',
+    }),
+  confirmTimeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .default(DEFAULT_CONFIRM_TIMEOUT_MS)
+    .describe(
+      'How long to wait for a broker confirm before the publish counts as failed, in ms (the CDC relay then restarts its stream); the clock stands still while the broker blocks the connection (resource alarm).',
+    ),
+  standbyRetryMs: z
+    .number()
+    .int()
+    .min(10)
+    .default(1_000)
+    .describe(
+      'How often a standby tries to take over, in ms: the relay lock with claim exclusive, the slot for the CDC relay.',
+    ),
+  backoff: backoffOption(DEFAULT_BACKOFF).describe(
+    'Retry schedule for an event the broker did not take (the CDC relay restarts its stream after it).',
+  ),
+  reconnectBackoff: reconnectBackoffOption,
+  logger: silentLoggerOption,
+  handleSignals: handleSignalsOption,
+};
+
+/** Either a broker URL or a transport; both relays refine their spec with it. */
+export const brokerRequired = (o: { amqpUrl?: unknown; transport?: unknown }): boolean =>
+  o.amqpUrl !== undefined || o.transport !== undefined;
+
 export const relayOptions = defineOptions(
   'Relay',
   z
     .strictObject({
-      ...connectionShape,
-      amqpUrl: amqpUrlOption.describe(
-        "RabbitMQ URL, or a cluster's node URLs to fail over between (required unless transport is given).",
-      ),
-      transport: transportOption.describe(
-        'The broker to publish to instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests (docs/transports.md). amqpUrl and amqpSocketOptions are then not used.',
-      ),
-      amqpSocketOptions: amqpSocketOptionsOption,
-      schema: schemaOption,
-      exchange: z
-        .string()
-        .min(1)
-        .max(255)
-        .default(DEFAULT_EXCHANGE)
-        .describe('Topic exchange events are published to.'),
-      declareExchange: z.boolean().default(true).describe('Declare the exchange (durable topic) on every new channel.'),
-      routingKey: routingKeyOption.describe(
-        'Template with {aggregateType} {eventType} {kind} {tenantId} {schemaVersion}, or a function of the envelope.',
-      ),
-      relayId: z
-        .string()
-        .min(1)
-        .max(200)
-        .default(() => `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`)
-        .meta({ description: 'Identity written into claimed_by.', defaultText: 'host:pid:random' }),
+      ...publisherShape,
       batchSize: z.number().int().min(1).max(10_000).default(500).describe('Rows claimed per cycle.'),
       concurrency: z
         .number()
@@ -103,12 +131,6 @@ export const relayOptions = defineOptions(
         .describe(
           'How rows are claimed. lease: any number of relays share the outbox, each claim written into the row with a lease. exclusive: one relay per schema publishes, holding a session advisory lock, and claims by reading (one row write per event instead of two); others wait as standbys and take over when its connection ends (docs/relay.md).',
         ),
-      standbyRetryMs: z
-        .number()
-        .int()
-        .min(10)
-        .default(1_000)
-        .describe('With claim exclusive: how often a standby tries to take the lock, in ms.'),
       leaseMs: z
         .number()
         .int()
@@ -123,14 +145,6 @@ export const relayOptions = defineOptions(
         .min(1)
         .default(250)
         .describe('Sleep after an empty claim, in ms; with listen a NOTIFY cuts it short.'),
-      confirmTimeoutMs: z
-        .number()
-        .int()
-        .min(1)
-        .default(DEFAULT_CONFIRM_TIMEOUT_MS)
-        .describe(
-          'How long to wait for a broker confirm before treating the publish as failed, in ms; the clock stands still while the broker blocks the connection (resource alarm).',
-        ),
       maxAttempts: z
         .number()
         .int()
@@ -139,14 +153,6 @@ export const relayOptions = defineOptions(
         .describe(
           'Returns (unroutable publishes) after which an event is marked failed (kept, never deleted); nacks and lost confirms never fail it.',
         ),
-      backoff: backoffOption(DEFAULT_BACKOFF).describe('Retry schedule for events the broker did not take.'),
-      reconnectBackoff: backoffOption(DEFAULT_RECONNECT_BACKOFF).describe(
-        'Delay schedule for reconnecting to RabbitMQ / PostgreSQL after losing them.',
-      ),
-      logger: loggerOption
-        .default(silentLogger)
-        .meta({ description: 'Where to log; silent unless given.', defaultText: 'silent' }),
-      handleSignals: z.boolean().default(false).describe('Stop gracefully on SIGTERM and SIGINT.'),
       hooks: z
         .strictObject({
           afterConfirm: functionOption<NonNullable<RelayHooks['afterConfirm']>>('(eventIds) => void | Promise<void>')
@@ -157,7 +163,7 @@ export const relayOptions = defineOptions(
         .describe('Fault-injection hooks.'),
     })
     .refine(requireConnection, connectionRequired())
-    .refine((o) => o.amqpUrl !== undefined || o.transport !== undefined, amqpUrlRequired())
+    .refine(brokerRequired, amqpUrlRequired())
     // An exclusive relay's lock session is idle at most a poll or a confirm wait; longer means it is gone.
     .refine((o) => o.claim !== 'exclusive' || o.leaseMs > Math.max(o.pollIntervalMs, o.confirmTimeoutMs), {
       message: 'with claim exclusive, leaseMs must exceed pollIntervalMs and confirmTimeoutMs',

@@ -7,6 +7,7 @@ import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION } from './migrations.js';
 import { migrateSql } from './sql.js';
 import { z } from 'zod';
+import { schemaNameOption } from '../runtime/option-fields.js';
 import { defineOptions, parseOptions, poolOption } from '../runtime/options.js';
 
 const migrateTarget = z.union([poolOption, z.string().min(1)], {
@@ -17,7 +18,7 @@ export const migrateOptions = defineOptions(
   'migrate',
   z.strictObject({
     // Checked by schemaRef() below, which names the option in an InvalidIdentifierError.
-    schema: z.string().default(DEFAULT_SCHEMA).describe("Schema to create or upgrade converge's tables in."),
+    schema: schemaNameOption.describe("Schema to create or upgrade converge's tables in."),
   }),
 );
 

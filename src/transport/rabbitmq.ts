@@ -1,6 +1,7 @@
 import type amqp from 'amqplib';
 import type { ConsumeMessage } from 'amqplib';
 import { describeError, silentLogger, type Logger } from '../runtime/logger.js';
+import { ConfigError } from '../runtime/errors.js';
 import { BrokerAddresses } from './broker-addresses.js';
 import { headerRejectionOf } from './header-guard.js';
 import { brokerFailure, openConnection, type AmqpSocketOptions } from './connection.js';
@@ -208,4 +209,21 @@ function settleQuietly(settle: () => void): void {
   } catch {
     // see above
   }
+}
+
+/**
+ * The RabbitMQ transport an engine's resolved options describe (relays and consumer alike), for
+ * when they name no other transport. Their options refuse to resolve without amqpUrl then.
+ */
+export function rabbitMqTransportFor(options: {
+  amqpUrl?: readonly string[] | undefined;
+  amqpSocketOptions: AmqpSocketOptions;
+  logger: Logger;
+}): RabbitMqTransport {
+  if (options.amqpUrl === undefined) throw new ConfigError('amqpUrl', 'is required unless transport is given');
+  return new RabbitMqTransport({
+    urls: options.amqpUrl,
+    socketOptions: options.amqpSocketOptions,
+    logger: options.logger,
+  });
 }

@@ -3,10 +3,17 @@ import type amqp from 'amqplib';
 import { z } from 'zod';
 import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
-import { DEFAULT_EXCHANGE } from '../runtime/defaults.js';
+
 import { PARTITION_PROPERTY } from './wire.js';
 import {
-  DEFAULT_DELIVERY_LIMIT,
+  bindingsOption,
+  deliveryLimitOption,
+  exchangeOption,
+  partitionsOption,
+  queueNameOption,
+  queueTypeOption,
+} from './transport-option.js';
+import {
   deadQueueName,
   queueSetArguments,
   retryQueueName,
@@ -28,21 +35,11 @@ export interface PartitionedTopology {
 export const partitionedTopologyOptions = defineOptions(
   'declarePartitionedTopology',
   z.strictObject({
-    exchange: z.string().min(1).max(255).default(DEFAULT_EXCHANGE).describe('Topic exchange the relay publishes to.'),
-    queuePrefix: z
-      .string()
-      .min(1)
-      .max(200)
-      .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : - only')
-      .describe('Partition queues are named `<queuePrefix>.p0` … `<queuePrefix>.p<N-1>`.'),
-    partitions: z.number().int().min(1).max(1024).describe('Number of partition queues.'),
-    bindings: z
-      .array(z.string().min(1).max(255))
-      .min(1)
-      .default(['#'])
-      .describe('Topic patterns this consumer group receives.'),
-    queueType: z
-      .enum(['quorum', 'classic'])
+    exchange: exchangeOption.describe('Topic exchange the relay publishes to.'),
+    queuePrefix: queueNameOption.describe('Partition queues are named `<queuePrefix>.p0` … `<queuePrefix>.p<N-1>`.'),
+    partitions: partitionsOption.describe('Number of partition queues.'),
+    bindings: bindingsOption.describe('Topic patterns this consumer group receives.'),
+    queueType: queueTypeOption
       .default('quorum')
       .describe(
         'Partition queue type. quorum is replicated on a cluster and the only safe single-active-consumer choice on ' +
@@ -50,14 +47,9 @@ export const partitionedTopologyOptions = defineOptions(
           'quorum partitions get a delivery limit, a quorum `.retry` and a `.dead` queue (see the Consumer options ' +
           'queueType and deliveryLimit); start their consumers with the same queueType.',
       ),
-    deliveryLimit: z
-      .number()
-      .int()
-      .min(1)
-      .default(DEFAULT_DELIVERY_LIMIT)
-      .describe(
-        'With quorum: returns of one message (nack, lost channel) before the broker dead-letters it into `<partition>.dead`.',
-      ),
+    deliveryLimit: deliveryLimitOption.describe(
+      'With quorum: returns of one message (nack, lost channel) before the broker dead-letters it into `<partition>.dead`.',
+    ),
     retryTiersMs: retryTiersOption.describe(
       "Delays of each partition's retry tiers `<partition>.retry.<delay>`, in ms; start the partitions' consumers with the same retryTiersMs.",
     ),

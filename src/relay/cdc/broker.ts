@@ -1,6 +1,6 @@
-import { RabbitMqTransport } from '../../transport/rabbitmq.js';
+import { rabbitMqTransportFor } from '../../transport/rabbitmq.js';
 import { withinDeadline } from '../../transport/socket-control.js';
-import type { TransportConnection, TransportPublisher } from '../../transport/transport.js';
+import type { Transport, TransportConnection, TransportPublisher } from '../../transport/transport.js';
 import type { ResolvedCdcRelayOptions } from './options.js';
 
 /**
@@ -10,15 +10,11 @@ import type { ResolvedCdcRelayOptions } from './options.js';
  */
 export class CdcBroker {
   readonly #options: ResolvedCdcRelayOptions;
-  readonly #transport: RabbitMqTransport;
+  readonly #transport: Transport;
 
   constructor(options: ResolvedCdcRelayOptions) {
     this.#options = options;
-    this.#transport = new RabbitMqTransport({
-      urls: options.amqpUrl,
-      socketOptions: options.amqpSocketOptions,
-      logger: options.logger,
-    });
+    this.#transport = options.transport ?? rabbitMqTransportFor(options);
   }
 
   /** Opens a session's channel; a failure is thrown typed, naming RabbitMQ and host:port. */
