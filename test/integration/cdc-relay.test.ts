@@ -11,6 +11,7 @@ import {
 } from '../../src/index.js';
 import { parseLsn } from '../../src/relay/cdc/lsn.js';
 import client from 'prom-client';
+import { createInProcessTransport } from '../../src/index.js';
 import { instrumentCdcRelay } from '../../src/metrics/index.js';
 import { AMQP_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, withNonLogicalSchema, type CdcRig } from '../support/cdc-fixture.js';
@@ -254,5 +255,43 @@ test('on a server without wal_level=logical, ready() rejects with WalLevelNotLog
     } finally {
       await relay.stop();
     }
+  });
+});
+
+test('the CDC relay publishes through a transport it is given (in-process): the broker link is the polling relay’s seam', async () => {
+  await withCdcRig(async (rig) => {
+    await rig.createSlot();
+    const transport = createInProcessTransport();
+    const connection = await transport.connect({
+      name: 'cdc-in-process-test',
+      signal: new AbortController().signal,
+      onClose: () => undefined,
+    });
+    const queue = uniqueName('cvt_cdc_ip');
+    await connection.declareQueues({
+      queue,
+      retryQueue: `${queue}.retry`,
+      deadQueue: null,
+      exchange: rig.exchange,
+      bindings: ['#'],
+      queueType: 'classic',
+      deliveryLimit: 20,
+    });
+    const received: string[] = [];
+    await connection.subscribe(queue, (d) => void received.push(d.properties.messageId ?? ''), { prefetch: 100 });
+    // No amqpUrl: a RabbitMQ connection would be a failure of the test, not a fallback.
+    const relay = rig.started({ amqpUrl: undefined, transport });
+    await relay.ready({ timeoutMs: 20_000 });
+    const ids = await rig.append(orderEvent('ip-1', 1), orderEvent('ip-1', 2));
+    await waitFor(() => received.length === 2, 'both events through the in-process transport');
+    assert.deepEqual(received, ids);
+    await waitFor(async () => {
+      const { rows } = await rig.pool.query<{ status: string }>(
+        `SELECT status FROM "${rig.schema}".outbox WHERE event_id = ANY($1)`,
+        [ids],
+      );
+      return rows.length === 2 && rows.every((r) => r.status === 'published');
+    }, 'both rows marked published');
+    await connection.close();
   });
 });
