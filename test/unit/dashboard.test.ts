@@ -6,6 +6,18 @@ import { Ring } from '../../src/dashboard/history.js';
 import { hostMatcher, isJson, sameOrigin, tokenMatches } from '../../src/dashboard/guard.js';
 import { ASSETS } from '../../src/dashboard/assets/index.js';
 import { BUNDLE_MODULE, renderBundleModule } from '../../scripts/dashboard/build.js';
+import type { HistoryPoint } from '../../src/dashboard/history.js';
+import type * as Page from '../../src/dashboard/client/types.js';
+import type { PipelineStatus, QuarantineSummary } from '../../src/ops/index.js';
+
+// The page declares its own view of the API (its program cannot import server modules); these
+// assignments make tsc hold that view to what the server sends, after JSON turns Dates into strings.
+export const statusView = (status: PipelineStatus): Page.PipelineStatus => status;
+export const historyView = (point: HistoryPoint): Page.HistoryPoint => point;
+export const quarantineView = (row: QuarantineSummary): Page.QuarantineRow => ({
+  ...row,
+  resolvedAt: row.resolvedAt?.toISOString() ?? null,
+});
 
 const req = (headers: http.IncomingHttpHeaders) => ({ headers }) as http.IncomingMessage;
 

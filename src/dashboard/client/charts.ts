@@ -8,13 +8,9 @@ import type { HistoryPoint } from './types.js';
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const COLORS = ['#2563eb', '#db2777', '#059669', '#d97706', '#7c3aed', '#0891b2'];
 const FAILED_COLOR = '#b91c1c';
-/** The viewBox of index.html's charts and the margins around the plot. */
-const W = 640;
-const H = 220;
-const L = 48;
-const R = 12;
-const T = 10;
-const B = 26;
+/** The viewBox of index.html's charts (width, height) and the plot's margins (left, right, top, bottom). */
+const [W, H] = [640, 220];
+const [L, R, T, B] = [48, 12, 10, 26];
 
 interface Series {
   legend?: string;
