@@ -44,4 +44,23 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     rules: { 'max-lines': ['error', { max: 350, skipBlankLines: false, skipComments: false }] },
   },
+  {
+    // The dashboard's browser code (its own tsconfig, DOM types, bundled by scripts/dashboard/build.ts):
+    // data reaches the page as text only, and the program imports nothing outside its folder.
+    files: ['src/dashboard/client/**/*.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        ...['innerHTML', 'outerHTML', 'insertAdjacentHTML'].map((property) => ({
+          property,
+          message: 'Set textContent: no data from the API may become markup.',
+        })),
+        { object: 'document', property: 'write', message: 'Set textContent: no data may become markup.' },
+      ],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../*', 'node:*'], message: 'Browser code imports its own folder only.' }] },
+      ],
+    },
+  },
 );

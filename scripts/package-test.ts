@@ -43,7 +43,16 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = join(ROOT, 'node_modules', '.bin');
 /** What the tarball may hold, and what it must. Tests, bench, sources and configs stay home. */
 const SHIPPED = /^(dist\/.+\.(js|d\.ts|js\.map)|bin\/converge\.js|package\.json|README\.md|LICENSE|CHANGELOG\.md)$/;
-const REQUIRED = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'bin/converge.js', 'dist/index.js'];
+const REQUIRED = [
+  'package.json',
+  'README.md',
+  'LICENSE',
+  'CHANGELOG.md',
+  'bin/converge.js',
+  'dist/index.js',
+  // The dashboard's page, script and stylesheet, bundled by scripts/dashboard/build.ts.
+  'dist/dashboard/assets/bundle.js',
+];
 
 /**
  * Node 22.12.0 (and 23.0-23.4) flag require() of ESM as experimental once per process; 20.19+ and

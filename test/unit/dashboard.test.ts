@@ -1,9 +1,23 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import type http from 'node:http';
 import { describe, test } from 'node:test';
 import { Ring } from '../../src/dashboard/history.js';
 import { hostMatcher, isJson, sameOrigin, tokenMatches } from '../../src/dashboard/guard.js';
 import { ASSETS } from '../../src/dashboard/assets/index.js';
+import { BUNDLE_MODULE, renderBundleModule } from '../../scripts/dashboard/build.js';
+import type { HistoryPoint } from '../../src/dashboard/history.js';
+import type * as Page from '../../src/dashboard/client/types.js';
+import type { PipelineStatus, QuarantineSummary } from '../../src/ops/index.js';
+
+// The page declares its own view of the API (its program cannot import server modules); these
+// assignments make tsc hold that view to what the server sends, after JSON turns Dates into strings.
+export const statusView = (status: PipelineStatus): Page.PipelineStatus => status;
+export const historyView = (point: HistoryPoint): Page.HistoryPoint => point;
+export const quarantineView = (row: QuarantineSummary): Page.QuarantineRow => ({
+  ...row,
+  resolvedAt: row.resolvedAt?.toISOString() ?? null,
+});
 
 const req = (headers: http.IncomingHttpHeaders) => ({ headers }) as http.IncomingMessage;
 
@@ -66,5 +80,11 @@ describe('dashboard assets', () => {
     for (const src of page.matchAll(/(?:src|href)="([^"]+)"/g)) assert.ok(ASSETS[src[1]!], `${src[1]} is served`);
     assert.doesNotMatch(page, /<script>|<style|style="/);
     assert.doesNotMatch(ASSETS['/assets/app.js']!.body, /innerHTML|eval\(|new Function/);
+  });
+
+  test('the committed bundle.ts is what src/dashboard/client bundles to (else: npm run dashboard:build)', async () => {
+    assert.equal(readFileSync(BUNDLE_MODULE, 'utf8'), await renderBundleModule());
+    // One classic script: no module syntax left for the browser to choke on.
+    assert.doesNotMatch(ASSETS['/assets/app.js']!.body, /^\s*(import|export)\s/m);
   });
 });

@@ -1,10 +1,9 @@
 /**
- * The page and its assets, embedded as strings: the package ships them inside dist/ with the
- * compiled code, with no build step of their own and nothing loaded from a CDN.
+ * The page and its assets, served from memory: bundle.ts holds them as strings, generated from
+ * src/dashboard/client/ (scripts/dashboard/build.ts), so the package ships them inside dist/
+ * with the compiled code and nothing is loaded from a CDN.
  */
-import { ICON_SVG, PAGE_HTML } from './page.js';
-import { APP_JS } from './script.js';
-import { APP_CSS } from './style.js';
+import { APP_CSS, APP_JS, ICON_SVG, PAGE_HTML } from './bundle.js';
 
 export interface Asset {
   type: string;
