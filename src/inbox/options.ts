@@ -4,6 +4,7 @@ import { eventCatalogOption, type EventCatalog, type UntypedEvents } from '../en
 import {
   amqpUrlOption,
   amqpUrlRequired,
+  brokerRequired,
   brokerUrls,
   backoffOption,
   connectionRequired,
@@ -228,7 +229,7 @@ export const consumerOptions = defineOptions(
     })
     .refine(oneHandlerKind, handlerRequired())
     .refine(requireConnection, connectionRequired())
-    .refine((o) => o.amqpUrl !== undefined || o.transport !== undefined, amqpUrlRequired())
+    .refine(brokerRequired, amqpUrlRequired())
     .transform((o) => ({
       ...withHandlers(o),
       amqpUrl: o.amqpUrl === undefined ? undefined : brokerUrls(o.amqpUrl),

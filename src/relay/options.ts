@@ -11,6 +11,7 @@ import {
   functionOption,
   amqpUrlOption,
   amqpUrlRequired,
+  brokerRequired,
   brokerUrls,
   requireConnection,
   type OptionsInput,
@@ -103,10 +104,6 @@ export const publisherShape = {
   logger: silentLoggerOption,
   handleSignals: handleSignalsOption,
 };
-
-/** Either a broker URL or a transport; both relays refine their spec with it. */
-export const brokerRequired = (o: { amqpUrl?: unknown; transport?: unknown }): boolean =>
-  o.amqpUrl !== undefined || o.transport !== undefined;
 
 export const relayOptions = defineOptions(
   'Relay',

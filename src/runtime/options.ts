@@ -204,6 +204,10 @@ export function brokerUrls(value: string | readonly string[]): readonly string[]
   return typeof value === 'string' ? [value] : value;
 }
 
+/** A relay or consumer needs a broker: a RabbitMQ URL or a transport of its own. */
+export const brokerRequired = (o: { amqpUrl?: unknown; transport?: unknown }): boolean =>
+  o.amqpUrl !== undefined || o.transport !== undefined;
+
 /** Like connectionRequired, for the RabbitMQ URL of a relay or consumer. */
 export const amqpUrlRequired = (message = 'amqpUrl is required (the library reads no environment)') => ({
   message,

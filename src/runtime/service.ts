@@ -60,10 +60,6 @@ export class Service {
     return this.#fatal;
   }
 
-  get started(): boolean {
-    return this.#loop !== undefined;
-  }
-
   /**
    * Repeats `step` in the background until stop(); later calls do nothing. A step that throws is
    * judged (attemptFailed) and, unless that was fatal, the next one waits the reconnect backoff;

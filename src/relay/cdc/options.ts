@@ -2,6 +2,7 @@ import { z } from 'zod';
 
 import {
   amqpUrlRequired,
+  brokerRequired,
   brokerUrls,
   connectionRequired,
   defineOptions,
@@ -12,7 +13,7 @@ import {
   type OptionsOutput,
 } from '../../runtime/options.js';
 
-import { brokerRequired, publisherShape } from '../options.js';
+import { publisherShape } from '../options.js';
 
 /** Slot and publication a CDC relay uses unless told otherwise. */
 export const DEFAULT_CDC_SLOT = 'converge_cdc';
