@@ -18,9 +18,9 @@ const LAYERS = [
   ['reconcile'],
   ['ops'],
   ['metrics'],
-  ['dashboard'],
+  ['dashboard', 'converge'],
   ['cli'],
-  ['index', 'testing', 'adapters'],
+  ['index', 'errors', 'internal', 'adapters'],
 ];
 
 /**
@@ -39,9 +39,11 @@ const FACADES = {
   ops: ['gauges', 'compat', 'pipeline-options'],
   metrics: [],
   dashboard: [],
+  converge: [],
 };
 
-const pathOf = (name) => (name === 'index' ? '^src/index\\.ts$' : `^src/${name}/`);
+/** The package root and `converge-events/errors` are single files; every other name is a folder. */
+const pathOf = (name) => (['index', 'errors'].includes(name) ? `^src/${name}\\.ts$` : `^src/${name}/`);
 
 /** One rule per "may not import" relation, so a violation names both ends. */
 function layerRules() {

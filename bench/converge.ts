@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { appendManyToOutbox, appendToOutbox, type NewEvent } from '../src/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/internal/index.js';
 import { quoteIdentifier } from '../src/runtime/identifier.js';
 import { Worker, type WorkerResult } from './child.js';
 import { brokerNames, checkpoint, DATABASE_URL, TimeoutError, type BenchContext } from './env.js';

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type amqp from 'amqplib';
 import type pg from 'pg';
 import type { EventEnvelope } from '../src/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/internal/index.js';
 import { brokerNames, declareSink, withTimeout, type BenchContext } from './env.js';
 import { eventAt } from './measure.js';
 import { rate } from './stats.js';

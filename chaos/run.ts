@@ -19,7 +19,7 @@ import {
   routingKeyFromTemplate,
   DEFAULT_ROUTING_KEY,
   type OutboxEnvelopeRow,
-} from '../src/testing/index.js';
+} from '../src/internal/index.js';
 import {
   DEFAULT_DELIVERY_LIMIT,
   DEFAULT_RETRY_TIERS_MS,

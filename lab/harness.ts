@@ -24,7 +24,7 @@ import {
   type TransportDelivery,
   type TransportPublisher,
 } from '../src/index.js';
-import { encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
+import { encodeMessage, routingKeyFromTemplate } from '../src/internal/index.js';
 import { DEFAULT_RETRY_TIERS_MS, retryTiers } from '../src/transport/queue-arguments.js';
 import { labTransportKind, openLabBroker, type LabTransportKind } from './broker.js';
 

@@ -4,8 +4,6 @@
  * returns what it checked; a failed check throws.
  */
 import {
-  ConcurrencyConflictError,
-  ContentConflictError,
   Relay,
   repairFromSnapshot,
   silentLogger,
@@ -13,7 +11,8 @@ import {
   withTransaction,
   type Settlement,
 } from '../src/index.js';
-import { DeliveryProcessor } from '../src/testing/index.js';
+import { ConcurrencyConflictError, ContentConflictError } from '../src/errors.js';
+import { DeliveryProcessor } from '../src/internal/index.js';
 import {
   PROJECTION,
   addToOrder,

@@ -44,7 +44,7 @@ export const TYPES_TS = `\
 import { withTransaction, type ConsumerOptions, type HandlerContext, type RelayOptions } from 'converge-events';
 import { readStatus } from 'converge-events/ops';
 import { serveRelayMetrics } from 'converge-events/metrics';
-import { upcast } from 'converge-events/testing';
+import { upcast } from 'converge-events/internal';
 import type pg from 'pg';
 
 type IsAny<T> = 0 extends 1 & T ? true : false;
@@ -80,19 +80,21 @@ export const REQUIRE_CTS = `\
 import converge = require('converge-events');
 import ops = require('converge-events/ops');
 import metrics = require('converge-events/metrics');
-import testing = require('converge-events/testing');
+import errors = require('converge-events/errors');
+import internal = require('converge-events/internal');
 
 const entries: Array<[string, unknown]> = [
   ['converge-events', converge.startConsumer],
   ['converge-events/ops', ops.readStatus],
   ['converge-events/metrics', metrics.serveRelayMetrics],
-  ['converge-events/testing', testing.upcast],
+  ['converge-events/errors', errors.ConfigError],
+  ['converge-events/internal', internal.upcast],
 ];
 for (const [entry, value] of entries) {
   if (typeof value !== 'function') throw new Error(\`require('\${entry}') did not return its exports\`);
 }
-const error: converge.ConvergeError = new converge.ConfigError('schema', 'example');
-if (!(error instanceof converge.ConvergeError)) throw new Error('error classes lost their prototype chain');
+const error: errors.ConvergeError = new errors.ConfigError('schema', 'example');
+if (!(error instanceof errors.ConvergeError)) throw new Error('error classes lost their prototype chain');
 if (!converge.migrationSql('cjs_check').includes('"cjs_check".outbox')) throw new Error('migrationSql returned no DDL');
 console.log('require ok: ' + entries.map(([entry]) => entry).join(', '));
 `;
@@ -106,12 +108,9 @@ export const SAMPLE_TS = `\
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import {
-  appendToOutbox,
-  applyIncrement,
+  createConverge,
   defineEvents,
   readProjectionState,
-  startConsumer,
-  startRelay,
   withTransaction,
   type EventOf,
   type HandlerContext,
@@ -133,35 +132,31 @@ const readModel = \`"\${schema}".order_totals\`;
 
 const pool = new pg.Pool({ connectionString, max: 10 });
 await pool.query(\`CREATE TABLE \${readModel} (id text PRIMARY KEY, amount integer NOT NULL)\`);
+// The front door: what the installation shares, given once.
+const converge = createConverge({ pool, amqpUrl, schema, exchange: name, events: orderEvents });
 
 // Write: the event commits with the business change, on the same transaction.
 await withTransaction(pool, async (tx) => {
-  await appendToOutbox(
-    tx,
-    { aggregateType: 'order', aggregateId: 'o-1', aggregateVersion: 1, eventType: 'AmountAdded', payload: { delta: 10 } },
-    { schema, events: orderEvents },
-  );
+  await converge.append(tx, {
+    aggregateType: 'order',
+    aggregateId: 'o-1',
+    aggregateVersion: 1,
+    eventType: 'AmountAdded',
+    payload: { delta: 10 },
+  });
 });
 
 // Consume into a projection. Started first, so its queue is bound before anything is published.
-async function addAmount(event: EventOf<typeof orderEvents, 'AmountAdded'>, { tx, schema }: HandlerContext): Promise<void> {
-  await applyIncrement(tx, { projection: 'order_totals', event, schema }, () =>
-    tx.query(
+async function addAmount(event: EventOf<typeof orderEvents, 'AmountAdded'>, ctx: HandlerContext): Promise<void> {
+  await ctx.applyIncrement({ projection: 'order_totals', event }, () =>
+    ctx.tx.query(
       \`INSERT INTO \${readModel} (id, amount) VALUES ($1, $2)
        ON CONFLICT (id) DO UPDATE SET amount = order_totals.amount + EXCLUDED.amount\`,
       [event.aggregateId, event.payload.delta],
     ),
   );
 }
-const consumer = startConsumer({
-  pool,
-  amqpUrl,
-  schema,
-  exchange: name,
-  queue: name,
-  events: orderEvents,
-  handlers: { AmountAdded: addAmount },
-});
+const consumer = converge.startConsumer({ queue: name, handlers: { AmountAdded: addAmount } });
 const settled = new Promise<Settlement>((resolve, reject) => {
   consumer.once('settled', resolve);
   consumer.on('error', reject);
@@ -169,10 +164,9 @@ const settled = new Promise<Settlement>((resolve, reject) => {
 await consumer.ready();
 
 // Relay: publish with confirms, mark published.
-const relay = startRelay({ pool, amqpUrl, schema, exchange: name });
+converge.startRelay();
 const settlement = await settled;
-await relay.stop();
-await consumer.stop();
+await converge.close(); // stops the relay and the consumer; the pool stays ours
 
 try {
   assert.deepEqual({ action: settlement.action, outcome: 'outcome' in settlement ? settlement.outcome : undefined }, {

@@ -20,7 +20,7 @@ import {
   type Consumer,
   type Relay,
 } from '../src/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/testing/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../src/internal/index.js';
 import {
   AMQP_URL,
   DATABASE_URL,

@@ -1,10 +1,21 @@
 /**
- * The package root: what the guide (README) documents for services that write, relay and consume
- * events. Operator tools live in `converge/ops` (src/ops/index.ts), prom-client instruments in
- * `converge/metrics` (src/metrics/index.ts, so this entry never loads prom-client), and helpers
- * for tests and tools in `converge/testing` (src/testing/index.ts). test/exports.test.ts pins the
- * runtime names of every entry point: adding or removing one is a visible decision.
+ * The package root: the front door (`createConverge`) and the free functions behind it, for
+ * services that write, relay and consume events (README, docs/). Error classes are in
+ * `converge-events/errors` (src/errors.ts), operator tools in `converge-events/ops`, prom-client
+ * instruments in `converge-events/metrics` (so this entry never loads prom-client), and the unstable
+ * pieces of the pipeline in `converge-events/internal`. test/unit/exports.test.ts pins the runtime
+ * names of every entry point, each with the page that documents it.
  */
+
+// The front door: one installation, its options given once (docs/front-door.md)
+export { createConverge, Converge } from './converge/index.js';
+export type {
+  ConvergeOptions,
+  RelayOwnOptions,
+  CdcRelayOwnOptions,
+  ConsumerOwnOptions,
+  ReconcileOwnOptions,
+} from './converge/index.js';
 
 // Events
 export type { EventEnvelope, EventKind, NewEvent } from './envelope/envelope.js';
@@ -45,6 +56,7 @@ export type {
   EventHandlers,
   BatchHandler,
   HandlerContext,
+  BoundProjection,
   Settlement,
   DrainedEvent,
   ReorderBufferLimits,
@@ -62,7 +74,8 @@ export { declarePartitionedTopology } from './transport/topology.js';
 export type { PartitionedTopology, PartitionedTopologyOptions } from './transport/topology.js';
 
 // Transports: RabbitMQ by default; in-process for development and tests, NOT a broker (docs/transports.md)
-export { createInProcessTransport, InProcessTransport } from './transport/in-process.js';
+export { createInProcessTransport } from './transport/in-process.js';
+export type { InProcessTransport } from './transport/in-process.js';
 export { RabbitMqTransport } from './transport/rabbitmq.js';
 export type { RabbitMqTransportOptions } from './transport/rabbitmq.js';
 export type {
@@ -137,38 +150,3 @@ export type {
 export { silentLogger } from './runtime/logger.js';
 export type { Logger } from './runtime/logger.js';
 export type { BackoffPolicy } from './runtime/backoff.js';
-
-// Errors: every code is documented in docs/reference/errors.md
-export {
-  ConvergeError,
-  ConfigError,
-  InvalidIdentifierError,
-  EnvelopeValidationError,
-  MalformedBodyError,
-  BodyTooLargeError,
-  ConcurrencyConflictError,
-  ContentConflictError,
-  VersionGapError,
-  StaleVersionError,
-  PublishError,
-  SchemaTooNewError,
-  PermanentError,
-  TransientError,
-  UnsupportedSchemaVersionError,
-  IncompatibleSchemaVersionError,
-  QuarantineNotFoundError,
-  QuarantineResolvedError,
-  BrokerPluginMissingError,
-  PayloadValidationError,
-  NoRowsWrittenError,
-  ConnectionConfigError,
-  ServiceUnavailableError,
-  CommitRolledBackError,
-  SchemaNotMigratedError,
-  WalLevelNotLogicalError,
-  ReadyTimeoutError,
-  AdapterError,
-  FreshnessTimeoutError,
-} from './runtime/errors.js';
-export type { AggregateKey, ConfigProblem, ConvergeErrorCode, PublishFailure, WrittenFor } from './runtime/errors.js';
-export type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './runtime/errors.js';

@@ -4,7 +4,8 @@
  * projection versions of the whole batch, and one set-based upsert adds the deltas to the
  * read model, all in the consumer's one transaction per batch.
  */
-import { applyIncrements, ConfigError, Consumer, silentLogger, type ConsumerOptions } from '../../src/index.js';
+import { applyIncrements, Consumer, silentLogger, type ConsumerOptions } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { quoteIdentifier } from '../../src/runtime/identifier.js';
 import { reportError, runWorker, type BaseConfig } from './ipc.js';
 

@@ -1,5 +1,6 @@
 /** converge's Relay in its own process, through the public API only. */
-import { ConfigError, Relay, silentLogger, type RelayOptions } from '../../src/index.js';
+import { Relay, silentLogger, type RelayOptions } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { reportError, runWorker, type BaseConfig } from './ipc.js';
 
 export interface RelayWorkerConfig extends BaseConfig {

@@ -10,13 +10,8 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
-import {
-  ConcurrencyConflictError,
-  appendManyToOutbox,
-  updateExactlyOne,
-  withTransaction,
-  type Executor,
-} from '../../src/index.js';
+import { appendManyToOutbox, updateExactlyOne, withTransaction, type Executor } from '../../src/index.js';
+import { ConcurrencyConflictError } from '../../src/errors.js';
 import { STATUSES, orderEvents, table, type Status } from './store.js';
 
 class HttpError extends Error {

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { OptionsSpec } from '../../src/runtime/options.js';
 import { relayOptions } from '../../src/relay/options.js';
+import { convergeOptions } from '../../src/converge/options.js';
 import { cdcRelayOptions } from '../../src/relay/cdc/options.js';
 import { consumerOptions, processorOptions } from '../../src/inbox/options.js';
 import { partitionedConsumerOptions } from '../../src/inbox/partitioned.js';
@@ -46,12 +47,17 @@ export const OPTIONS_DOC = fileURLToPath(new URL('../../docs/reference/options.m
  * tools (inspect, DLQ, retention, repair), then metrics. Each entry is the spec, the call it configures and an optional note.
  */
 export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: string][] = [
+  [
+    convergeOptions,
+    'createConverge(options)',
+    'What one installation shares; what it starts inherits these and may not set them again (docs/front-door.md).',
+  ],
   [outboxOptions, 'appendToOutbox(executor, event, options) / appendManyToOutbox(executor, events, options)'],
   [defineEventsOptions, 'defineEvents(schemas, options)'],
   [relayOptions, 'new Relay(options) / startRelay(options)'],
   [cdcRelayOptions, 'new CdcRelay(options) / startCdcRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
-  [processorOptions, "new DeliveryProcessor(options) (from 'converge-events/testing')"],
+  [processorOptions, "new DeliveryProcessor(options) (from 'converge-events/internal')"],
   [effectOptions, 'performEffect(executor, options)'],
   [effectRefOptions, 'readEffect(executor, options) / retryFailedEffect(executor, options)'],
   [partitionedTopologyOptions, 'declarePartitionedTopology(channel, options)'],

@@ -88,7 +88,8 @@ export function sampleCompilerOptions(root = ROOT): ts.CompilerOptions {
       'converge-events/ops': entry('ops/index.ts'),
       'converge-events/metrics': entry('metrics/index.ts'),
       'converge-events/dashboard': entry('dashboard/index.ts'),
-      'converge-events/testing': entry('testing/index.ts'),
+      'converge-events/errors': entry('errors.ts'),
+      'converge-events/internal': entry('internal/index.ts'),
       ...Object.fromEntries(
         ['kysely', 'knex', 'drizzle', 'typeorm', 'mikro-orm'].map((orm) => [
           `converge-events/${orm}`,

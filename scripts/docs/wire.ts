@@ -148,7 +148,7 @@ export function renderWireReference(): string {
     fingerprint(EXAMPLE),
     '```',
     '',
-    'Both functions are exported from `converge-events/testing` as `fingerprint(envelope)` and',
+    'Both functions are exported from `converge-events/internal` as `fingerprint(envelope)` and',
     '`canonicalJson(value)`, with `encodeMessage(envelope, routingKey)` for tools that publish events themselves.',
     '',
   ].join('\n');

@@ -5,6 +5,7 @@ import type { SchemaRef } from '../runtime/identifier.js';
 import type { Logger } from '../runtime/logger.js';
 import { watchVersions, type VersionWatch } from '../projection/index.js';
 import type { BatchHandler, EventHandler, HandlerContext } from './handler.js';
+import { bindProjection } from './bound-projection.js';
 import { readReplayOf, traceFields } from './headers.js';
 import { recordInInbox } from './inbox.js';
 import { unpark } from './parking.js';
@@ -113,7 +114,7 @@ export async function applyInTransaction(
  */
 async function runHandlers(tx: pg.PoolClient, scope: DispatchScope, fresh: Candidate[]): Promise<void> {
   const envelopes = await checkedEnvelopes(scope, fresh);
-  const watch = watchVersions(tx);
+  const watch = watchVersions(tx, scope.schema.name);
   try {
     if (scope.batchHandler) {
       const attempt = Math.max(...fresh.map((c) => c.attempt));
@@ -162,7 +163,7 @@ async function guarded(watch: VersionWatch, run: () => Promise<unknown>): Promis
 }
 
 function context(tx: pg.PoolClient, scope: DispatchScope, attempt: number, redelivered: boolean): HandlerContext {
-  return { tx, consumer: scope.consumer, schema: scope.schema.name, attempt, redelivered };
+  return { tx, consumer: scope.consumer, schema: scope.schema.name, attempt, redelivered, ...bindProjection(tx) };
 }
 
 /** Version order per aggregate (then arrival), so E1 and E2 arriving in one batch as E2, E1 both apply. */

@@ -1,16 +1,18 @@
 import type pg from 'pg';
 import type { EventEnvelope } from '../envelope/envelope.js';
 import type { EventOf, IsUntyped, PayloadsOf, UntypedEvents } from '../envelope/events.js';
+import type { BoundProjection } from './bound-projection.js';
 
 /**
- * What a handler gets besides the event. The gap/stale contract: pass `tx` to
- * applyIncrement / applyIncrements. A version gap or stale version they reach on it is
+ * What a handler gets besides the event. The gap/stale contract: write the projection with the
+ * context's applyIncrement / applyIncrements / applySnapshot (or pass `tx` to the free ones,
+ * which then default to the consumer's schema and refuse another). A version gap or stale version they reach on it is
  * reported to the consumer as well as thrown, and the consumer rolls the whole transaction
  * back (inbox row included) and parks, retries or quarantines the event exactly as if the
  * handler had let the error through. Catching it, or wrapping it in another error, cannot
  * make a gap count as applied. See docs/consumer.md.
  */
-export interface HandlerContext {
+export interface HandlerContext extends BoundProjection {
   /**
    * The consumer's open transaction: write the projection (and next-hop outbox events) here, and pass it to the projection helpers.
    * It is an `Executor` (callbacks may be typed with that alone) and the node-postgres client itself, which the ORM views
@@ -19,7 +21,10 @@ export interface HandlerContext {
   tx: pg.PoolClient;
   /** The inbox scope (defaults to the queue name). */
   consumer: string;
-  /** Schema holding converge's tables, to pass on to the projection helpers. */
+  /**
+   * Schema holding converge's tables. The context's own `applyIncrement`, `applyIncrements` and
+   * `applySnapshot` are already bound to it and to `tx`; prefer them to the free functions.
+   */
   schema: string;
   /** 1 on the first attempt; grows with every retry of this delivery. */
   attempt: number;

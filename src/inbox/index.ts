@@ -15,6 +15,7 @@ export type { AcceptedVersions, VersionRange } from './accepts.js';
 export { REGISTRY_HEARTBEAT_MS, REGISTRY_LOST_AFTER_MS } from './registry.js';
 export type { ConsumerHooks, ConsumerOptions, ProcessorOptions } from './options.js';
 export type { EventHandler, EventHandlers, BatchHandler, BatchHandlerOf, HandlerContext } from './handler.js';
+export type { BoundProjection } from './bound-projection.js';
 export type { ReplayOutcome } from './replay.js';
 export { startPartitionedConsumers } from './partitioned.js';
 export type { PartitionedConsumerOptions } from './partitioned.js';

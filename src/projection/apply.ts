@@ -8,7 +8,7 @@ import { projectionSql, type StateRow } from './sql.js';
 import { aggregateKey, consecutiveRuns, judgeIncrement, planIncrements } from './versions.js';
 import { runStatement } from '../db/statement.js';
 import { RetryTransactionSignal } from '../db/transaction.js';
-import { reportBlocked } from './guard.js';
+import { projectionSchema, reportBlocked } from './guard.js';
 
 type Versioned = Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregateVersion'>;
 
@@ -17,7 +17,10 @@ export interface ProjectionTarget<E extends Versioned = Versioned> {
   projection: string;
   /** The event being applied (its aggregate fields and version are used here); `apply` gets it back, typed. */
   event: E;
-  /** Schema holding converge's tables. Default `converge`. */
+  /**
+   * Schema holding converge's tables. Default: inside a consumer's handler, the consumer's (another
+   * is refused with ConfigError); elsewhere `converge`.
+   */
   schema?: string;
 }
 
@@ -53,7 +56,7 @@ export async function applyIncrement<E extends Versioned>(
   target: ProjectionTarget<E>,
   apply: (event: E) => Promise<WriteResult>,
 ): Promise<ApplyResult> {
-  const { sql, params, key } = prepare(target);
+  const { sql, params, key } = prepare(tx, target);
   const version = target.event.aggregateVersion;
   // One statement on the happy path: the first version starts the row, any later one advances it.
   const moved =
@@ -89,7 +92,7 @@ export async function applySnapshot<E extends Versioned>(
   target: SnapshotTarget<E>,
   apply: (event: E) => Promise<WriteResult>,
 ): Promise<ApplyResult> {
-  const { sql, params } = prepare(target);
+  const { sql, params } = prepare(tx, target);
   const version = target.event.aggregateVersion;
   const deleted = target.deleted ?? false;
   const result = await runStatement(tx, sql.snapshot, [...params, version, deleted]);
@@ -127,8 +130,8 @@ function writtenFor(event: Versioned) {
   return { aggregateType: event.aggregateType, aggregateId: event.aggregateId, version: event.aggregateVersion };
 }
 
-function prepare(target: ProjectionTarget) {
-  const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
+function prepare(tx: Executor, target: ProjectionTarget) {
+  const sql = projectionSql(schemaRef(projectionSchema(tx, target.schema)));
   const key: AggregateKey = {
     projection: target.projection,
     aggregateType: target.event.aggregateType,
@@ -149,6 +152,7 @@ function toState(row: StateRow | undefined): ProjectionState | null {
 export interface BatchTarget<E extends Versioned> {
   projection: string;
   events: readonly E[];
+  /** As ProjectionTarget's: inside a consumer's handler, the consumer's schema. */
   schema?: string;
   /**
    * The fewest rows `apply` must change. `per-aggregate` (default): one per distinct aggregate
@@ -184,7 +188,7 @@ export async function applyIncrements<E extends Versioned>(
   target: BatchTarget<E>,
   apply: (events: E[]) => Promise<WriteResult>,
 ): Promise<BatchApplyResult<E>> {
-  const sql = projectionSql(schemaRef(target.schema ?? DEFAULT_SCHEMA));
+  const sql = projectionSql(schemaRef(projectionSchema(tx, target.schema)));
   if (target.events.length === 0) return { applied: [], covered: [] };
   let moved: E[] = [];
   let rest: readonly E[] = target.events;

@@ -1,4 +1,10 @@
-import type { NoRowsWrittenError, StaleVersionError, VersionGapError } from '../runtime/errors.js';
+import {
+  ConfigError,
+  type NoRowsWrittenError,
+  type StaleVersionError,
+  type VersionGapError,
+} from '../runtime/errors.js';
+import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import type { RetryTransactionSignal } from '../db/transaction.js';
 
 /**
@@ -21,12 +27,20 @@ export interface VersionWatch {
   end(): void;
 }
 
-// Keyed by the transaction's connection object: nothing to clean up if a watch is never ended.
-const watches = new WeakMap<object, { blocked: BlockedVerdict | undefined }>();
+interface WatchState {
+  blocked: BlockedVerdict | undefined;
+  schema: string | undefined;
+}
 
-/** Starts recording the blocked verdicts the projection helpers reach on `tx`. */
-export function watchVersions(tx: object): VersionWatch {
-  const state: { blocked: BlockedVerdict | undefined } = { blocked: undefined };
+// Keyed by the transaction's connection object: nothing to clean up if a watch is never ended.
+const watches = new WeakMap<object, WatchState>();
+
+/**
+ * Starts recording the blocked verdicts the projection helpers reach on `tx`. With `schema` (the
+ * consumer's), helpers called on `tx` without one use it, and one naming another is refused.
+ */
+export function watchVersions(tx: object, schema?: string): VersionWatch {
+  const state: WatchState = { blocked: undefined, schema };
   watches.set(tx, state);
   return {
     get blocked() {
@@ -46,4 +60,19 @@ export function reportBlocked<V extends BlockedVerdict>(tx: object, verdict: V):
   const state = watches.get(tx);
   if (state) state.blocked ??= verdict;
   return verdict;
+}
+
+/**
+ * The schema a projection helper writes its versions to. On a transaction a consumer watches, it is
+ * the consumer's: the inbox row and the version row must commit side by side, and a version kept
+ * in another schema would be invisible to every later event of this consumer.
+ */
+export function projectionSchema(tx: object, given: string | undefined): string {
+  const watched = watches.get(tx)?.schema;
+  if (watched !== undefined && given !== undefined && given !== watched)
+    throw new ConfigError(
+      'schema',
+      "a projection inside a handler is versioned in its consumer's schema; leave schema out",
+    );
+  return given ?? watched ?? DEFAULT_SCHEMA;
 }

@@ -11,7 +11,7 @@ import amqp from 'amqplib';
 import prom from 'prom-client';
 import { appendToOutbox, withTransaction, Relay, type Logger } from '../../src/index.js';
 import { instrumentRelay } from '../../src/metrics/index.js';
-import { parseEnvelope } from '../../src/testing/index.js';
+import { parseEnvelope } from '../../src/internal/index.js';
 import {
   after,
   before,

@@ -15,7 +15,7 @@ import {
   type Logger,
   type Settlement,
 } from '../../src/index.js';
-import { fingerprint, parseEnvelope } from '../../src/testing/index.js';
+import { fingerprint, parseEnvelope } from '../../src/internal/index.js';
 import { describe, test, waitFor, orderEvent } from '../support/rig.js';
 import { withBadInputRig } from '../support/badinput-rig.js';
 

@@ -1,14 +1,8 @@
 import assert from 'node:assert/strict';
 import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';
-import {
-  withTransaction,
-  appendToOutbox,
-  createCdcSlot,
-  CdcRelay,
-  SchemaNotMigratedError,
-  WalLevelNotLogicalError,
-} from '../../src/index.js';
+import { withTransaction, appendToOutbox, createCdcSlot, CdcRelay } from '../../src/index.js';
+import { SchemaNotMigratedError, WalLevelNotLogicalError } from '../../src/errors.js';
 import { parseLsn } from '../../src/relay/cdc/lsn.js';
 import client from 'prom-client';
 import { createInProcessTransport } from '../../src/index.js';

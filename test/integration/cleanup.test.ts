@@ -1,6 +1,7 @@
 /** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
 import assert from 'node:assert/strict';
-import { appendToOutbox, ConfigError, Relay, silentLogger, withTransaction } from '../../src/index.js';
+import { appendToOutbox, Relay, silentLogger, withTransaction } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { cleanup, scheduleCleanup } from '../../src/ops/index.js';
 import {
   describe,

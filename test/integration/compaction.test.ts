@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import {
   type Settlement,
-  ConfigError,
   applyIncrement,
   applyIncrements,
   silentLogger,
@@ -14,8 +13,9 @@ import {
   type EventHandler,
   type Logger,
 } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { compactInbox, type CompactionOptions, type CompactionResult } from '../../src/ops/index.js';
-import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
+import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/internal/index.js';
 import { describe, it, createTestSchema, type TestDatabase, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';

@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import {
   appendToOutbox,
   createCompatGuard,
-  IncompatibleSchemaVersionError,
   withTransaction,
   type EventHandler,
   type NewEvent,
 } from '../../src/index.js';
+import { IncompatibleSchemaVersionError } from '../../src/errors.js';
 import { checkCompat, findUnreadable, listRegistry } from '../../src/ops/index.js';
 import { cli } from '../support/cli.js';
 import { envelope, withEnv, type Env } from '../support/consumer-env.js';

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { applyIncrements, silentLogger } from '../../src/index.js';
-import { DeliveryProcessor } from '../../src/testing/index.js';
+import { DeliveryProcessor } from '../../src/internal/index.js';
 import { withEnv, envelope, applyOrder, PROJECTION } from '../support/consumer-env.js';
 import { describe, test, waitFor } from '../support/rig.js';
 

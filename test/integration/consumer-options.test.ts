@@ -3,7 +3,8 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
-import { ConfigError, silentLogger, startConsumer, type ConsumerOptions } from '../../src/index.js';
+import { silentLogger, startConsumer, type ConsumerOptions } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { describe, test } from '../support/rig.js';
 
 describe('consumer options', () => {

@@ -4,8 +4,8 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
-import { ContentConflictError } from '../../src/index.js';
-import { fingerprint } from '../../src/testing/index.js';
+import { ContentConflictError } from '../../src/errors.js';
+import { fingerprint } from '../../src/internal/index.js';
 import {
   withEnv,
   envelope,

@@ -6,15 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
-import {
-  declarePartitionedTopology,
-  startPartitionedConsumers,
-  type ConnectionConfigError,
-  type Consumer,
-} from '../../src/index.js';
+import { declarePartitionedTopology, startPartitionedConsumers, type Consumer } from '../../src/index.js';
+import { type ConnectionConfigError } from '../../src/errors.js';
 import { decodeProperties } from '../../src/inbox/stored-properties.js';
 import { replayQuarantined } from '../../src/ops/index.js';
-import { encodeMessage } from '../../src/testing/index.js';
+import { encodeMessage } from '../../src/internal/index.js';
 import { queueSetArguments } from '../../src/transport/queue-arguments.js';
 import { TcpProxy } from '../../kit/tcp-proxy.js';
 import {

@@ -5,8 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import {
-  ConfigError,
-  ContentConflictError,
   repairGaps,
   readGaps,
   silentLogger,
@@ -14,7 +12,8 @@ import {
   type EventHandler,
   type Settlement,
 } from '../../src/index.js';
-import { DeliveryProcessor } from '../../src/testing/index.js';
+import { ConfigError, ContentConflictError } from '../../src/errors.js';
+import { DeliveryProcessor } from '../../src/internal/index.js';
 import {
   withEnv,
   type Env,

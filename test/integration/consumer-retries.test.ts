@@ -4,7 +4,7 @@
  * Every test has its own schema, exchange and queues (test/support/consumer-env.ts).
  */
 import assert from 'node:assert/strict';
-import { PermanentError, TransientError } from '../../src/index.js';
+import { PermanentError, TransientError } from '../../src/errors.js';
 import { ATTEMPT_HEADER } from '../../src/inbox/index.js';
 import {
   withEnv,

@@ -15,7 +15,7 @@ import {
   type EventEnvelope,
   type EventHandler,
 } from '../../src/index.js';
-import { DeliveryProcessor } from '../../src/testing/index.js';
+import { DeliveryProcessor } from '../../src/internal/index.js';
 import { after, before, describe, it, createTestSchema, type TestDatabase, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'totals';

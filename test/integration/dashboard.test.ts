@@ -13,14 +13,8 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import {
-  appendToOutbox,
-  applyIncrement,
-  PermanentError,
-  withTransaction,
-  type Consumer,
-  type Logger,
-} from '../../src/index.js';
+import { appendToOutbox, applyIncrement, withTransaction, type Consumer, type Logger } from '../../src/index.js';
+import { PermanentError } from '../../src/errors.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/index.js';
 import { listQuarantine, type QuarantineSummary } from '../../src/ops/index.js';
 import { openBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';

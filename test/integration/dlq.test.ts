@@ -1,6 +1,7 @@
 /** Quarantine round trip against the real services: list, show, replay through the consumer, discard with a reason. */
 import assert from 'node:assert/strict';
-import { applyIncrement, ConfigError, ConvergeError, PermanentError, type EventEnvelope } from '../../src/index.js';
+import { applyIncrement, type EventEnvelope } from '../../src/index.js';
+import { ConfigError, ConvergeError, PermanentError } from '../../src/errors.js';
 import {
   discardQuarantined,
   listQuarantine,

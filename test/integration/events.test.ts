@@ -6,15 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { z } from 'zod';
-import {
-  PayloadValidationError,
-  EnvelopeValidationError,
-  appendManyToOutbox,
-  appendToOutbox,
-  applyIncrement,
-  defineEvents,
-  withTransaction,
-} from '../../src/index.js';
+import { appendManyToOutbox, appendToOutbox, applyIncrement, defineEvents, withTransaction } from '../../src/index.js';
+import { PayloadValidationError, EnvelopeValidationError } from '../../src/errors.js';
 import { withEnv, envelope, quarantineRows, capturingLogger, SECRET } from '../support/consumer-env.js';
 import { createTestSchema, describe, test, waitFor } from '../support/rig.js';
 

@@ -7,7 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import {
-  FreshnessTimeoutError,
   appendToOutbox,
   applyIncrement,
   applySnapshot,
@@ -16,6 +15,7 @@ import {
   waitForVersion,
   withTransaction,
 } from '../../src/index.js';
+import { FreshnessTimeoutError } from '../../src/errors.js';
 import { AGGREGATE_TYPE, PROJECTION, withReadModel, type ReadModel } from '../support/read-model.js';
 import { describe, it, settle } from '../support/rig.js';
 

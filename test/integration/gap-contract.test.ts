@@ -16,7 +16,7 @@ import {
   type QueryResultLike,
   type Settlement,
 } from '../../src/index.js';
-import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/testing/index.js';
+import { DeliveryProcessor, type ProcessorOptions, type RawDelivery } from '../../src/internal/index.js';
 import { describe, it, createTestSchema, deliveryOf, orderEvent, type TestDatabase } from '../support/rig.js';
 
 const PROJECTION = 'order_totals';

@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type amqp from 'amqplib';
 import {
-  ConfigError,
   Consumer,
   Relay,
   appendToOutbox,
@@ -14,6 +13,7 @@ import {
   silentLogger,
   withTransaction,
 } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { encodeMessage, routingKeyFromTemplate } from '../../src/transport/wire.js';
 import type { EventEnvelope } from '../../src/envelope/envelope.js';
 import {

@@ -3,14 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type http from 'node:http';
 import type pg from 'pg';
 import prom from 'prom-client';
-import {
-  Consumer,
-  ContentConflictError,
-  appendToOutbox,
-  withTransaction,
-  Relay,
-  silentLogger,
-} from '../../src/index.js';
+import { Consumer, appendToOutbox, withTransaction, Relay, silentLogger } from '../../src/index.js';
+import { ContentConflictError } from '../../src/errors.js';
 import {
   instrumentConsumer,
   instrumentRelay,

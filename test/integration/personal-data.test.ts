@@ -7,13 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { z } from 'zod';
-import {
-  appendManyToOutbox,
-  appendToOutbox,
-  defineEvents,
-  PayloadValidationError,
-  withTransaction,
-} from '../../src/index.js';
+import { appendManyToOutbox, appendToOutbox, defineEvents, withTransaction } from '../../src/index.js';
+import { PayloadValidationError } from '../../src/errors.js';
 import { runAction, type ApiContext } from '../../src/dashboard/api.js';
 import { listQuarantine } from '../../src/ops/index.js';
 import { capturingLogger } from '../support/consumer-env.js';

@@ -5,7 +5,8 @@
  * then undone, and status must point at exactly that stage.
  */
 import assert from 'node:assert/strict';
-import { appendToOutbox, PermanentError, performEffect, retryFailedEffect, withTransaction } from '../../src/index.js';
+import { appendToOutbox, performEffect, retryFailedEffect, withTransaction } from '../../src/index.js';
+import { PermanentError } from '../../src/errors.js';
 import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../../src/ops/index.js';
 import { openBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
 import { after, before, describe, it, uniqueName, type TestDatabase, AMQP_URL } from '../support/rig.js';

@@ -7,7 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import {
-  NoRowsWrittenError,
   applyIncrement,
   applyIncrements,
   applySnapshot,
@@ -16,6 +15,7 @@ import {
   type EventHandler,
   type Settlement,
 } from '../../src/index.js';
+import { NoRowsWrittenError } from '../../src/errors.js';
 import { withEnv, envelope, collect, quarantineRows, type Env } from '../support/consumer-env.js';
 import { AGGREGATE_TYPE, PROJECTION as MODEL_PROJECTION, withReadModel } from '../support/read-model.js';
 import { describe, test, settle, waitFor } from '../support/rig.js';

@@ -1,8 +1,5 @@
 import assert from 'node:assert/strict';
 import {
-  InvalidIdentifierError,
-  StaleVersionError,
-  VersionGapError,
   applyIncrement,
   applyIncrements,
   applySnapshot,
@@ -11,6 +8,7 @@ import {
   type ProjectionTarget,
   type SnapshotTarget,
 } from '../../src/index.js';
+import { InvalidIdentifierError, StaleVersionError, VersionGapError } from '../../src/errors.js';
 import { AGGREGATE_TYPE, PROJECTION, withReadModel, type ReadModel } from '../support/read-model.js';
 import { describe, it, backendPid, isBlockedOnLock, settle, waitFor } from '../support/rig.js';
 

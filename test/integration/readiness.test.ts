@@ -7,16 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import {
-  ConnectionConfigError,
-  ReadyTimeoutError,
-  SchemaNotMigratedError,
-  startConsumer,
-  startPartitionedConsumers,
-  startRelay,
-  type Consumer,
-  type Relay,
-} from '../../src/index.js';
+import { startConsumer, startPartitionedConsumers, startRelay, type Consumer, type Relay } from '../../src/index.js';
+import { ConnectionConfigError, ReadyTimeoutError, SchemaNotMigratedError } from '../../src/errors.js';
 import type { Logger } from '../../src/runtime/logger.js';
 import {
   after,

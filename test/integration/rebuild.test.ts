@@ -4,8 +4,9 @@
  * rebuild from the versioned source does, and later events apply on top.
  */
 import assert from 'node:assert/strict';
-import { CommitRolledBackError, applyIncrement, rebuildProjection, silentLogger } from '../../src/index.js';
-import { DeliveryProcessor } from '../../src/testing/index.js';
+import { applyIncrement, rebuildProjection, silentLogger } from '../../src/index.js';
+import { CommitRolledBackError } from '../../src/errors.js';
+import { DeliveryProcessor } from '../../src/internal/index.js';
 import { describe, it, createTestSchema, orderEvent, deliveryOf } from '../support/rig.js';
 
 const PROJECTION = 'order_view';

@@ -9,7 +9,6 @@
 import assert from 'node:assert/strict';
 import type pg from 'pg';
 import {
-  ConfigError,
   reconcile,
   repairGaps,
   silentLogger,
@@ -19,6 +18,7 @@ import {
   type PagedReader,
   type ReconcileRow,
 } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { describe, it, createTestSchema, type TestDatabase } from '../support/rig.js';
 
 const PROJECTION = 'order_view';

@@ -5,14 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import type pg from 'pg';
-import {
-  CommitRolledBackError,
-  applyIncrement,
-  reconcile,
-  withTransaction,
-  type PagedReader,
-  type ReconcileRow,
-} from '../../src/index.js';
+import { applyIncrement, reconcile, withTransaction, type PagedReader, type ReconcileRow } from '../../src/index.js';
+import { CommitRolledBackError } from '../../src/errors.js';
 import { describe, it, createTestSchema, type TestDatabase } from '../support/rig.js';
 
 const PROJECTION = 'order_view';

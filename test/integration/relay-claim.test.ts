@@ -8,8 +8,9 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import client from 'prom-client';
 import { instrumentRelay } from '../../src/metrics/index.js';
-import { ConfigError, Relay, type RelayOptions } from '../../src/index.js';
-import { parseEnvelope } from '../../src/testing/index.js';
+import { Relay, type RelayOptions } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
+import { parseEnvelope } from '../../src/internal/index.js';
 import { describe, it, DATABASE_URL, waitFor } from '../support/rig.js';
 import { event, withRig, type Rig } from '../support/relay-rig.js';
 

@@ -16,7 +16,7 @@ import {
   type RelayOptions,
   type RelayRetryInfo,
 } from '../../src/index.js';
-import { parseEnvelope } from '../../src/testing/index.js';
+import { parseEnvelope } from '../../src/internal/index.js';
 import { createLogger } from '../../src/runtime/logger.js';
 import { ConfirmPublisher } from '../../src/transport/publisher.js';
 import { PublishError } from '../../src/runtime/errors.js';

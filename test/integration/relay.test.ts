@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import pg from 'pg';
 import {
-  ConfigError,
   Relay,
   silentLogger,
   startRelay,
@@ -10,7 +9,8 @@ import {
   type NewEvent,
   type RelayOptions,
 } from '../../src/index.js';
-import { HEADER, parseEnvelope } from '../../src/testing/index.js';
+import { ConfigError } from '../../src/errors.js';
+import { HEADER, parseEnvelope } from '../../src/internal/index.js';
 import { CONTENT_TYPE } from '../../src/transport/wire.js';
 import { relaySql } from '../../src/relay/sql.js';
 import { schemaRef } from '../../src/runtime/identifier.js';

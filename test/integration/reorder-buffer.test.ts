@@ -11,7 +11,7 @@ import {
   type EventEnvelope,
   type EventHandler,
 } from '../../src/index.js';
-import type { RawDelivery } from '../../src/testing/index.js';
+import type { RawDelivery } from '../../src/internal/index.js';
 import { DeliveryProcessor, ProcessorSetup } from '../../src/inbox/processor.js';
 import { resolveProcessorOptions } from '../../src/inbox/options.js';
 import { describe, it, createTestSchema, deliveryOf, orderEvent } from '../support/rig.js';

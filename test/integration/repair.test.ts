@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import type pg from 'pg';
 import {
-  InvalidIdentifierError,
   applyIncrement,
   repairFromSnapshot,
   withTransaction,
   type RepairResult,
   type TrustedSnapshot,
 } from '../../src/index.js';
+import { InvalidIdentifierError } from '../../src/errors.js';
 import { AGGREGATE_TYPE, PROJECTION, withReadModel, type ReadModel } from '../support/read-model.js';
 import { describe, it, backendPid, isBlockedOnLock, settle, waitFor } from '../support/rig.js';
 

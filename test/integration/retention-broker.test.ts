@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import { applyIncrement, silentLogger, type EventHandler } from '../../src/index.js';
 import { cleanup, compactInbox } from '../../src/ops/index.js';
-import { DeliveryProcessor } from '../../src/testing/index.js';
+import { DeliveryProcessor } from '../../src/internal/index.js';
 import {
   AMQP_URL,
   connectRabbit,

@@ -4,7 +4,7 @@
  * a 1 s copy not held back behind a 30 s one is in the transport conformance suite.
  */
 import assert from 'node:assert/strict';
-import { encodeMessage, DEFAULT_ROUTING_KEY, routingKeyFromTemplate } from '../../src/testing/index.js';
+import { encodeMessage, DEFAULT_ROUTING_KEY, routingKeyFromTemplate } from '../../src/internal/index.js';
 import { applyOrder, envelope, withEnv } from '../support/consumer-env.js';
 import { describe, test, waitFor } from '../support/rig.js';
 

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { DEFAULT_RETRY_TIERS_MS, retryTierQueueName } from '../../src/transport/queue-arguments.js';
 import type amqp from 'amqplib';
 import {
-  BrokerPluginMissingError,
   Relay,
   appendManyToOutbox,
   applyIncrement,
@@ -13,7 +12,8 @@ import {
   type Consumer,
   type EventHandler,
 } from '../../src/index.js';
-import { encodeMessage, parseEnvelope, routingKeyFromTemplate } from '../../src/testing/index.js';
+import { BrokerPluginMissingError } from '../../src/errors.js';
+import { encodeMessage, parseEnvelope, routingKeyFromTemplate } from '../../src/internal/index.js';
 import { probeExchangeType } from '../../src/transport/topology.js';
 import {
   describe,

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { appendToOutbox, silentLogger, withTransaction, type EventEnvelope, type Logger } from '../../src/index.js';
-import { HEADER } from '../../src/testing/index.js';
+import { HEADER } from '../../src/internal/index.js';
 import { withBrokerFixture } from '../support/broker-fixture.js';
 import { describe, it, waitFor } from '../support/rig.js';
 

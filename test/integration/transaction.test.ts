@@ -11,7 +11,8 @@ import {
   isTransientDatabaseError,
   withTransaction,
 } from '../../src/db/transaction.js';
-import { appendToOutbox, applyIncrements, CommitRolledBackError, StaleVersionError } from '../../src/index.js';
+import { appendToOutbox, applyIncrements } from '../../src/index.js';
+import { CommitRolledBackError, StaleVersionError } from '../../src/errors.js';
 import { orderEvent } from '../support/builders.js';
 import { describe, it, createTestSchema } from '../support/rig.js';
 

@@ -20,7 +20,7 @@ import {
   type Relay,
 } from '../../src/index.js';
 import { AdapterError } from '../../src/runtime/errors.js';
-import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/testing/index.js';
+import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/internal/index.js';
 import { orderEvent } from './builders.js';
 import { PROJECTION, collect, withEnv, type Env } from './consumer-env.js';
 import {

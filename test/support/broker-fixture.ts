@@ -17,7 +17,7 @@ import {
   type Relay,
   type RelayOptions,
 } from '../../src/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/internal/index.js';
 import type { UntypedEvents } from '../../src/envelope/events.js';
 import { AMQP_URL, connectRabbit, createTestSchema, dropTestBroker, uniqueName, type TestDatabase } from './rig.js';
 

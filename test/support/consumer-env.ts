@@ -17,7 +17,7 @@ import {
   type Logger,
   type Settlement,
 } from '../../src/index.js';
-import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/testing/index.js';
+import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/internal/index.js';
 import type { UntypedEvents } from '../../src/envelope/events.js';
 import { orderEvent } from './builders.js';
 import {

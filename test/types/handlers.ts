@@ -14,7 +14,7 @@ import {
   type EventOf,
   type HandlerContext,
 } from 'converge-events';
-import { DeliveryProcessor } from 'converge-events/testing';
+import { DeliveryProcessor } from 'converge-events/internal';
 import { orderEvents, typeOnly, type OrderEvents } from './catalog.js';
 import { expectType, type Equal } from './expect.js';
 

@@ -10,8 +10,8 @@ import {
   VersionGapError,
   PermanentError,
   TransientError,
-} from '../../src/index.js';
-import { decideFailure } from '../../src/testing/index.js';
+} from '../../src/errors.js';
+import { decideFailure } from '../../src/internal/index.js';
 import { describeError } from '../../src/runtime/logger.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: '42' };

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, createCompatGuard, IncompatibleSchemaVersionError, type Executor } from '../../src/index.js';
+import { createCompatGuard, type Executor } from '../../src/index.js';
+import { ConfigError, IncompatibleSchemaVersionError } from '../../src/errors.js';
 import { acceptedVersions, acceptsVersion, formatAccepts, parseAccepts } from '../../src/inbox/index.js';
 import { createProgram } from '../../src/cli/program.js';
 import { judgeCompat, type RegistryEntry } from '../../src/ops/index.js';

@@ -40,7 +40,7 @@ import {
   type ConvergeErrorCode,
   type PublishFailure,
 } from '../../src/runtime/errors.js';
-import * as root from '../../src/index.js';
+import * as root from '../../src/errors.js';
 import { ERRORS_DOC, errorsReferenceIsCurrent, renderErrorsReference } from '../../scripts/docs/errors.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: 'o-1' };
@@ -143,16 +143,16 @@ describe('error codes', () => {
     assert.deepEqual([...thrown].sort(), Object.keys(ERROR_CODES).sort());
   });
 
-  it('every row says when and what to do, and names a class the package root exports', () => {
+  it('every row says when and what to do, and names a class converge-events/errors exports', () => {
     for (const [code, doc] of Object.entries(ERROR_CODES)) {
       assert.match(code, /^CONVERGE_[A-Z_]+$/);
       assert.ok(doc.when.length > 20 && doc.action.length > 10, `${code} is documented`);
-      assert.ok(doc.error in root, `${doc.error} (for ${code}) is exported from the package root`);
+      assert.ok(doc.error in root, `${doc.error} (for ${code}) is exported from converge-events/errors`);
     }
   });
 
-  it('the package root exports every error class', () => {
-    for (const [name] of subclasses) assert.ok(name in root, `${name} is exported from the package root`);
+  it('converge-events/errors exports every error class', () => {
+    for (const [name] of subclasses) assert.ok(name in root, `${name} is exported from converge-events/errors`);
     assert.equal(root.ConvergeError, ConvergeError);
   });
 

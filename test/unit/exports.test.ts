@@ -16,40 +16,11 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
   '.': {
     source: 'src/index.ts',
     names: [
-      'AdapterError',
-      'BodyTooLargeError',
-      'BrokerPluginMissingError',
       'CdcRelay',
-      'CommitRolledBackError',
-      'ConcurrencyConflictError',
-      'ConfigError',
-      'ConnectionConfigError',
       'Consumer',
-      'ContentConflictError',
-      'ConvergeError',
-      'EnvelopeValidationError',
-      'FreshnessTimeoutError',
-      'InProcessTransport',
-      'IncompatibleSchemaVersionError',
-      'InvalidIdentifierError',
-      'MalformedBodyError',
-      'NoRowsWrittenError',
-      'PayloadValidationError',
-      'PermanentError',
-      'PublishError',
-      'QuarantineNotFoundError',
-      'QuarantineResolvedError',
+      'Converge',
       'RabbitMqTransport',
-      'ReadyTimeoutError',
       'Relay',
-      'SchemaNotMigratedError',
-      'SchemaTooNewError',
-      'ServiceUnavailableError',
-      'StaleVersionError',
-      'TransientError',
-      'UnsupportedSchemaVersionError',
-      'VersionGapError',
-      'WalLevelNotLogicalError',
       'appendManyToOutbox',
       'appendToOutbox',
       'applyIncrement',
@@ -57,6 +28,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'applySnapshot',
       'createCdcSlot',
       'createCompatGuard',
+      'createConverge',
       'createInProcessTransport',
       'declarePartitionedTopology',
       'defineEvents',
@@ -141,8 +113,42 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
     source: 'src/dashboard/index.ts',
     names: ['dashboardOptions', 'startDashboard'],
   },
-  './testing': {
-    source: 'src/testing/index.ts',
+  './errors': {
+    source: 'src/errors.ts',
+    names: [
+      'AdapterError',
+      'BodyTooLargeError',
+      'BrokerPluginMissingError',
+      'CommitRolledBackError',
+      'ConcurrencyConflictError',
+      'ConfigError',
+      'ConnectionConfigError',
+      'ContentConflictError',
+      'ConvergeError',
+      'EnvelopeValidationError',
+      'FreshnessTimeoutError',
+      'IncompatibleSchemaVersionError',
+      'InvalidIdentifierError',
+      'MalformedBodyError',
+      'NoRowsWrittenError',
+      'PayloadValidationError',
+      'PermanentError',
+      'PublishError',
+      'QuarantineNotFoundError',
+      'QuarantineResolvedError',
+      'ReadyTimeoutError',
+      'SchemaNotMigratedError',
+      'SchemaTooNewError',
+      'ServiceUnavailableError',
+      'StaleVersionError',
+      'TransientError',
+      'UnsupportedSchemaVersionError',
+      'VersionGapError',
+      'WalLevelNotLogicalError',
+    ],
+  },
+  './internal': {
+    source: 'src/internal/index.ts',
     names: [
       'DEFAULT_ROUTING_KEY',
       'DeliveryProcessor',
@@ -164,6 +170,54 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
   './drizzle': { source: 'src/adapters/drizzle.ts', names: ['drizzleFromExecutor', 'executorFromDrizzle'] },
   './typeorm': { source: 'src/adapters/typeorm.ts', names: ['executorFromTypeOrm', 'typeOrmFromExecutor'] },
   './mikro-orm': { source: 'src/adapters/mikro-orm.ts', names: ['executorFromMikroOrm', 'mikroOrmFromExecutor'] },
+};
+
+/** The page that documents each runtime name of the package root (at most 50 of them). */
+const ROOT_DOCS: Record<string, string> = {
+  createConverge: 'docs/front-door.md',
+  Converge: 'docs/front-door.md',
+  defineEvents: 'docs/typed-events.md',
+  withTransaction: 'docs/outbox.md',
+  usePreparedStatements: 'docs/outbox.md',
+  migrate: 'docs/operations.md',
+  migrationSql: 'docs/outbox.md',
+  grantsSql: 'docs/security.md',
+  appendToOutbox: 'docs/outbox.md',
+  appendManyToOutbox: 'docs/outbox.md',
+  updateExactlyOne: 'docs/outbox.md',
+  Relay: 'docs/relay.md',
+  startRelay: 'docs/relay.md',
+  CdcRelay: 'docs/relay.md',
+  startCdcRelay: 'docs/relay.md',
+  createCdcSlot: 'docs/relay.md',
+  dropCdcSlot: 'docs/relay.md',
+  showCdcSlot: 'docs/relay.md',
+  Consumer: 'docs/consumer.md',
+  startConsumer: 'docs/consumer.md',
+  startPartitionedConsumers: 'docs/scaling.md',
+  readGaps: 'docs/reconcile.md',
+  createCompatGuard: 'docs/consumer.md',
+  declarePartitionedTopology: 'docs/scaling.md',
+  createInProcessTransport: 'docs/transports.md',
+  RabbitMqTransport: 'docs/transports.md',
+  idempotencyKey: 'docs/remote-effects.md',
+  performEffect: 'docs/remote-effects.md',
+  readEffect: 'docs/remote-effects.md',
+  retryFailedEffect: 'docs/remote-effects.md',
+  applyIncrement: 'docs/projections.md',
+  applyIncrements: 'docs/projections.md',
+  applySnapshot: 'docs/projections.md',
+  readProjectionState: 'docs/projections.md',
+  waitForVersion: 'docs/freshness.md',
+  readFreshness: 'docs/freshness.md',
+  readFresh: 'docs/freshness.md',
+  reconcile: 'docs/reconcile.md',
+  rebuildProjection: 'docs/reconcile.md',
+  repairFromSnapshot: 'docs/reconcile.md',
+  repairGaps: 'docs/reconcile.md',
+  sourceSnapshot: 'docs/reconcile.md',
+  snapshotPages: 'docs/reconcile.md',
+  silentLogger: 'docs/observability.md',
 };
 
 /** The optional peer dependencies: only their own adapter subpath may need them. */
@@ -198,6 +252,16 @@ describe('public entry points', () => {
     });
   }
 
+  it('the package root exports at most 50 runtime names, each documented on its page', () => {
+    const names = ENTRY_POINTS['.']!.names;
+    assert.ok(names.length <= 50, `the package root exports ${names.length} runtime names`);
+    assert.deepEqual(Object.keys(ROOT_DOCS).sort(), [...names].sort());
+    for (const [name, page] of Object.entries(ROOT_DOCS)) {
+      const text = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
+      assert.match(text, new RegExp(`\\b${name}\\b`), `${page} documents ${name}`);
+    }
+  });
+
   it('no name is exported from two entry points', () => {
     const seen = new Map<string, string>();
     for (const [subpath, { names }] of Object.entries(ENTRY_POINTS)) {
@@ -220,10 +284,10 @@ describe('public entry points', () => {
     }
   });
 
-  it('the package root, converge/ops and converge/testing never load prom-client; converge/metrics does', async () => {
+  it('the package root, converge/ops and converge/internal never load prom-client; converge/metrics does', async () => {
     // The positive case shows the probe sees prom-client when it is loaded, so the negatives mean something.
     assert.ok((await packagesLoadedBy(ENTRY_POINTS['./metrics']!.source)).includes('prom-client'));
-    for (const subpath of ['.', './ops', './testing']) {
+    for (const subpath of ['.', './ops', './internal']) {
       const loaded = await packagesLoadedBy(ENTRY_POINTS[subpath]!.source);
       assert.ok(loaded.includes('pg'), `the probe sees the packages ${subpath} loads`);
       assert.ok(!loaded.includes('prom-client'), `${subpath} loads prom-client`);
@@ -233,7 +297,7 @@ describe('public entry points', () => {
   it('no entry point but an adapter loads an ORM, and the type-only adapters load none', async () => {
     // kysely and drizzle-orm are ESM (not in require.cache): the adapters that need them at
     // runtime are checked by their integration tests; these run without any ORM installed.
-    for (const subpath of ['.', './ops', './testing', './metrics', './knex', './typeorm', './mikro-orm']) {
+    for (const subpath of ['.', './ops', './internal', './metrics', './knex', './typeorm', './mikro-orm']) {
       const loaded = await packagesLoadedBy(ENTRY_POINTS[subpath]!.source);
       const orms = loaded.filter((name) => ORM_PACKAGES.includes(name));
       assert.deepEqual(orms, [], `${subpath} loads ${orms.join(', ')}`);

@@ -7,8 +7,8 @@ import {
   PermanentError,
   StaleVersionError,
   VersionGapError,
-} from '../../src/index.js';
-import { decideFailure, type FailureContext } from '../../src/testing/index.js';
+} from '../../src/errors.js';
+import { decideFailure, type FailureContext } from '../../src/internal/index.js';
 
 const key = { projection: 'order_view', aggregateType: 'order', aggregateId: '42' };
 const event = { kind: 'incremental' as const, aggregateType: 'order', aggregateId: '42', aggregateVersion: 5 };

@@ -1,7 +1,7 @@
 /** The pure parts of reading your own writes: the waiter's backoff and readFresh's choice. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError } from '../../src/index.js';
+import { ConfigError } from '../../src/errors.js';
 import { chooseRead, pollDelay, waitForVersionOptions, type Freshness } from '../../src/projection/freshness.js';
 
 const freshness = (applied: number, source: number, oldestUnappliedAgeSeconds: number | null): Freshness => ({

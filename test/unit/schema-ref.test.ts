@@ -1,7 +1,7 @@
 /** SchemaRef: one validated value per schema name holding the raw and the quoted form; SQL per schema built once. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { InvalidIdentifierError } from '../../src/index.js';
+import { InvalidIdentifierError } from '../../src/errors.js';
 import { perSchema, schemaRef, type SchemaRef } from '../../src/runtime/identifier.js';
 import { inboxSql } from '../../src/inbox/sql.js';
 import { projectionSql } from '../../src/projection/sql.js';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { UnsupportedSchemaVersionError, type EventEnvelope } from '../../src/index.js';
-import { upcast } from '../../src/testing/index.js';
+import { type EventEnvelope } from '../../src/index.js';
+import { UnsupportedSchemaVersionError } from '../../src/errors.js';
+import { upcast } from '../../src/internal/index.js';
 
 const v = (schemaVersion: number, payload: unknown, eventType = 'OrderPaid'): EventEnvelope => ({
   eventId: 'e1',

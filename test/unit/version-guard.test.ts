@@ -1,8 +1,8 @@
 /** The version watch (projection/guard.ts): verdicts reported on a watched transaction, and only there. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { StaleVersionError, VersionGapError } from '../../src/index.js';
-import { reportBlocked, watchVersions } from '../../src/projection/guard.js';
+import { ConfigError, StaleVersionError, VersionGapError } from '../../src/errors.js';
+import { projectionSchema, reportBlocked, watchVersions } from '../../src/projection/guard.js';
 import { RetryTransactionSignal } from '../../src/db/transaction.js';
 
 const key = { projection: 'p', aggregateType: 'order', aggregateId: '1' };
@@ -45,5 +45,20 @@ describe('version watch', () => {
     reportBlocked(tx, signal);
     assert.equal(second.blocked, signal);
     second.end();
+  });
+
+  test("a consumer's transaction versions projections in the consumer's schema, and refuses another", () => {
+    const tx = {};
+    assert.equal(projectionSchema(tx, undefined), 'converge', 'unwatched: the default schema');
+    assert.equal(projectionSchema(tx, 'reports'), 'reports');
+    const watch = watchVersions(tx, 'orders_db');
+    assert.equal(projectionSchema(tx, undefined), 'orders_db');
+    assert.equal(projectionSchema(tx, 'orders_db'), 'orders_db');
+    assert.throws(
+      () => projectionSchema(tx, 'converge'),
+      (err: unknown) => err instanceof ConfigError && err.field === 'schema',
+    );
+    watch.end();
+    assert.equal(projectionSchema(tx, 'converge'), 'converge', 'the watch ended with the transaction');
   });
 });

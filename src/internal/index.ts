@@ -1,6 +1,7 @@
 /**
- * `converge/testing`: pieces of the pipeline without its I/O, for tests and for tools that speak
- * converge's wire format (another producer, a custom relay or transport). Services need none of it.
+ * `converge-events/internal`: UNSTABLE. Pieces of the pipeline without its I/O, for tools that speak
+ * converge's wire format (another producer, a custom relay or transport) and for converge's own
+ * tests. Any release may change or remove them; services need none of it (docs/architecture.md).
  */
 export { DeliveryProcessor, decideFailure, upcast, REPLAY_OF_HEADER } from '../inbox/index.js';
 export type { ProcessorOptions, RawDelivery, DrainSink, FailureDecision, FailureContext } from '../inbox/index.js';
