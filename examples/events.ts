@@ -6,7 +6,9 @@
  */
 import { defineEvents } from 'converge-events';
 
-export const orderEvents = defineEvents<{
+export interface OrderEvents {
   OrderPlaced: { amount: number };
   AmountAdded: { delta: number };
-}>();
+}
+
+export const orderEvents = defineEvents<OrderEvents>();

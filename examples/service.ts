@@ -8,33 +8,31 @@
  * Environment: DATABASE_URL, EXAMPLE_SCHEMA (default `shop`: converge's tables and this example's).
  */
 import pg from 'pg';
-import { appendToOutbox, migrate, updateExactlyOne, withTransaction } from 'converge-events';
-import { orderEvents } from './events.js';
+import { createConverge, updateExactlyOne, withTransaction, type Converge } from 'converge-events';
+import { orderEvents, type OrderEvents } from './events.js';
 
 const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const schema = process.env.EXAMPLE_SCHEMA ?? 'shop';
 const orders = `${pg.escapeIdentifier(schema)}.orders`;
 
-async function placeOrder(pool: pg.Pool, orderId: string, amount: number): Promise<number> {
-  return withTransaction(pool, async (client) => {
+type Shop = Converge<OrderEvents>;
+
+async function placeOrder(converge: Shop, orderId: string, amount: number): Promise<number> {
+  return withTransaction(converge.pool, async (client) => {
     await client.query(`INSERT INTO ${orders} (id, amount, version) VALUES ($1, $2, 1)`, [orderId, amount]);
-    await appendToOutbox(
-      client,
-      {
-        aggregateType: 'order',
-        aggregateId: orderId,
-        aggregateVersion: 1,
-        eventType: 'OrderPlaced',
-        payload: { amount },
-      },
-      { schema, events: orderEvents },
-    );
+    await converge.append(client, {
+      aggregateType: 'order',
+      aggregateId: orderId,
+      aggregateVersion: 1,
+      eventType: 'OrderPlaced',
+      payload: { amount },
+    });
     return 1;
   });
 }
 
-async function addAmount(pool: pg.Pool, orderId: string, delta: number): Promise<number> {
-  return withTransaction(pool, async (client) => {
+async function addAmount(converge: Shop, orderId: string, delta: number): Promise<number> {
+  return withTransaction(converge.pool, async (client) => {
     const { rows } = await client.query<{ version: number }>(`SELECT version FROM ${orders} WHERE id = $1`, [orderId]);
     if (!rows[0]) throw new Error(`no order ${orderId}`);
     const version = rows[0].version + 1;
@@ -45,17 +43,13 @@ async function addAmount(pool: pg.Pool, orderId: string, delta: number): Promise
       `UPDATE ${orders} SET amount = amount + $1, version = $2 WHERE id = $3 AND version = $4`,
       [delta, version, orderId, version - 1],
     );
-    await appendToOutbox(
-      client,
-      {
-        aggregateType: 'order',
-        aggregateId: orderId,
-        aggregateVersion: version,
-        eventType: 'AmountAdded',
-        payload: { delta },
-      },
-      { schema, events: orderEvents },
-    );
+    await converge.append(client, {
+      aggregateType: 'order',
+      aggregateId: orderId,
+      aggregateVersion: version,
+      eventType: 'AmountAdded',
+      payload: { delta },
+    });
     return version;
   });
 }
@@ -67,15 +61,16 @@ if ((command !== 'place' && command !== 'add') || !orderId || !Number.isInteger(
   process.exit(2);
 }
 
-const pool = new pg.Pool({ connectionString });
+// A producer needs no broker: only what relays or consumes does.
+const converge = createConverge({ connectionString, schema, events: orderEvents });
 try {
-  await migrate(pool, { schema }); // idempotent; a deployment would run `converge migrate` once instead
-  await pool.query(
+  await converge.migrate(); // idempotent; a deployment would run `converge migrate` once instead
+  await converge.pool.query(
     `CREATE TABLE IF NOT EXISTS ${orders} (id text PRIMARY KEY, amount int NOT NULL, version int NOT NULL)`,
   );
   const version =
-    command === 'place' ? await placeOrder(pool, orderId, amount) : await addAmount(pool, orderId, amount);
+    command === 'place' ? await placeOrder(converge, orderId, amount) : await addAmount(converge, orderId, amount);
   console.log(`order ${orderId} at version ${version}`);
 } finally {
-  await pool.end();
+  await converge.close();
 }

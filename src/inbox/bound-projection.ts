@@ -20,18 +20,19 @@ type Versioned = Pick<EventEnvelope, 'aggregateType' | 'aggregateId' | 'aggregat
  * target naming another schema on a consumer's transaction: projection/guard.ts).
  */
 export interface BoundProjection {
-  applyIncrement<E extends Versioned>(
+  // Properties, not methods: a handler may destructure them (`{ tx, applyIncrement }`); they use no `this`.
+  applyIncrement: <E extends Versioned>(
     target: Omit<ProjectionTarget<E>, 'schema'>,
     apply: (event: E) => Promise<WriteResult>,
-  ): Promise<ApplyResult>;
-  applyIncrements<E extends Versioned>(
+  ) => Promise<ApplyResult>;
+  applyIncrements: <E extends Versioned>(
     target: Omit<BatchTarget<E>, 'schema'>,
     apply: (events: E[]) => Promise<WriteResult>,
-  ): Promise<BatchApplyResult<E>>;
-  applySnapshot<E extends Versioned>(
+  ) => Promise<BatchApplyResult<E>>;
+  applySnapshot: <E extends Versioned>(
     target: Omit<SnapshotTarget<E>, 'schema'>,
     apply: (event: E) => Promise<WriteResult>,
-  ): Promise<ApplyResult>;
+  ) => Promise<ApplyResult>;
 }
 
 export function bindProjection(tx: Executor): BoundProjection {
