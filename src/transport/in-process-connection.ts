@@ -79,7 +79,9 @@ export class InProcessConnection implements TransportConnection {
   peekHead(queueName: string): Promise<QueueHeadMessage | null> {
     if (this.#closed) return Promise.reject(new Error('connection closed'));
     const head = this.#broker.queue(queueName)?.ready[0];
-    return Promise.resolve(head ? { properties: { ...head.properties, headers: { ...head.properties.headers } } } : null);
+    return Promise.resolve(
+      head ? { properties: { ...head.properties, headers: { ...head.properties.headers } } } : null,
+    );
   }
 
   /** Only topic exchanges exist here. */

@@ -1,7 +1,7 @@
 import type amqp from 'amqplib';
 import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { probeExchangeType } from './topology.js';
-import type { MessageProperties, QueueCounts, QueueHeadMessage } from './transport.js';
+import type { QueueCounts, QueueHeadMessage } from './transport.js';
 
 /**
  * The RabbitMQ side of the transport's look at queues and exchange types (rabbitmq.ts). A passive
@@ -24,7 +24,7 @@ export async function peekHeadOn(connection: amqp.ChannelModel, queue: string): 
     const head = await channel.get(queue, { noAck: false });
     if (!head) return null;
     channel.nack(head, false, true);
-    return { properties: head.properties as Partial<MessageProperties> };
+    return { properties: head.properties };
   });
 }
 
