@@ -217,7 +217,8 @@ function parseObject(body: Buffer): Record<string, unknown> | undefined {
  * consumer neither records on an open row nor merges a renewed failure into it, and a failed
  * publish leaves the row open. A crash between confirm and commit means a second replay,
  * which the inbox recognises. Any other executor runs the same statements on the caller's
- * connection, inside the caller's transaction if there is one.
+ * connection, inside the caller's transaction if there is one. `publisher` stays the caller's to
+ * close: several replays can share one.
  */
 export async function replayQuarantined(
   executor: Executor,
