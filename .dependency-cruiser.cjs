@@ -119,6 +119,14 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/(adapters|db|runtime)/' },
     },
     {
+      name: 'only-transport-imports-amqplib',
+      comment:
+        'Every broker call goes through the Transport seam (src/transport/transport.ts, docs/architecture.md): only src/transport/ imports amqplib, type-only imports included.',
+      severity: 'error',
+      from: { path: '^src/(?!transport/)' },
+      to: { path: '(^|/)node_modules/(@types/)?amqplib/' },
+    },
+    {
       name: 'not-to-unresolvable',
       comment: 'Every import resolves to a file or an installed package.',
       severity: 'error',

@@ -88,6 +88,9 @@ export type {
   QueueSet,
   MessageProperties,
   ConnectRequest,
+  CarriedHeaders,
+  QueueCounts,
+  QueueHeadMessage,
 } from './transport/transport.js';
 
 // Remote side effects of next-hop events, once in effect (docs/remote-effects.md)

@@ -74,7 +74,7 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [listOutboxOptions, 'listOutbox(executor, options)'],
   [quarantineFilterOptions, 'listQuarantine(executor, options)'],
   [showQuarantinedOptions, 'showQuarantined(executor, id, options)'],
-  [replayQuarantinedOptions, 'replayQuarantined(executor, channel, options)'],
+  [replayQuarantinedOptions, 'replayQuarantined(executor, publisher, options)'],
   [discardQuarantinedOptions, 'discardQuarantined(executor, options)'],
   [gapQueryOptions, 'readGaps(executor, options)'],
   [cleanupOptions, 'cleanup(pool, options)'],

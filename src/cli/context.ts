@@ -1,11 +1,11 @@
-import type amqp from 'amqplib';
 import { InvalidArgumentError, type Command } from 'commander';
 import pg from 'pg';
 import { assertDatabaseUrl, databaseFailure, poolTarget } from '../db/pool.js';
 import { createLogger } from '../runtime/logger.js';
 import { onShutdownSignals } from '../runtime/sleep.js';
 import { checkSchema } from '../schema/migrate.js';
-import { openConnection } from '../transport/connection.js';
+import { RabbitMqTransport } from '../transport/rabbitmq.js';
+import type { TransportConnection } from '../transport/transport.js';
 import { databaseUrl, logLevel, LOCAL_AMQP_URL } from './env.js';
 
 /** What every command reads from the program: the global flags, resolved when the command runs. */
@@ -105,20 +105,20 @@ export function openPool(databaseUrl: string, max: number, applicationName: stri
 }
 
 /**
- * A broker connection for a short command, through the library's openConnection so it carries a
- * connection name and the same socket options as relay and consumer; `work`'s end closes it.
+ * A broker connection for a short command, through the RabbitMQ transport so it carries a
+ * connection name and the same failover and typed failures as relay and consumer; `work`'s end closes it.
  */
 export async function withBroker<T>(
   url: string | readonly string[],
   name: string,
-  work: (connection: amqp.ChannelModel) => Promise<T>,
+  work: (connection: TransportConnection) => Promise<T>,
 ): Promise<T> {
-  const connection = await openConnection(
-    url,
-    `converge-cli ${name}`,
-    createLogger('converge-cli', logLevel()),
-    () => undefined,
-  );
+  const transport = new RabbitMqTransport({ urls: url, logger: createLogger('converge-cli', logLevel()) });
+  const connection = await transport.connect({
+    name: `converge-cli ${name}`,
+    signal: new AbortController().signal,
+    onClose: () => undefined,
+  });
   try {
     return await work(connection);
   } finally {

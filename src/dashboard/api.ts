@@ -16,7 +16,7 @@ import {
 } from '../ops/index.js';
 import { ConfigError, ConvergeError, QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
 import { describeError, type Logger } from '../runtime/logger.js';
-import { openConnection } from '../transport/connection.js';
+import { RabbitMqTransport } from '../transport/rabbitmq.js';
 import type { Sampler } from './sampler.js';
 
 export interface ApiContext {
@@ -88,10 +88,15 @@ const ACTIONS: Record<
       return { status: 409, body: { error: 'replay needs a broker: start the dashboard with amqpUrl' } };
     const queue = typeof body.queue === 'string' ? body.queue : '';
     const note = typeof body.note === 'string' && body.note.trim() !== '' ? { note: body.note } : {};
-    const connection = await openConnection(context.amqpUrl, 'converge-dashboard replay', context.logger, () => {});
+    const transport = new RabbitMqTransport({ urls: context.amqpUrl, logger: context.logger });
+    const connection = await transport.connect({
+      name: 'converge-dashboard replay',
+      signal: new AbortController().signal,
+      onClose: () => undefined,
+    });
     try {
-      const channel = await connection.createConfirmChannel();
-      const { omittedHeaders, omittedProperties } = await replayQuarantined(context.pool, channel, {
+      const publisher = await connection.openPublisher();
+      const { omittedHeaders, omittedProperties } = await replayQuarantined(context.pool, publisher, {
         id,
         queue,
         schema: context.schema,

@@ -4,8 +4,8 @@ import { partitionsOption, queueNameOption, queueTypeOption } from '../transport
 import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { describeError } from '../runtime/logger.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
-import { openConnection } from '../transport/connection.js';
-import { probeExchangeType } from '../transport/topology.js';
+import { rabbitMqTransportFor } from '../transport/rabbitmq.js';
+import { CONSISTENT_HASH } from '../transport/topology.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
@@ -74,22 +74,13 @@ export function startPartitionedConsumers<M extends object = UntypedEvents>(
  * reconnect loop's business.
  */
 async function checkPlugin(consumers: Consumer[], queuePrefix: string): Promise<void> {
-  const { amqpUrl, amqpSocketOptions, logger } = consumers[0]!.options;
+  const { options } = consumers[0]!;
+  const { logger } = options;
   // Only RabbitMQ has plugins to check; another transport (options.transport) routes as it does.
-  if (amqpUrl === undefined || consumers[0]!.options.transport !== undefined) return;
+  if (options.amqpUrl === undefined || options.transport !== undefined) return;
   try {
-    const connection = await openConnection(
-      amqpUrl,
-      `converge-consumer ${queuePrefix} plugin check`,
-      logger,
-      () => undefined,
-      amqpSocketOptions,
-    );
-    try {
-      await probeExchangeType(connection, `${queuePrefix}.plugin-check.${randomBytes(4).toString('hex')}`);
-    } finally {
-      await connection.close().catch(() => undefined);
-    }
+    if (!(await consistentHashKnown(options, queuePrefix)))
+      throw new BrokerPluginMissingError(CONSISTENT_HASH.plugin, CONSISTENT_HASH.exchangeType);
   } catch (err) {
     if (!(err instanceof BrokerPluginMissingError)) {
       logger.warn({ ...describeError(err), queuePrefix }, 'could not check for the consistent-hash plugin');
@@ -98,5 +89,19 @@ async function checkPlugin(consumers: Consumer[], queuePrefix: string): Promise<
     logger.error({ ...describeError(err), queuePrefix }, 'partitioned consumers stop: broker plugin missing');
     await Promise.all(consumers.map((consumer) => consumer.stop()));
     throw err;
+  }
+}
+
+async function consistentHashKnown(options: Consumer['options'], queuePrefix: string): Promise<boolean> {
+  const connection = await rabbitMqTransportFor(options).connect({
+    name: `converge-consumer ${queuePrefix} plugin check`,
+    signal: new AbortController().signal,
+    onClose: () => undefined,
+  });
+  try {
+    const probeName = `${queuePrefix}.plugin-check.${randomBytes(4).toString('hex')}`;
+    return await connection.checkExchangeType(CONSISTENT_HASH.exchangeType, probeName);
+  } finally {
+    await connection.close().catch(() => undefined);
   }
 }

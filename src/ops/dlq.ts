@@ -1,10 +1,9 @@
-import type amqp from 'amqplib';
 import pg from 'pg';
 import { schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import type { Executor } from '../db/executor.js';
 import { withTransaction } from '../db/transaction.js';
 import { QuarantineNotFoundError, QuarantineResolvedError } from '../runtime/errors.js';
-import { ConfirmPublisher, publishableHeaders } from '../transport/publisher.js';
+import type { TransportPublisher } from '../transport/transport.js';
 import { copyProperties } from '../transport/property-encoding.js';
 import { DEFAULT_CONFIRM_TIMEOUT_MS } from '../runtime/defaults.js';
 import {
@@ -218,11 +217,12 @@ function parseObject(body: Buffer): Record<string, unknown> | undefined {
  * consumer neither records on an open row nor merges a renewed failure into it, and a failed
  * publish leaves the row open. A crash between confirm and commit means a second replay,
  * which the inbox recognises. Any other executor runs the same statements on the caller's
- * connection, inside the caller's transaction if there is one.
+ * connection, inside the caller's transaction if there is one. `publisher` stays the caller's to
+ * close: several replays can share one.
  */
 export async function replayQuarantined(
   executor: Executor,
-  channel: amqp.ConfirmChannel,
+  publisher: TransportPublisher,
   input: ReplayQuarantinedOptions,
 ): Promise<ReplayReceipt> {
   const options = replayQuarantinedOptions.parse(input);
@@ -236,14 +236,14 @@ export async function replayQuarantined(
     const note = `to ${options.queue}${options.note ? `: ${options.note}` : ''}`;
     await resolve(tx, options.id, 'replayed', note, schema, token);
     const replayed = { id: options.id, token, key: rows[0]?.key ?? null };
-    return publishReplay(channel, options.queue, replayed, message);
+    return publishReplay(publisher, options.queue, replayed, message);
   };
   return executor instanceof pg.Pool ? withTransaction(executor, replay, 0) : replay(executor);
 }
 
 /**
- * What a replay sent: `omittedHeaders` names the headers amqplib could not carry (see
- * transport/header-encoding.ts), which the copy lists in `x-converge-headers-omitted`;
+ * What a replay sent: `omittedHeaders` names the headers the transport could not carry (on
+ * RabbitMQ, what amqplib cannot encode: transport/header-encoding.ts), which the copy lists in `x-converge-headers-omitted`;
  * `omittedProperties` the properties (transport/property-encoding.ts), listed in
  * `x-converge-properties-omitted` (a messageId too long is replaced by `sha256:<hex>` of it).
  */
@@ -253,7 +253,7 @@ export interface ReplayReceipt {
 }
 
 async function publishReplay(
-  channel: amqp.ConfirmChannel,
+  publisher: TransportPublisher,
   queue: string,
   replay: { id: string; token: string; key: Buffer | null },
   message: QuarantinedMessage,
@@ -275,8 +275,7 @@ async function publishReplay(
     replayToken: token,
   });
   const freshHeaders = { ...withoutConvergeHeaders(headers), ...own };
-  const publisher = new ConfirmPublisher(channel);
-  const sent = publishableHeaders(channel, freshHeaders);
+  const sent = publisher.carriedHeaders(freshHeaders);
   await publisher.publish(
     '',
     queue,

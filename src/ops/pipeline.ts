@@ -1,10 +1,9 @@
-import type amqp from 'amqplib';
 import type pg from 'pg';
 import { quoteIdentifier, schemaRef, type SchemaRef } from '../runtime/identifier.js';
 import { showCdcSlot } from '../relay/index.js';
 import { readGaps } from '../inbox/index.js';
-import { silentLogger } from '../runtime/logger.js';
-import { openConnection } from '../transport/connection.js';
+import { RabbitMqTransport } from '../transport/rabbitmq.js';
+import type { TransportConnection } from '../transport/transport.js';
 import { parseOptions, poolOption } from '../runtime/options.js';
 import { pipelineStatusOptions, type PipelineStatusOptions, type ResolvedSourceTable } from './pipeline-options.js';
 import { diagnose, queueThroughput, relayThroughput, type Throughput } from './diagnose.js';
@@ -67,10 +66,7 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
   const sql = opsSql(schema);
   const { windowMs, sampleMs, stallAfterMs } = options;
   const queues = options.queues.map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
-  const broker =
-    queues.length > 0
-      ? await openConnection(options.amqpUrl!, 'converge-status', silentLogger, () => undefined)
-      : undefined;
+  const broker = queues.length > 0 ? await openBroker(options.amqpUrl!) : undefined;
   try {
     const before = await sampleOutbox(pool, sql);
     const depthsBefore = await queueDepths(
@@ -202,24 +198,25 @@ async function sampleOutbox(pool: pg.Pool, sql: ReturnType<typeof opsSql>) {
   };
 }
 
-/** Ready messages and subscribers per queue; null for a queue the broker does not have. */
+function openBroker(urls: string | readonly string[]): Promise<TransportConnection> {
+  return new RabbitMqTransport({ urls }).connect({
+    name: 'converge-status',
+    signal: new AbortController().signal,
+    onClose: () => undefined,
+  });
+}
+
+/** Ready messages and subscribers per queue; null for a queue the broker does not have or would not show. */
 async function queueDepths(
-  broker: amqp.ChannelModel | undefined,
+  broker: TransportConnection | undefined,
   queues: string[],
 ): Promise<({ depth: number; consumers: number } | null)[]> {
   if (!broker) return [];
   const depths: ({ depth: number; consumers: number } | null)[] = [];
   for (const queue of queues) {
-    // A passive declare of a missing queue closes its channel, so each check gets its own.
-    const channel = await broker.createChannel();
-    channel.on('error', () => undefined);
-    try {
-      const { messageCount, consumerCount } = await channel.checkQueue(queue);
-      depths.push({ depth: messageCount, consumers: consumerCount });
-      await channel.close();
-    } catch {
-      depths.push(null);
-    }
+    // A refusal (e.g. 403 for a queue this user may not see) is reported as unknown, like a missing queue.
+    const counts = await broker.inspectQueue(queue).catch(() => null);
+    depths.push(counts && { depth: counts.messages, consumers: counts.consumers });
   }
   return depths;
 }

@@ -3,6 +3,8 @@ import { InProcessPublisher } from './in-process-publisher.js';
 import { InProcessSubscription } from './in-process-subscription.js';
 import type {
   ConnectRequest,
+  QueueCounts,
+  QueueHeadMessage,
   QueueSet,
   SubscribeOptions,
   Subscription,
@@ -65,6 +67,27 @@ export class InProcessConnection implements TransportConnection {
     // Deliveries start after subscribe() returned, as they would over a socket.
     queueMicrotask(() => this.#broker.dispatch(queue));
     return Promise.resolve(subscription);
+  }
+
+  inspectQueue(queueName: string): Promise<QueueCounts | null> {
+    if (this.#closed) return Promise.reject(new Error('connection closed'));
+    const queue = this.#broker.queue(queueName);
+    return Promise.resolve(queue ? { messages: queue.ready.length, consumers: queue.subscribers.length } : null);
+  }
+
+  /** The head stays where it is, unflagged: unlike RabbitMQ's get and requeue, a look here is no return. */
+  peekHead(queueName: string): Promise<QueueHeadMessage | null> {
+    if (this.#closed) return Promise.reject(new Error('connection closed'));
+    const head = this.#broker.queue(queueName)?.ready[0];
+    return Promise.resolve(
+      head ? { properties: { ...head.properties, headers: { ...head.properties.headers } } } : null,
+    );
+  }
+
+  /** Only topic exchanges exist here. */
+  checkExchangeType(exchangeType: string): Promise<boolean> {
+    if (this.#closed) return Promise.reject(new Error('connection closed'));
+    return Promise.resolve(exchangeType === 'topic');
   }
 
   /** Unacked deliveries go back to their queues, redelivered; publishes can no longer be made. */

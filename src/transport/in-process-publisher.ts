@@ -1,6 +1,6 @@
 import { PublishError } from '../runtime/errors.js';
 import type { InProcessBroker } from './in-process-broker.js';
-import type { MessageProperties, TransportPublisher } from './transport.js';
+import type { CarriedHeaders, MessageProperties, TransportPublisher } from './transport.js';
 
 /** The publishing side of the in-process transport: a confirm for routed messages, a return for unroutable ones. */
 export class InProcessPublisher implements TransportPublisher {
@@ -42,6 +42,11 @@ export class InProcessPublisher implements TransportPublisher {
         redelivered: false,
         returns: 0,
       });
+  }
+
+  /** Nothing is encoded here: every header travels as given (a shallow copy, as publish makes). */
+  carriedHeaders(headers: Record<string, unknown>): CarriedHeaders {
+    return { headers: { ...headers }, omitted: [] };
   }
 
   holdTimeouts(): void {

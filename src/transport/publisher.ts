@@ -2,7 +2,7 @@ import type { ConfirmChannel, Message, Options } from 'amqplib';
 import { PublishError } from '../runtime/errors.js';
 import { encodableHeaders, headerTableBudget, type EncodableHeaders } from './header-encoding.js';
 import { encodableProperties } from './property-encoding.js';
-import type { TransportPublisher } from './transport.js';
+import type { CarriedHeaders, TransportPublisher } from './transport.js';
 
 /** One publish waiting for its confirm. */
 interface Pending {
@@ -116,6 +116,11 @@ export class ConfirmPublisher implements TransportPublisher {
     return headers === undefined ? {} : { headers: publishableHeaders(this.#channel, headers).headers };
   }
 
+  carriedHeaders(headers: Record<string, unknown>): CarriedHeaders {
+    const { headers: carried, omitted } = publishableHeaders(this.#channel, headers);
+    return { headers: carried, omitted };
+  }
+
   /**
    * Stops the confirm timeouts of publishes in flight and of new ones, e.g. while the broker
    * blocks the connection (a resource alarm): the broker has not refused anything, it only reads
@@ -216,11 +221,8 @@ export class ConfirmPublisher implements TransportPublisher {
   }
 }
 
-/**
- * `headers` as a ConfirmPublisher on `channel` sends them (header-encoding.ts, within the frame
- * size its connection negotiated), for a caller that reports what was omitted.
- */
-export function publishableHeaders(channel: ConfirmChannel, headers: unknown): EncodableHeaders {
+/** `headers` as a ConfirmPublisher on `channel` sends them (header-encoding.ts, within the frame size its connection negotiated). */
+function publishableHeaders(channel: ConfirmChannel, headers: unknown): EncodableHeaders {
   const frameMax = (channel as unknown as { connection?: { frameMax?: unknown } }).connection?.frameMax;
   return encodableHeaders(headers, headerTableBudget(typeof frameMax === 'number' ? frameMax : 0));
 }

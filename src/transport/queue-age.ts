@@ -1,7 +1,6 @@
-import type amqp from 'amqplib';
-import { silentLogger } from '../runtime/logger.js';
-import { brokerFailure, openConnection, type AmqpSocketOptions } from './connection.js';
-import { BrokerAddresses } from './broker-addresses.js';
+import type { AmqpSocketOptions } from './connection.js';
+import { RabbitMqTransport } from './rabbitmq.js';
+import type { TransportConnection } from './transport.js';
 import { DEFAULT_RETRY_TIERS_MS, deadQueueName, retryQueueName, retryTiers } from './queue-arguments.js';
 
 /** What a look at the head of one queue found. */
@@ -28,51 +27,50 @@ export function consumerQueues(queue: string, tiersMs: readonly number[] = DEFAU
 }
 
 /**
- * Looks at the head of each queue without taking it away. AMQP has no "age of the oldest message",
- * so the head is fetched with basic.get and returned at once with basic.nack(requeue): it goes
- * back to its place, flagged `redelivered` (the inbox decides duplicates, not that flag). On a
- * quorum queue before RabbitMQ 4.3 a return counts towards the delivery limit: one per look, so
- * a message that sits at the head through `deliveryLimit` cleanup runs is dead-lettered to
- * `<queue>.dead` and quarantined (kept, replayable), not lost. Opens and closes its own connection.
+ * Looks at the head of each queue without taking it away (the transport's peekHead). On RabbitMQ
+ * that is basic.get and basic.nack(requeue): the head goes back to its place, flagged
+ * `redelivered` (the inbox decides duplicates, not that flag). On a quorum queue before RabbitMQ
+ * 4.3 a return counts towards the delivery limit: one per look, so a message that sits at the head
+ * through `deliveryLimit` cleanup runs is dead-lettered to `<queue>.dead` and quarantined (kept,
+ * replayable), not lost. Opens and closes its own RabbitMQ connection; readQueueHeadsOn takes one.
  */
 export async function readQueueHeads(
   urls: string | readonly string[],
   queues: readonly string[],
   socketOptions: AmqpSocketOptions = {},
 ): Promise<QueueHead[]> {
-  const brokers = new BrokerAddresses(urls);
-  const connection = await openConnection(brokers, 'converge-retention', silentLogger, () => undefined, socketOptions);
+  const transport = new RabbitMqTransport({ urls, socketOptions });
+  const connection = await transport.connect({
+    name: 'converge-retention',
+    signal: new AbortController().signal,
+    onClose: () => undefined,
+  });
   try {
-    const heads: QueueHead[] = [];
-    for (const queue of queues) heads.push(await readHead(connection, queue));
-    return heads;
+    return await readQueueHeadsOn(connection, queues);
   } catch (err) {
-    throw brokerFailure(err, brokers.target);
+    throw transport.failure(err);
   } finally {
     await connection.close().catch(() => undefined);
   }
 }
 
-async function readHead(connection: amqp.ChannelModel, queue: string): Promise<QueueHead> {
-  // A passive declare of a missing queue closes its channel, so each queue gets its own.
-  const channel = await connection.createChannel();
-  channel.on('error', () => undefined);
-  try {
-    let messages: number;
-    try {
-      messages = (await channel.checkQueue(queue)).messageCount;
-    } catch (err) {
-      if ((err as { code?: unknown }).code === 404) return { queue, exists: false, messages: 0, headTimestampMs: null };
-      throw err;
-    }
-    const head = messages > 0 ? await channel.get(queue, { noAck: false }) : false;
-    // Taken by a consumer meanwhile: nothing is waiting any more.
-    if (!head) return { queue, exists: true, messages: 0, headTimestampMs: null };
-    channel.nack(head, false, true);
-    const seconds: unknown = head.properties.timestamp;
-    const headTimestampMs = typeof seconds === 'number' && Number.isFinite(seconds) ? seconds * 1000 : null;
-    return { queue, exists: true, messages: Math.max(messages, 1), headTimestampMs };
-  } finally {
-    await channel.close().catch(() => undefined);
-  }
+/** readQueueHeads on a connection of any transport. */
+export async function readQueueHeadsOn(
+  connection: TransportConnection,
+  queues: readonly string[],
+): Promise<QueueHead[]> {
+  const heads: QueueHead[] = [];
+  for (const queue of queues) heads.push(await readHead(connection, queue));
+  return heads;
+}
+
+async function readHead(connection: TransportConnection, queue: string): Promise<QueueHead> {
+  const counts = await connection.inspectQueue(queue);
+  if (!counts) return { queue, exists: false, messages: 0, headTimestampMs: null };
+  const head = counts.messages > 0 ? await connection.peekHead(queue) : null;
+  // Taken by a consumer meanwhile: nothing is waiting any more.
+  if (!head) return { queue, exists: true, messages: 0, headTimestampMs: null };
+  const seconds: unknown = head.properties.timestamp;
+  const headTimestampMs = typeof seconds === 'number' && Number.isFinite(seconds) ? seconds * 1000 : null;
+  return { queue, exists: true, messages: Math.max(counts.messages, 1), headTimestampMs };
 }

@@ -7,9 +7,12 @@ import { headerRejectionOf } from './header-guard.js';
 import { brokerFailure, openConnection, type AmqpSocketOptions } from './connection.js';
 import { ConfirmPublisher } from './publisher.js';
 import { queueSetArguments } from './queue-arguments.js';
+import { checkExchangeTypeOn, inspectQueueOn, peekHeadOn } from './rabbitmq-queues.js';
 import { CLOSE_GRACE_MS, closeWithin, withinDeadline } from './socket-control.js';
 import type {
   ConnectRequest,
+  QueueCounts,
+  QueueHeadMessage,
   QueueSet,
   SubscribeOptions,
   Subscription,
@@ -76,20 +79,29 @@ export class RabbitMqTransport implements Transport {
     const { onBlocked, onUnblocked } = request;
     if (onBlocked) connection.on('blocked', (reason?: string) => onBlocked(reason));
     if (onUnblocked) connection.on('unblocked', () => onUnblocked());
-    return new RabbitMqConnection(connection, () => kill.abort(), this.#logger);
+    // A probe that the broker may answer by closing the connection gets one of its own (checkExchangeType).
+    const openProbe = () =>
+      openConnection(this.brokers, `${request.name} probe`, this.#logger, () => undefined, socketOptions);
+    return new RabbitMqConnection(connection, { kill: () => kill.abort(), openProbe }, this.#logger);
   }
+}
+
+/** What a connection needs of its transport: to destroy its socket, and to open a probe connection. */
+interface ConnectionControl {
+  kill: () => void;
+  openProbe: () => Promise<amqp.ChannelModel>;
 }
 
 class RabbitMqConnection implements TransportConnection {
   readonly #connection: amqp.ChannelModel;
-  readonly #kill: () => void;
+  readonly #control: ConnectionControl;
   readonly #logger: Logger;
   readonly #publishers = new Set<ConfirmPublisher>();
   readonly #subscriptions = new Set<amqp.Channel>();
 
-  constructor(connection: amqp.ChannelModel, kill: () => void, logger: Logger) {
+  constructor(connection: amqp.ChannelModel, control: ConnectionControl, logger: Logger) {
     this.#connection = connection;
-    this.#kill = kill;
+    this.#control = control;
     this.#logger = logger;
   }
 
@@ -161,6 +173,18 @@ class RabbitMqConnection implements TransportConnection {
     };
   }
 
+  inspectQueue(queue: string): Promise<QueueCounts | null> {
+    return inspectQueueOn(this.#connection, queue);
+  }
+
+  peekHead(queue: string): Promise<QueueHeadMessage | null> {
+    return peekHeadOn(this.#connection, queue);
+  }
+
+  async checkExchangeType(exchangeType: string, probeName: string): Promise<boolean> {
+    return checkExchangeTypeOn(await this.#control.openProbe(), exchangeType, probeName);
+  }
+
   /**
    * Subscription channels are closed before the connection: a channel close is ordered after the
    * acks sent on it, so the broker has them before it takes back what is still unacked; a bare
@@ -175,7 +199,7 @@ class RabbitMqConnection implements TransportConnection {
         await Promise.all(publishers.map((p) => p.close()));
       },
     };
-    await closeWithin(this.#connection, channels, this.#kill);
+    await closeWithin(this.#connection, channels, this.#control.kill);
   }
 }
 

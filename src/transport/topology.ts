@@ -2,6 +2,8 @@ import { EventEmitter } from 'node:events';
 import type amqp from 'amqplib';
 import { z } from 'zod';
 import { BrokerPluginMissingError } from '../runtime/errors.js';
+import type { Logger } from '../runtime/logger.js';
+import { openConnection } from './connection.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
 
 import { PARTITION_PROPERTY } from './wire.js';
@@ -57,6 +59,24 @@ export const partitionedTopologyOptions = defineOptions(
 );
 
 export type PartitionedTopologyOptions = OptionsInput<typeof partitionedTopologyOptions>;
+
+/**
+ * declarePartitionedTopology on a RabbitMQ connection of its own, named `name` and closed again:
+ * for a caller that holds no amqplib channel (the CLI's `topology`).
+ */
+export async function declarePartitionedTopologyAt(
+  urls: string | readonly string[],
+  name: string,
+  logger: Logger,
+  input: PartitionedTopologyOptions,
+): Promise<PartitionedTopology> {
+  const connection = await openConnection(urls, name, logger, () => undefined);
+  try {
+    return await declarePartitionedTopology(await connection.createChannel(), input);
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
 
 /**
  * Declares a partitioned consumer group that keeps per-aggregate order while consumers

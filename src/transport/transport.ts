@@ -54,6 +54,29 @@ export interface TransportPublisher {
   close(): Promise<void>;
   /** Closes once what is in flight has settled, without failing it; nothing new is sent on it meanwhile. */
   retire(): Promise<void>;
+  /**
+   * `headers` as this publisher would send them: what the transport cannot carry faithfully is
+   * left out and named in `omitted` (top-level names, never values), for a caller that reports it.
+   */
+  carriedHeaders(headers: Record<string, unknown>): CarriedHeaders;
+}
+
+/** What carriedHeaders keeps of a header table, and the names it had to leave out. */
+export interface CarriedHeaders {
+  headers: Record<string, unknown>;
+  omitted: string[];
+}
+
+/** A queue as the broker counts it now. */
+export interface QueueCounts {
+  /** Ready messages: not those a subscriber holds unsettled. */
+  messages: number;
+  consumers: number;
+}
+
+/** The head message of a queue, read without taking it away. */
+export interface QueueHeadMessage {
+  properties: Partial<MessageProperties>;
 }
 
 /**
@@ -139,6 +162,20 @@ export interface TransportConnection {
     onDelivery: (delivery: TransportDelivery) => void,
     options: SubscribeOptions,
   ): Promise<Subscription>;
+  /** The queue's counts, or null when there is no such queue; the connection survives either way. */
+  inspectQueue(queue: string): Promise<QueueCounts | null>;
+  /**
+   * The head message's properties, leaving it in place; null when the queue is empty or missing.
+   * On RabbitMQ that is a get and a requeue: the message comes back `redelivered`, and on a quorum
+   * queue (before 4.3) the return counts towards its delivery limit.
+   */
+  peekHead(queue: string): Promise<QueueHeadMessage | null>;
+  /**
+   * Whether the broker knows exchanges of `exchangeType` (e.g. `x-consistent-hash`, from a plugin).
+   * RabbitMQ can only tell by declaring one: a throwaway internal exchange `probeName`, deleted again,
+   * on a connection of its own (a refusal closes the whole connection). Other failures reject.
+   */
+  checkExchangeType(exchangeType: string, probeName: string): Promise<boolean>;
   /** Closes politely; a broker that does not answer within a short grace gets its socket destroyed. */
   close(): Promise<void>;
 }

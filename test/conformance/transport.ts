@@ -321,6 +321,88 @@ export function transportConformance(label: string, rig: ConformanceRig, open: (
         dead[0]!.ack();
       }),
     );
+
+    test(
+      'inspectQueue counts ready messages and subscribers; a missing queue is null and the connection lives on',
+      withTransport(async (t) => {
+        const connection = await t.connect();
+        assert.equal(await connection.inspectQueue(uniqueName('cvt.tr.missing')), null);
+        const set = await t.declare('classic', ['#']);
+        const publisher = await t.publisher();
+        await publisher.publish(set.exchange, 'k', Buffer.from('a'), props('i1'), TIMEOUT_MS);
+        await publisher.publish(set.exchange, 'k', Buffer.from('b'), props('i2'), TIMEOUT_MS);
+        // The same connection after the missing queue: its refusal ended nothing.
+        assert.deepEqual(await connection.inspectQueue(set.queue), { messages: 2, consumers: 0 });
+        const received = await t.collect(set.queue);
+        await waitFor(() => received.length === 2, 'both deliveries');
+        // Handed out and unsettled: no longer ready.
+        assert.deepEqual(await connection.inspectQueue(set.queue), { messages: 0, consumers: 1 });
+        for (const delivery of received) delivery.ack();
+      }),
+    );
+
+    test(
+      'peekHead reads the head message and leaves it first in its queue',
+      withTransport(async (t) => {
+        const connection = await t.connect();
+        assert.equal(await connection.peekHead(uniqueName('cvt.tr.missing')), null, 'a missing queue');
+        const set = await t.declare('classic', ['#']);
+        assert.equal(await connection.peekHead(set.queue), null, 'an empty queue');
+        const publisher = await t.publisher();
+        await publisher.publish(
+          set.exchange,
+          'k',
+          Buffer.from('a'),
+          { ...props('h1', { 'x-tag': 'a' }), timestamp: 1_700_000_000 },
+          TIMEOUT_MS,
+        );
+        await publisher.publish(set.exchange, 'k', Buffer.from('b'), props('h2'), TIMEOUT_MS);
+        for (const look of [1, 2]) {
+          const head = await connection.peekHead(set.queue);
+          assert.equal(head?.properties.messageId, 'h1', `look ${look}`);
+          assert.equal(head?.properties.timestamp, 1_700_000_000);
+          assert.equal(head?.properties.headers?.['x-tag'], 'a');
+        }
+        const received = await t.collect(set.queue);
+        await waitFor(() => received.length === 2, 'both deliveries');
+        assert.deepEqual(
+          received.map((d) => d.properties.messageId),
+          ['h1', 'h2'],
+        );
+        for (const delivery of received) delivery.ack();
+      }),
+    );
+
+    test(
+      'checkExchangeType knows topic exchanges and not a type no plugin provides',
+      withTransport(async (t) => {
+        const connection = await t.connect();
+        assert.equal(await connection.checkExchangeType('topic', uniqueName('cvt.tr.probe')), true);
+        assert.equal(await connection.checkExchangeType('x-converge-no-such-type', uniqueName('cvt.tr.probe')), false);
+        // A refused type does not end the connection it was asked on.
+        const set = await t.declare('classic', ['#']);
+        assert.deepEqual(await connection.inspectQueue(set.queue), { messages: 0, consumers: 0 });
+      }),
+    );
+
+    test(
+      'carriedHeaders keeps or names each header, and what it keeps arrives as given',
+      withTransport(async (t) => {
+        const set = await t.declare('classic', ['#']);
+        const received = await t.collect(set.queue);
+        const publisher = await t.publisher();
+        const given = { 'x-text': 'ü text', 'x-number': 7, 'x-flag': true, 'x-list': ['a', 1] };
+        const carried = publisher.carriedHeaders(given);
+        for (const name of Object.keys(given))
+          assert.ok(name in carried.headers !== carried.omitted.includes(name), `${name} is either carried or omitted`);
+        assert.deepEqual(carried.omitted, [], 'plain headers travel on every transport');
+        await publisher.publish(set.exchange, 'k', Buffer.from('x'), props('c1', carried.headers), TIMEOUT_MS);
+        await waitFor(() => received.length === 1, 'the delivery');
+        const arrived = received[0]!.properties.headers ?? {};
+        for (const [name, value] of Object.entries(given)) assert.deepEqual(arrived[name], value, name);
+        received[0]!.ack();
+      }),
+    );
   });
 }
 

@@ -138,7 +138,7 @@ function corpus(): Case[] {
 
 describe('hostile bytes through a plain AMQP publish', () => {
   test('every hostile message settles at once, quarantined ones with their exact bytes and properties, identical invalid ones in one open row, and a replay re-publishes them exactly', async () => {
-    await withBadInputRig('cvhostile', async ({ db, channel, start, publish, brokerName }) => {
+    await withBadInputRig('cvhostile', async ({ db, channel, publisher, start, publish, brokerName }) => {
       const replayQueue = brokerName('replay');
       const settled: Settlement[] = [];
       const consumer: Consumer = start({ handlers: { AmountAdded: async () => undefined } });
@@ -201,7 +201,7 @@ describe('hostile bytes through a plain AMQP publish', () => {
 
       // Replay re-publishes the exact bytes and properties, U+0000 included.
       const hostile = byLabel.get('nul-header-key')!;
-      await replayQuarantined(db.pool, channel, { id: hostile.id, queue: replayQueue, schema: db.schema });
+      await replayQuarantined(db.pool, publisher, { id: hostile.id, queue: replayQueue, schema: db.schema });
       const got = await waitFor(async () => (await channel.get(replayQueue, { noAck: true })) || false, 'the replay');
       assert.ok(got.content.equals(hostile.body), 'replayed body is byte-identical');
       // Converge's own (signed) replay headers come on top of the publisher's headers.
@@ -216,7 +216,7 @@ describe('hostile bytes through a plain AMQP publish', () => {
       assert.equal(replayOf, hostile.id);
       assert.deepEqual(headers, hostile.properties.headers, 'replayed headers are exact');
       const property = byLabel.get('nul-property-correlationId')!;
-      await replayQuarantined(db.pool, channel, { id: property.id, queue: replayQueue, schema: db.schema });
+      await replayQuarantined(db.pool, publisher, { id: property.id, queue: replayQueue, schema: db.schema });
       const got2 = await waitFor(async () => (await channel.get(replayQueue, { noAck: true })) || false, 'the replay');
       assert.equal(got2.properties.correlationId, `correlationId${CONTROLS}`);
       assert.ok(got2.content.equals(property.body));

@@ -232,7 +232,7 @@ describe('consumer with queueType quorum', () => {
       assert.equal(calls, 0, 'quarantined from the dead queue without running the handler');
       // The replay carries the x-death that names env.queue; its retry copy must not, or the broker's
       // cycle detection drops it on its way back from the retry queue into env.queue.
-      await replayQuarantined(env.pool, env.channel, { id: row!.id, queue: env.queue, schema: env.schema });
+      await replayQuarantined(env.pool, env.publisher, { id: row!.id, queue: env.queue, schema: env.schema });
       await waitFor(() => consumer.stats.applied === 1, 'the replayed event to apply after one retry');
       assert.equal(calls, 2);
       assert.equal(consumer.stats.retried, 1);

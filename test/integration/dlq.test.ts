@@ -35,7 +35,7 @@ type QueryPool = Parameters<typeof listQuarantine>[0];
 
 describe('dlq', () => {
   it('lists with filters, shows the raw message, replays it through the normal path once fixed, and discards only with a reason', () =>
-    withBrokerFixture('cvq', async ({ db, channel, queue, startConsumer, publish }) => {
+    withBrokerFixture('cvq', async ({ db, publisher, queue, startConsumer, publish }) => {
       let fixed = false;
       const applied: string[] = [];
       const consumer = startConsumer({
@@ -71,7 +71,7 @@ describe('dlq', () => {
       assert.equal(shown!.properties.messageId, 'R1');
 
       fixed = true;
-      await replayQuarantined(db.pool, channel, {
+      await replayQuarantined(db.pool, publisher, {
         id: r1.id,
         queue,
         schema: db.schema,
@@ -88,11 +88,11 @@ describe('dlq', () => {
       );
       await discardQuarantined(db.pool, { id: r2.id, reason: 'duplicate refund, refunded by hand', schema: db.schema });
       await assert.rejects(
-        replayQuarantined(db.pool, channel, { id: r2.id, queue, schema: db.schema }),
+        replayQuarantined(db.pool, publisher, { id: r2.id, queue, schema: db.schema }),
         (err: unknown) => err instanceof ConvergeError && err.code === 'CONVERGE_QUARANTINE_RESOLVED',
       );
       await assert.rejects(
-        replayQuarantined(db.pool, channel, { id: '999999', queue, schema: db.schema }),
+        replayQuarantined(db.pool, publisher, { id: '999999', queue, schema: db.schema }),
         (err: unknown) => err instanceof ConvergeError && err.code === 'CONVERGE_QUARANTINE_NOT_FOUND',
       );
 
@@ -112,7 +112,7 @@ describe('dlq', () => {
       );
     }));
   it('records what a replay did on the original row: applied (original schema version, upcast), duplicate, quarantined again, parked then applied', () =>
-    withBrokerFixture('cvq', async ({ db, channel, queue, startConsumer, publish }) => {
+    withBrokerFixture('cvq', async ({ db, publisher, queue, startConsumer, publish }) => {
       await db.pool.query(
         `CREATE TABLE "${db.schema}".refunds (event_id text PRIMARY KEY, aggregate_id text NOT NULL, currency text, schema_version int)`,
       );
@@ -151,7 +151,7 @@ describe('dlq', () => {
 
       // Applied: the consumer judges the original body again, at its original schema version, upcast for the handler.
       failing.delete('R1');
-      await replayQuarantined(db.pool, channel, { id: original.get('R1')!.id, queue, schema: db.schema });
+      await replayQuarantined(db.pool, publisher, { id: original.get('R1')!.id, queue, schema: db.schema });
       const r1 = await waitFor(
         async () =>
           (await rowOf(db.pool, db.schema, 'R1', false))?.replayOutcome === 'applied' &&
@@ -182,14 +182,14 @@ describe('dlq', () => {
         async () => (await db.pool.query(`SELECT 1 FROM "${db.schema}".refunds WHERE event_id = 'D1'`)).rowCount === 1,
         'D1 applied from a fresh copy',
       );
-      await replayQuarantined(db.pool, channel, { id: original.get('D1')!.id, queue, schema: db.schema });
+      await replayQuarantined(db.pool, publisher, { id: original.get('D1')!.id, queue, schema: db.schema });
       await waitFor(
         async () => (await rowOf(db.pool, db.schema, 'D1', false))?.replayOutcome === 'duplicate',
         'D1 replay recorded as duplicate',
       );
 
       // Quarantined again: the original row points at the new open row.
-      await replayQuarantined(db.pool, channel, { id: original.get('R2')!.id, queue, schema: db.schema });
+      await replayQuarantined(db.pool, publisher, { id: original.get('R2')!.id, queue, schema: db.schema });
       const r2 = await waitFor(
         async () =>
           (await rowOf(db.pool, db.schema, 'R2', false))?.replayOutcome === 'quarantined' &&
@@ -204,7 +204,7 @@ describe('dlq', () => {
 
       // Parked: version 2 of aggregate A waits for version 1, then applies from the reorder buffer.
       failing.delete('A2');
-      await replayQuarantined(db.pool, channel, { id: original.get('A2')!.id, queue, schema: db.schema });
+      await replayQuarantined(db.pool, publisher, { id: original.get('A2')!.id, queue, schema: db.schema });
       await waitFor(
         async () => (await rowOf(db.pool, db.schema, 'A2', false))?.replayOutcome === 'parked',
         'A2 replay recorded as parked',

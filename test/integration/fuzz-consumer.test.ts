@@ -108,7 +108,7 @@ async function replayOutcome(env: Env, id: string): Promise<string | null> {
 
 /** Replays quarantine row `id` to the run's queue and waits for the outcome recorded on it. */
 async function replay(env: Env, id: string, expected: string): Promise<void> {
-  await replayQuarantined(env.pool, env.channel, { id, queue: env.queue, schema: env.schema });
+  await replayQuarantined(env.pool, env.publisher, { id, queue: env.queue, schema: env.schema });
   await waitFor(
     async () => (await replayOutcome(env, id)) === expected,
     `the replay of row ${id} recorded as ${expected}`,

@@ -202,7 +202,7 @@ describe('headers converge publishes again', () => {
       const target = uniqueName('cvc.replay');
       env.extraQueues.push(target);
       await env.channel.assertQueue(target, { durable: false });
-      const receipt = await replayQuarantined(env.pool, env.channel, {
+      const receipt = await replayQuarantined(env.pool, env.publisher, {
         id: row!.id,
         queue: target,
         schema: env.schema,

@@ -63,7 +63,7 @@ describe('converge headers', () => {
   });
 
   test('a forged x-converge-replay-of records nothing; the real replay of that row records its outcome', async () => {
-    await withBadInputRig('cvhdr', async ({ db, channel, queue, publish, start }) => {
+    await withBadInputRig('cvhdr', async ({ db, publisher, queue, publish, start }) => {
       const settled: Settlement[] = [];
       const logger = capturingLogger();
       const consumer = start({ handlers: { AmountAdded: async () => undefined }, logger });
@@ -87,7 +87,7 @@ describe('converge headers', () => {
       assert.equal(open[0]!.replayOutcome, null, 'no outcome on a row nobody replayed');
 
       const before = { settled: settled.length, logged: logger.records.length };
-      await replayQuarantined(db.pool, channel, { id: row!.id, queue, schema: db.schema });
+      await replayQuarantined(db.pool, publisher, { id: row!.id, queue, schema: db.schema });
       const replayed = await waitFor(async () => {
         const rows = await listQuarantine(db.pool, { schema: db.schema, includeResolved: true });
         const original = rows.find((r) => r.id === row!.id);
@@ -108,7 +108,7 @@ describe('converge headers', () => {
   });
 
   test('a replay whose transaction commits after the consumer got the copy still records its outcome there', async () => {
-    await withBadInputRig('cvhdr', async ({ db, channel, queue, publish, start }) => {
+    await withBadInputRig('cvhdr', async ({ db, publisher, queue, publish, start }) => {
       const settled: Settlement[] = [];
       const consumer = start({ handlers: { AmountAdded: async () => undefined } });
       consumer.on('settled', (s) => settled.push(s));
@@ -121,7 +121,7 @@ describe('converge headers', () => {
       const client = await db.pool.connect();
       try {
         await client.query('BEGIN');
-        await replayQuarantined(client, channel, { id: row!.id, queue, schema: db.schema });
+        await replayQuarantined(client, publisher, { id: row!.id, queue, schema: db.schema });
         const replayer = await backendPid(client);
         await waitFor(async () => {
           if (settled.length > 1) return true;

@@ -88,10 +88,14 @@ function refusingCopies(): Transport {
             resumeTimeouts: () => publisher.resumeTimeouts(),
             close: () => publisher.close(),
             retire: () => publisher.retire(),
+            carriedHeaders: (headers) => publisher.carriedHeaders(headers),
           };
         },
         declareQueues: (set) => connection.declareQueues(set),
         subscribe: (queue, onDelivery, options) => connection.subscribe(queue, onDelivery, options),
+        inspectQueue: (queue) => connection.inspectQueue(queue),
+        peekHead: (queue) => connection.peekHead(queue),
+        checkExchangeType: (type, probeName) => connection.checkExchangeType(type, probeName),
         close: () => connection.close(),
       };
     },
@@ -150,7 +154,7 @@ describe('properties converge publishes again', () => {
       const target = uniqueName('cvc.replay');
       env.extraQueues.push(target);
       await env.channel.assertQueue(target, { durable: false });
-      const receipt = await replayQuarantined(env.pool, env.channel, {
+      const receipt = await replayQuarantined(env.pool, env.publisher, {
         id: row!.id,
         queue: target,
         schema: env.schema,

@@ -4,11 +4,13 @@
  * under test. Its consumers are stopped and its broker names removed when the test ends.
  */
 import type amqp from 'amqplib';
+import type { TransportPublisher } from '../../src/transport/transport.js';
 import { startConsumer, type Consumer, type ConsumerOptions } from '../../src/index.js';
 import {
   connectRabbit,
   createTestSchema,
   dropTestBroker,
+  openConfirmPublisher,
   uniqueName,
   withChannel,
   AMQP_URL,
@@ -24,6 +26,8 @@ export interface BadInputRig {
   /** The test schema, quoted for SQL. */
   q: string;
   channel: amqp.ConfirmChannel;
+  /** The transport's publisher on a confirm channel of its own, e.g. for replayQuarantined. */
+  publisher: TransportPublisher;
   exchange: string;
   queue: string;
   /**
@@ -48,6 +52,7 @@ export async function withBadInputRig(prefix: string, fn: (rig: BadInputRig) => 
   connection.on('error', () => undefined);
   const channel = await connection.createConfirmChannel();
   channel.on('error', () => undefined);
+  const publisher = await openConfirmPublisher(connection);
   const exchange = uniqueName(`${prefix}.events`);
   const queue = uniqueName(`${prefix}.q`);
   const brokerNames = [queue, exchange];
@@ -56,6 +61,7 @@ export async function withBadInputRig(prefix: string, fn: (rig: BadInputRig) => 
     db,
     q: `"${db.schema}"`,
     channel,
+    publisher,
     exchange,
     queue,
     start(options) {

@@ -19,7 +19,16 @@ import {
 } from '../../src/index.js';
 import { DEFAULT_ROUTING_KEY, encodeMessage, routingKeyFromTemplate } from '../../src/internal/index.js';
 import type { UntypedEvents } from '../../src/envelope/events.js';
-import { AMQP_URL, connectRabbit, createTestSchema, dropTestBroker, uniqueName, type TestDatabase } from './rig.js';
+import type { TransportPublisher } from '../../src/transport/transport.js';
+import {
+  AMQP_URL,
+  connectRabbit,
+  createTestSchema,
+  dropTestBroker,
+  openConfirmPublisher,
+  uniqueName,
+  type TestDatabase,
+} from './rig.js';
 
 const routingKey = routingKeyFromTemplate(DEFAULT_ROUTING_KEY);
 
@@ -27,6 +36,8 @@ export interface BrokerFixture {
   db: TestDatabase;
   connection: amqp.ChannelModel;
   channel: amqp.ConfirmChannel;
+  /** The transport's publisher on a confirm channel of its own, e.g. for replayQuarantined. */
+  publisher: TransportPublisher;
   /** `<prefix>.events`, made unique. */
   exchange: string;
   /** `<prefix>.q`, made unique. */
@@ -51,9 +62,11 @@ export async function openBrokerFixture(prefix: string): Promise<BrokerFixture> 
   const db = await createTestSchema(prefix);
   let connection: amqp.ChannelModel;
   let channel: amqp.ConfirmChannel;
+  let publisher: TransportPublisher;
   try {
     connection = await connectRabbit();
     channel = await connection.createConfirmChannel();
+    publisher = await openConfirmPublisher(connection);
   } catch (err) {
     await db.close();
     throw err;
@@ -73,6 +86,7 @@ export async function openBrokerFixture(prefix: string): Promise<BrokerFixture> 
     db,
     connection,
     channel,
+    publisher,
     exchange,
     queue,
     consumerOptions,

@@ -5,6 +5,7 @@
  */
 import { DEFAULT_RETRY_TIERS_MS, retryTierQueueName } from '../../src/transport/queue-arguments.js';
 import type amqp from 'amqplib';
+import type { TransportPublisher } from '../../src/transport/transport.js';
 import type pg from 'pg';
 import {
   applyIncrement,
@@ -25,6 +26,7 @@ import {
   connectRabbit,
   createTestSchema,
   dropBrokerNames,
+  openConfirmPublisher,
   uniqueName,
   AMQP_URL,
   withChannel,
@@ -46,6 +48,8 @@ export interface Env {
   pool: pg.Pool;
   connection: amqp.ChannelModel;
   channel: amqp.ConfirmChannel;
+  /** The transport's publisher on a confirm channel of its own, e.g. for replayQuarantined. */
+  publisher: TransportPublisher;
   exchange: string;
   queue: string;
   /** The single retry queue of earlier versions: still declared, never sent to. */
@@ -74,6 +78,7 @@ export async function withEnv(fn: (env: Env) => Promise<void>, prefix = 'cvc'): 
   connection.on('error', () => undefined);
   const channel = await connection.createConfirmChannel();
   channel.on('error', () => undefined);
+  const publisher = await openConfirmPublisher(connection);
   const exchange = uniqueName(`${prefix}.events`);
   const queue = uniqueName(`${prefix}.q`);
   const consumers = new Set<Consumer>();
@@ -90,6 +95,7 @@ export async function withEnv(fn: (env: Env) => Promise<void>, prefix = 'cvc'): 
     pool: db.pool,
     connection,
     channel,
+    publisher,
     exchange,
     queue,
     retryQueue: `${queue}.retry`,

@@ -22,6 +22,8 @@ import type amqp from 'amqplib';
 import amqplib from 'amqplib';
 import pg from 'pg';
 import { migrate } from '../../src/schema/migrate.js';
+import { ConfirmPublisher } from '../../src/transport/publisher.js';
+import type { TransportPublisher } from '../../src/transport/transport.js';
 import {
   AMQP_URL,
   DATABASE_URL,
@@ -298,4 +300,9 @@ export async function isBlockedOnLock(pool: pg.Pool, pid: number): Promise<boole
  */
 export async function dropTestBroker(connection: amqp.ChannelModel, names: Iterable<string>): Promise<void> {
   if (!KEEP_FAILED) await dropBrokerNames(connection, names);
+}
+
+/** RabbitMQ's TransportPublisher on a confirm channel of its own on `connection` (closed with it), e.g. for replayQuarantined. */
+export async function openConfirmPublisher(connection: amqp.ChannelModel): Promise<TransportPublisher> {
+  return new ConfirmPublisher(await connection.createConfirmChannel());
 }

@@ -29,6 +29,7 @@ function failing(reason: PublishFailure): TransportPublisher {
     resumeTimeouts() {},
     close: () => Promise.resolve(),
     retire: () => Promise.resolve(),
+    carriedHeaders: (headers) => ({ headers, omitted: [] }),
   };
 }
 

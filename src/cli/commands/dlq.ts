@@ -99,10 +99,10 @@ export function registerDlq(program: Command, context: CommandContext): void {
       const omitted: string[] = [];
       const omittedProperties: string[] = [];
       await withBroker(amqpUrl(options.amqpUrl), 'dlq-replay', async (connection) => {
-        const channel = await connection.createConfirmChannel();
+        const publisher = await connection.openPublisher();
         await withPool({ databaseUrl, schema }, async (pool) => {
           for (const id of ids) {
-            const receipt = await replayQuarantined(pool, channel, {
+            const receipt = await replayQuarantined(pool, publisher, {
               id,
               queue: options.queue,
               schema,
@@ -115,7 +115,7 @@ export function registerDlq(program: Command, context: CommandContext): void {
         });
       });
       console.log(`replayed ${ids.length} message(s) to ${options.queue}`);
-      // Header names only, never values: what amqplib could not carry, listed on the copy too.
+      // Header names only, never values: what the broker could not carry, listed on the copy too.
       for (const line of omitted) console.log(`headers omitted (x-converge-headers-omitted) for ${line}`);
       for (const line of omittedProperties)
         console.log(`properties omitted (x-converge-properties-omitted) for ${line}`);

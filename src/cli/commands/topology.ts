@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
-import { declarePartitionedTopology, partitionedTopologyOptions } from '../../transport/topology.js';
-import { AMQP_URL_HELP, positiveInteger, withBroker, type CommandContext } from '../context.js';
-import { amqpUrl, schemaDefault } from '../env.js';
+import { createLogger } from '../../runtime/logger.js';
+import { declarePartitionedTopologyAt, partitionedTopologyOptions } from '../../transport/topology.js';
+import { AMQP_URL_HELP, positiveInteger, type CommandContext } from '../context.js';
+import { amqpUrl, logLevel, schemaDefault } from '../env.js';
 
 interface TopologyCliOptions {
   queuePrefix: string;
@@ -57,25 +58,21 @@ export function registerTopology(program: Command, _context: CommandContext): vo
       DEFAULT_TIERS,
     )
     .action(async (options: TopologyCliOptions) => {
-      await withBroker(amqpUrl(options.amqpUrl), 'topology', async (connection) => {
-        const channel = await connection.createChannel();
-        const topology = await declarePartitionedTopology(channel, {
-          exchange: options.exchange,
-          queuePrefix: options.queuePrefix,
-          partitions: options.partitions,
-          bindings: options.binding,
-          queueType: options.queueType,
-          deliveryLimit: options.deliveryLimit,
-          retryTiersMs: options.retryTiers,
-        });
-        console.log(`declared ${topology.hashExchange} -> ${topology.queues.join(', ')}`);
-        const tiers = topology.retryTiers[0] ?? [];
-        console.log(
-          `retry tiers of each partition, e.g. ${tiers.map((t) => `${t.queue} (${t.delayMs} ms)`).join(', ')}`,
-        );
-        console.log(
-          'each partition also keeps <queue>.retry, the single retry queue of earlier versions: it drains back on its own; delete it once empty',
-        );
+      const logger = createLogger('converge-cli', logLevel());
+      const topology = await declarePartitionedTopologyAt(amqpUrl(options.amqpUrl), 'converge-cli topology', logger, {
+        exchange: options.exchange,
+        queuePrefix: options.queuePrefix,
+        partitions: options.partitions,
+        bindings: options.binding,
+        queueType: options.queueType,
+        deliveryLimit: options.deliveryLimit,
+        retryTiersMs: options.retryTiers,
       });
+      console.log(`declared ${topology.hashExchange} -> ${topology.queues.join(', ')}`);
+      const tiers = topology.retryTiers[0] ?? [];
+      console.log(`retry tiers of each partition, e.g. ${tiers.map((t) => `${t.queue} (${t.delayMs} ms)`).join(', ')}`);
+      console.log(
+        'each partition also keeps <queue>.retry, the single retry queue of earlier versions: it drains back on its own; delete it once empty',
+      );
     });
 }
