@@ -8,7 +8,7 @@ import { checkSchema } from '../../schema/migrate.js';
 import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
 import { CdcSession, type SessionContext } from './session.js';
 import { createCdcSlot, requireLogicalWalLevel, showCdcSlot } from './slot-sql.js';
-import { cdcSql } from './sql.js';
+import { cdcSql } from '../sql.js';
 import type { CdcRelayEvents, CdcRelayState } from './types.js';
 
 /**

@@ -14,7 +14,7 @@ import type { BrokerSession, SessionLink } from '../broker-link.js';
 import { formatLsn, parseLsn } from './lsn.js';
 import type { ResolvedCdcRelayOptions } from './options.js';
 import { CdcProgress } from './progress.js';
-import type { cdcSql } from './sql.js';
+import type { cdcSql } from '../sql.js';
 import { showCdcSlot } from './slot-sql.js';
 import { ReplicationStream, type StreamedRow } from './stream.js';
 import type { CdcRelayEvents } from './types.js';
