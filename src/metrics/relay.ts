@@ -37,9 +37,9 @@ export function serveRelayMetrics(relay: AnyRelay, input: MetricsEndpoint): Serv
   const registry = endpoint.registry ?? new client.Registry();
   instrumentRelay(relay, registry);
   registerOutboxGauges(registry, relay.pool, schemaRef(relay.options.schema));
-  const probes = relay instanceof CdcRelay ? cdcProbes(relay) : pollingProbes(relay);
-  registerBrokerConnected(registry, probes.connected);
-  return serveUntilClosed(registry, endpoint, probes);
+  const { connected, ready, live } = relay instanceof CdcRelay ? cdcProbes(relay) : pollingProbes(relay);
+  registerBrokerConnected(registry, connected);
+  return serveUntilClosed(registry, endpoint, { ready, live });
 }
 
 /** A CDC relay's metrics endpoint: serveRelayMetrics, under the name it was first exported as. */
