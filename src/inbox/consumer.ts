@@ -4,7 +4,7 @@ import { describeError } from '../runtime/logger.js';
 import { Service } from '../runtime/service.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
-import { rabbitMqTransportFor } from '../transport/rabbitmq.js';
+import { transportFor } from '../transport/rabbitmq.js';
 import type { Transport, TransportConnection, TransportDelivery } from '../transport/transport.js';
 import { resolveConsumerOptions, type ConsumerOptions, type ResolvedConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
@@ -56,7 +56,7 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     super();
     // Validated once, here (a missing handler included); the processor takes the result as it is.
     this.options = resolveConsumerOptions(options);
-    this.#transport = this.options.transport ?? rabbitMqTransportFor(this.options);
+    this.#transport = transportFor(this.options);
     this.#processor = new DeliveryProcessor(
       new ProcessorSetup(this.options, (drained) => this.#settleDrained(drained)),
     );

@@ -4,12 +4,10 @@
  */
 export {
   registerConvergenceMetrics,
-  instrumentRelay,
   instrumentConsumer,
-  serveRelayMetrics,
   serveConsumerMetrics,
   convergenceMetricsOptions,
 } from './metrics.js';
+export { instrumentRelay, serveRelayMetrics, instrumentCdcRelay, serveCdcRelayMetrics } from './relay.js';
 export { serveMetrics, serveMetricsOptions } from './server.js';
 export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics.js';
-export { instrumentCdcRelay, serveCdcRelayMetrics } from './cdc.js';

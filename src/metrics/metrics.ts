@@ -7,7 +7,6 @@ import { defineOptions, parseOptions, poolOption, type OptionsInput, schemaOptio
 import { schemaRef } from '../runtime/identifier.js';
 
 import { registerLagBudgetGauges, registerOutboxGauges, registerReorderGauges } from './database-gauges.js';
-import type { Relay, RelayEvents } from '../relay/index.js';
 import type { Consumer, Settlement } from '../inbox/index.js';
 import { registerBrokerConnected } from './health.js';
 import { pingDatabase } from '../db/pool.js';
@@ -56,75 +55,8 @@ export function registerConvergenceMetrics(pool: pg.Pool, input: ConvergenceMetr
   return registry;
 }
 
-/** Seconds; from a millisecond confirm to an hour of lag. */
-const CONFIRM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Seconds; from a millisecond to an hour of lag. */
 const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
-
-/** The events a polling relay and a CDC relay both emit for what they publish; they mean the same in both. */
-interface PublishingRelay {
-  on(event: 'published', listener: (...args: RelayEvents['published']) => void): unknown;
-  on(event: 'confirmed', listener: (...args: RelayEvents['confirmed']) => void): unknown;
-  on(event: 'retry' | 'failed', listener: (...args: RelayEvents['retry']) => void): unknown;
-}
-
-/**
- * Published, confirm latency and publish failures by reason: the instruments both relays share, under
- * the same names, so a dashboard or alert reads either.
- */
-export function instrumentPublishing(relay: PublishingRelay, registry: client.Registry): void {
-  const published = new client.Counter({
-    name: 'converge_relay_published_total',
-    help: 'Events confirmed by the broker and marked published.',
-    registers: [registry],
-  });
-  const confirmLatency = new client.Histogram({
-    name: 'converge_relay_confirm_seconds',
-    help: 'Time from writing a publish to the broker confirm.',
-    buckets: CONFIRM_BUCKETS,
-    registers: [registry],
-  });
-  const failures = new client.Counter({
-    name: 'converge_relay_publish_failures_total',
-    help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).',
-    labelNames: ['reason'],
-    registers: [registry],
-  });
-  relay.on('published', (eventIds) => published.inc(eventIds.length));
-  relay.on('confirmed', (latenciesMs) => {
-    for (const ms of latenciesMs) confirmLatency.observe(ms / 1000);
-  });
-  relay.on('retry', (info) => failures.inc({ reason: info.reason }));
-  relay.on('failed', (info) => failures.inc({ reason: info.reason }));
-}
-
-/** Counts what a relay does, from its events: published, confirm latency, publish failures by reason, events given up on, a blocked broker connection. */
-export function instrumentRelay(relay: Relay, registry: client.Registry): void {
-  instrumentPublishing(relay, registry);
-  const failed = new client.Counter({
-    name: 'converge_relay_failed_total',
-    help: 'Events that reached maxAttempts and are kept as failed.',
-    registers: [registry],
-  });
-  const blocked = new client.Gauge({
-    name: 'converge_relay_broker_blocked',
-    help: "1 while RabbitMQ blocks the relay's connection (a memory or disk alarm): publishing paused, no attempts counted.",
-    registers: [registry],
-  });
-  blocked.set(0);
-  relay.on('blocked', () => blocked.set(1));
-  relay.on('unblocked', () => blocked.set(0));
-  relay.on('failed', () => failed.inc());
-  if (relay.options.claim === 'exclusive') {
-    const active = new client.Gauge({
-      name: 'converge_relay_active',
-      help: 'With claim exclusive: 1 while this relay holds the relay lock and publishes, 0 while it waits as a standby.',
-      registers: [registry],
-    });
-    active.set(0);
-    relay.on('active', () => active.set(1));
-    relay.on('standby', () => active.set(0));
-  }
-}
 
 /** Counts a consumer's settlements by outcome, quarantines by reason, and events drained from the reorder buffer. */
 export function instrumentConsumer(consumer: Consumer, registry: client.Registry): void {
@@ -201,25 +133,6 @@ export interface ServedMetrics {
   /** `http://host:port` once listening (port 0 picks a free one). */
   url: Promise<string>;
   close(): Promise<void>;
-}
-
-/**
- * A relay's counters and the outbox gauges of its database, served until `close()`.
- * /readyz answers 200 while the relay has an open confirm channel and its last claim reached
- * PostgreSQL, 503 otherwise; /healthz answers 503 only once a permanent misconfiguration
- * stopped it. The relay itself knows nothing of this: everything is read from its typed
- * events and its public state.
- */
-export function serveRelayMetrics(relay: Relay, input: MetricsEndpoint): ServedMetrics {
-  const endpoint = metricsEndpointOptions.parse(input);
-  const registry = endpoint.registry ?? new client.Registry();
-  instrumentRelay(relay, registry);
-  registerOutboxGauges(registry, relay.pool, schemaRef(relay.options.schema));
-  registerBrokerConnected(registry, () => relay.connected);
-  return serveUntilClosed(registry, endpoint, {
-    ready: () => relay.connected && relay.databaseReachable,
-    live: () => relay.failure === undefined,
-  });
 }
 
 /**

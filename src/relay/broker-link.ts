@@ -1,8 +1,21 @@
-import { rabbitMqTransportFor } from '../transport/rabbitmq.js';
+import { transportFor } from '../transport/rabbitmq.js';
 import { withinDeadline } from '../transport/socket-control.js';
-import type { Transport, TransportConnection, TransportPublisher } from '../transport/transport.js';
+import type { ConnectRequest, Transport, TransportConnection, TransportPublisher } from '../transport/transport.js';
 import { BlockState } from './blocked.js';
 import type { ResolvedRelayOptions } from './options.js';
+
+/** What opening a link reads of a relay's options: the publisherShape fields both relays share. */
+export type LinkOptions = Pick<
+  ResolvedRelayOptions,
+  | 'transport'
+  | 'amqpUrl'
+  | 'amqpSocketOptions'
+  | 'logger'
+  | 'relayId'
+  | 'exchange'
+  | 'declareExchange'
+  | 'confirmTimeoutMs'
+>;
 
 /** What the link tells the relay about the broker blocking and unblocking its connection. */
 export interface BlockListener {
@@ -18,7 +31,7 @@ export interface BlockListener {
  * whether the connection is blocked (a resource alarm).
  */
 export class BrokerLink {
-  readonly #options: ResolvedRelayOptions;
+  readonly #options: LinkOptions;
   readonly #transport: Transport;
   readonly #blocks = new BlockState();
   readonly #blockListener: BlockListener;
@@ -31,9 +44,9 @@ export class BrokerLink {
   #closed = false;
   readonly #closing = new Set<Promise<void>>();
 
-  constructor(options: ResolvedRelayOptions, blockListener: BlockListener) {
+  constructor(options: LinkOptions, blockListener: BlockListener) {
     this.#options = options;
-    this.#transport = options.transport ?? rabbitMqTransportFor(options);
+    this.#transport = transportFor(options);
     this.#blockListener = blockListener;
   }
 
@@ -93,10 +106,9 @@ export class BrokerLink {
       this.#connection = opened;
     }
     const connection = this.#connection;
-    // A broker that stalls right after the handshake must not keep the relay waiting on a channel.
-    const publisher = await withinDeadline(this.#openChannel(connection), options.confirmTimeoutMs, () => {
-      void this.discard();
-      return new Error(`no confirm channel within ${options.confirmTimeoutMs} ms`);
+    const publisher = await openConfirmChannel(connection, options, {
+      onConfirmTimeout: (opened) => void this.discard(opened),
+      onStall: () => void this.discard(),
     });
     if (this.#connection !== connection) {
       // Dropped (or stopped) while the channel was being opened.
@@ -105,15 +117,6 @@ export class BrokerLink {
     }
     if (this.#blocks.blocked) publisher.holdTimeouts();
     this.#publisher = publisher;
-    return publisher;
-  }
-
-  async #openChannel(connection: TransportConnection): Promise<TransportPublisher> {
-    // Dropped at the first lost confirm, before another batch is sent on a channel that may be stalled.
-    const publisher: TransportPublisher = await connection.openPublisher({
-      ...(this.#options.declareExchange ? { declareExchange: this.#options.exchange } : {}),
-      onConfirmTimeout: () => void this.discard(publisher),
-    });
     return publisher;
   }
 
@@ -201,5 +204,84 @@ export class BrokerLink {
     await this.#opening?.catch(() => undefined);
     await this.discard();
     await Promise.all(this.#closing);
+  }
+}
+
+/**
+ * A confirm channel on `connection`. A broker that stalls right after the handshake must not keep
+ * a relay waiting on a channel: past confirmTimeoutMs `onStall` runs and the open fails.
+ * `onConfirmTimeout` gets the channel at its first lost confirm, to drop it before another publish.
+ */
+async function openConfirmChannel(
+  connection: TransportConnection,
+  options: LinkOptions,
+  handlers: { onConfirmTimeout?: (publisher: TransportPublisher) => void; onStall?: () => void },
+): Promise<TransportPublisher> {
+  const { onConfirmTimeout, onStall } = handlers;
+  const opening = (async () => {
+    const publisher: TransportPublisher = await connection.openPublisher({
+      ...(options.declareExchange ? { declareExchange: options.exchange } : {}),
+      ...(onConfirmTimeout ? { onConfirmTimeout: () => onConfirmTimeout(publisher) } : {}),
+    });
+    return publisher;
+  })();
+  return withinDeadline(opening, options.confirmTimeoutMs, () => {
+    onStall?.();
+    return new Error(`no confirm channel within ${options.confirmTimeoutMs} ms`);
+  });
+}
+
+/**
+ * The CDC relay's link: one connection and confirm channel per stream session. A session that
+ * stops (a return, nack, lost confirm, or stop()) closes both before the next one starts, so
+ * publishes of the next session never interleave with late ones of the last: the retried event
+ * is the first one sent. A lost confirm fails its publish and so ends the session, which closes
+ * the channel: unlike BrokerLink, nothing is dropped behind the session's back.
+ */
+export class SessionLink {
+  readonly #options: LinkOptions;
+  readonly #transport: Transport;
+
+  constructor(options: LinkOptions) {
+    this.#options = options;
+    this.#transport = transportFor(options);
+  }
+
+  /** Opens a session's channel; a failure is thrown typed, naming RabbitMQ and host:port. */
+  async open(onLost: () => void): Promise<BrokerSession> {
+    const abort = new AbortController();
+    let publisher: TransportPublisher | undefined;
+    let connection: TransportConnection | undefined;
+    const request: ConnectRequest = {
+      name: `converge-cdc-relay ${this.#options.relayId}`,
+      signal: abort.signal,
+      onClose: onLost,
+      // No confirm can come while the broker reads nothing from us: waiting is not failing.
+      onBlocked: () => publisher?.holdTimeouts(),
+      onUnblocked: () => publisher?.resumeTimeouts(),
+    };
+    try {
+      connection = await this.#transport.connect(request);
+      publisher = await openConfirmChannel(connection, this.#options, {});
+    } catch (err) {
+      await connection?.close().catch(() => undefined);
+      abort.abort();
+      throw this.#transport.failure(err);
+    }
+    return new BrokerSession(publisher, connection);
+  }
+}
+
+/** One stream session's connection and confirm channel (SessionLink.open). */
+export class BrokerSession {
+  constructor(
+    readonly publisher: TransportPublisher,
+    readonly connection: TransportConnection,
+  ) {}
+
+  /** Fails what is still in flight (channel-closed) and closes the connection. */
+  async close(): Promise<void> {
+    await this.publisher.close().catch(() => undefined);
+    await this.connection.close().catch(() => undefined);
   }
 }

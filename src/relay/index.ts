@@ -2,6 +2,7 @@ export { Relay, startRelay } from './relay.js';
 export { outboxRowToEnvelope } from './row.js';
 export type { OutboxEnvelopeRow } from './sql.js';
 export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './relay.js';
+export type { PublishEvents } from './types.js';
 export type { RelayOptions, RelayHooks, ResolvedRelayOptions } from './options.js';
 export { relayOptions } from './options.js';
 // The CDC relay: the same rows published the same way, fed by a logical replication slot instead of claims.

@@ -11,12 +11,22 @@ export interface RelayCycleResult {
   unblocked: boolean;
 }
 
-export interface RelayEvents {
+/**
+ * The events both relays emit for what they publish, meaning the same in each: the metrics read
+ * only these, so one registration serves either relay.
+ */
+export interface PublishEvents {
+  /** Events confirmed by the broker and marked published (the CDC relay marks up to markIntervalMs later). */
   published: [eventIds: string[]];
-  /** Time from writing each publish to the broker's confirm, in ms, for the events of a batch the broker took. */
+  /** Time from writing each publish to the broker's confirm, in ms, for the events the broker took. */
   confirmed: [latenciesMs: number[]];
+  /** The broker did not take an event; it is published again after a backoff. */
   retry: [info: RelayRetryInfo];
+  /** An event kept as failed (maxAttempts reached, or no consumer could accept it). */
   failed: [info: RelayRetryInfo];
+}
+
+export interface RelayEvents extends PublishEvents {
   /** RabbitMQ blocked the relay's connection (a memory or disk alarm; `reason` as the broker gave it): publishing pauses. */
   blocked: [reason: string | undefined];
   /** The block ended (the alarm cleared, or the blocked connection went away): publishing resumes. */

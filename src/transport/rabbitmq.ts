@@ -236,14 +236,17 @@ function settleQuietly(settle: () => void): void {
 }
 
 /**
- * The RabbitMQ transport an engine's resolved options describe (relays and consumer alike), for
- * when they name no other transport. Their options refuse to resolve without amqpUrl then.
+ * The transport an engine's resolved options name (relays and consumer alike), else RabbitMQ at
+ * their amqpUrl: their options refuse to resolve with neither, so this throws only when called
+ * with unresolved options.
  */
-export function rabbitMqTransportFor(options: {
+export function transportFor(options: {
+  transport?: Transport | undefined;
   amqpUrl?: readonly string[] | undefined;
   amqpSocketOptions: AmqpSocketOptions;
   logger: Logger;
-}): RabbitMqTransport {
+}): Transport {
+  if (options.transport !== undefined) return options.transport;
   if (options.amqpUrl === undefined) throw new ConfigError('amqpUrl', 'is required unless transport is given');
   return new RabbitMqTransport({
     urls: options.amqpUrl,

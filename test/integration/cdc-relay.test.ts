@@ -6,7 +6,7 @@ import { SchemaNotMigratedError, WalLevelNotLogicalError } from '../../src/error
 import { parseLsn } from '../../src/relay/cdc/lsn.js';
 import client from 'prom-client';
 import { createInProcessTransport } from '../../src/index.js';
-import { instrumentCdcRelay } from '../../src/metrics/index.js';
+import { serveRelayMetrics } from '../../src/metrics/index.js';
 import { AMQP_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, withNonLogicalSchema, type CdcRig } from '../support/cdc-fixture.js';
 import { databaseAddress, literal } from '../support/database-url.js';
@@ -145,28 +145,38 @@ test('metrics: the polling names for published and confirm latency, the slot gau
   await withCdcRig(async (rig) => {
     const relay = rig.started();
     const registry = new client.Registry();
-    instrumentCdcRelay(relay, registry);
-    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
-    await rig.append(orderEvent('a', 1), orderEvent('a', 2));
-    await waitFor(() => allPublished(rig), 'both marked');
-    const value = async (name: string) => {
-      const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
-      return metric?.values[0]?.value;
-    };
-    await waitFor(async () => (await value('converge_relay_published_total')) === 2, 'published_total = 2');
-    const confirms = (await registry.getMetricsAsJSON()).find((m) => m.name === 'converge_relay_confirm_seconds');
-    assert.equal(
-      (confirms?.values as { metricName?: string; value: number }[] | undefined)?.find(
-        (v) => v.metricName === 'converge_relay_confirm_seconds_count',
-      )?.value,
-      2,
-    );
-    assert.equal(await value('converge_cdc_relay_active'), 1);
-    assert.equal(await value('converge_cdc_oldest_unconfirmed_seconds'), 0);
-    const retained = await value('converge_cdc_slot_retained_wal_bytes');
-    assert.ok(typeof retained === 'number' && retained >= 0 && Number.isFinite(retained), `retained ${retained}`);
-    await relay.stop();
-    assert.equal(await value('converge_cdc_relay_active'), 0);
+    // The one relay registration, given a CDC relay: its probes and gauges, not the polling relay's.
+    const served = serveRelayMetrics(relay, { port: 0, registry });
+    try {
+      const url = await served.url;
+      await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+      assert.equal((await fetch(`${url}/readyz`)).status, 200, 'ready while it streams');
+      const names = (await registry.getMetricsAsJSON()).map((m) => m.name);
+      assert.ok(!names.includes('converge_relay_broker_blocked'), 'no polling-only instrument');
+      await rig.append(orderEvent('a', 1), orderEvent('a', 2));
+      await waitFor(() => allPublished(rig), 'both marked');
+      const value = async (name: string) => {
+        const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+        return metric?.values[0]?.value;
+      };
+      await waitFor(async () => (await value('converge_relay_published_total')) === 2, 'published_total = 2');
+      const confirms = (await registry.getMetricsAsJSON()).find((m) => m.name === 'converge_relay_confirm_seconds');
+      assert.equal(
+        (confirms?.values as { metricName?: string; value: number }[] | undefined)?.find(
+          (v) => v.metricName === 'converge_relay_confirm_seconds_count',
+        )?.value,
+        2,
+      );
+      assert.equal(await value('converge_cdc_relay_active'), 1);
+      assert.equal(await value('converge_cdc_oldest_unconfirmed_seconds'), 0);
+      const retained = await value('converge_cdc_slot_retained_wal_bytes');
+      assert.ok(typeof retained === 'number' && retained >= 0 && Number.isFinite(retained), `retained ${retained}`);
+      await relay.stop();
+      assert.equal(await value('converge_cdc_relay_active'), 0);
+      assert.equal((await fetch(`${url}/healthz`)).status, 503, 'not live once stopped');
+    } finally {
+      await served.close();
+    }
   });
 });
 

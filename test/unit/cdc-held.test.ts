@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { HeldMarks } from '../../src/relay/cdc/held.js';
 import { formatLsn, parseLsn } from '../../src/relay/cdc/lsn.js';
 import type { PendingMark } from '../../src/relay/cdc/marks.js';
-import { cdcSql } from '../../src/relay/cdc/sql.js';
+import { cdcSql } from '../../src/relay/sql.js';
 import { schemaRef } from '../../src/runtime/identifier.js';
 import { silentLogger } from '../../src/runtime/logger.js';
 

@@ -11,7 +11,8 @@ import { resolveConsumerOptions, resolveProcessorOptions } from '../../src/inbox
 import { MAX_ATTEMPT } from '../../src/inbox/headers.js';
 import { relayFlagDefaults } from '../../src/cli/env.js';
 import { migrate } from '../../src/schema/migrate.js';
-import { serveConsumerMetrics, serveRelayMetrics } from '../../src/metrics/metrics.js';
+import { serveConsumerMetrics } from '../../src/metrics/metrics.js';
+import { serveRelayMetrics } from '../../src/metrics/relay.js';
 import { OPTIONS_DOC, optionsReferenceIsCurrent, renderOptionsReference } from '../../scripts/docs/options.js';
 
 const handlers = { A: async () => undefined };

@@ -5,7 +5,7 @@ import { schemaRef, type SchemaRef } from '../../src/runtime/identifier.js';
 import { opsSql } from '../../src/ops/sql.js';
 import { outboxSql } from '../../src/outbox/sql.js';
 import { reconcileSql } from '../../src/reconcile/sql.js';
-import { relaySql } from '../../src/relay/sql.js';
+import { cdcSql, relaySql } from '../../src/relay/sql.js';
 import { migrateSql } from '../../src/schema/sql.js';
 import { migrationSql } from '../../src/schema/migrate.js';
 
@@ -14,6 +14,7 @@ const builders: [string, (schema: SchemaRef) => Record<string, unknown>, (sql: n
   ['outboxSql', outboxSql, (sql: ReturnType<typeof outboxSql>) => sql.insert],
   ['reconcileSql', reconcileSql, (sql: ReturnType<typeof reconcileSql>) => sql.repair],
   ['relaySql', relaySql, (sql: ReturnType<typeof relaySql>) => sql.claim],
+  ['cdcSql', cdcSql, (sql: ReturnType<typeof cdcSql>) => sql.markPublished],
   ['migrateSql', migrateSql, (sql: ReturnType<typeof migrateSql>) => sql.script],
 ];
 

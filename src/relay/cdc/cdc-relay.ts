@@ -3,12 +3,12 @@ import type pg from 'pg';
 import { leasePool, poolTarget } from '../../db/pool.js';
 import { schemaRef } from '../../runtime/identifier.js';
 import { Service } from '../../runtime/service.js';
+import { SessionLink } from '../broker-link.js';
 import { checkSchema } from '../../schema/migrate.js';
-import { CdcBroker } from './broker.js';
 import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
 import { CdcSession, type SessionContext } from './session.js';
 import { createCdcSlot, requireLogicalWalLevel, showCdcSlot } from './slot-sql.js';
-import { cdcSql } from './sql.js';
+import { cdcSql } from '../sql.js';
 import type { CdcRelayEvents, CdcRelayState } from './types.js';
 
 /**
@@ -66,7 +66,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
       sql: cdcSql(schemaRef(this.options.schema)),
       events: this,
       client: { ...base, application_name: `converge-cdc ${this.options.relayId}`.slice(0, 63) },
-      broker: new CdcBroker(this.options),
+      broker: new SessionLink(this.options),
       uncounted: new Map(),
     };
   }

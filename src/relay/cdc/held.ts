@@ -5,7 +5,7 @@ import type { Logger } from '../../runtime/logger.js';
 import { setAsideRow, SkippedRows, type SetAsideTarget } from '../../runtime/row-refused.js';
 import { parseLsn } from './lsn.js';
 import type { PendingFail, PendingMark, RefusedMark } from './marks.js';
-import type { cdcSql } from './sql.js';
+import type { cdcSql } from '../sql.js';
 
 export type HeldMark = PendingMark | PendingFail;
 

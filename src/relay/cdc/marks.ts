@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { runStatement } from '../../db/statement.js';
 import { eachUnlessRefused, isRowRefused } from '../../runtime/row-refused.js';
-import type { cdcSql } from './sql.js';
+import type { cdcSql } from '../sql.js';
 
 /** A confirmed event whose row is still to be marked, with the transaction that inserted it (id, commit LSN). */
 export interface PendingMark {

@@ -10,11 +10,11 @@ import { tracePublish } from '../../telemetry/index.js';
 import { encodeMessage, type EncodedMessage } from '../../transport/wire.js';
 import { chargedToEvent } from '../failures.js';
 import { publishableEnvelope } from '../row.js';
-import type { BrokerSession, CdcBroker } from './broker.js';
+import type { BrokerSession, SessionLink } from '../broker-link.js';
 import { formatLsn, parseLsn } from './lsn.js';
 import type { ResolvedCdcRelayOptions } from './options.js';
 import { CdcProgress } from './progress.js';
-import type { cdcSql } from './sql.js';
+import type { cdcSql } from '../sql.js';
 import { showCdcSlot } from './slot-sql.js';
 import { ReplicationStream, type StreamedRow } from './stream.js';
 import type { CdcRelayEvents } from './types.js';
@@ -25,7 +25,7 @@ export interface SessionContext {
   sql: ReturnType<typeof cdcSql>;
   events: EventEmitter<CdcRelayEvents>;
   client: pg.ClientConfig;
-  broker: CdcBroker;
+  broker: SessionLink;
   /** Stops of the stream at a row the table refused to count, by position (marks.ts countRetry). */
   uncounted: Map<string, number>;
 }

@@ -1,14 +1,10 @@
-import type { RelayRetryInfo } from '../types.js';
+import type { PublishEvents, RelayRetryInfo } from '../types.js';
 
 /** Where a CDC relay stands: streaming from the slot, waiting for another relay to free it, or neither. */
 export type CdcRelayState = 'starting' | 'active' | 'standby' | 'stopped';
 
 /** The typed events a CDC relay emits; the names the polling relay also has mean the same. */
-export interface CdcRelayEvents {
-  /** Events marked published (after their confirm; the mark lags the publish by up to markIntervalMs). */
-  published: [eventIds: string[]];
-  /** Time from writing each publish to the broker's confirm, in ms. */
-  confirmed: [latenciesMs: number[]];
+export interface CdcRelayEvents extends PublishEvents {
   /** The broker did not take an event: the stream stopped at it and restarts from the slot after a backoff. */
   retry: [info: RelayRetryInfo];
   /** A row no consumer could accept was marked failed and passed over (as the polling relay does). */
