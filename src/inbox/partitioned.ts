@@ -4,7 +4,7 @@ import { partitionsOption, queueNameOption, queueTypeOption } from '../transport
 import { BrokerPluginMissingError } from '../runtime/errors.js';
 import { describeError } from '../runtime/logger.js';
 import { defineOptions, type OptionsInput } from '../runtime/options.js';
-import { rabbitMqTransportFor } from '../transport/rabbitmq.js';
+import { transportFor } from '../transport/rabbitmq.js';
 import { CONSISTENT_HASH } from '../transport/topology.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
@@ -93,7 +93,7 @@ async function checkPlugin(consumers: Consumer[], queuePrefix: string): Promise<
 }
 
 async function consistentHashKnown(options: Consumer['options'], queuePrefix: string): Promise<boolean> {
-  const connection = await rabbitMqTransportFor(options).connect({
+  const connection = await transportFor(options).connect({
     name: `converge-consumer ${queuePrefix} plugin check`,
     signal: new AbortController().signal,
     onClose: () => undefined,
