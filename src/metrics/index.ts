@@ -8,6 +8,6 @@ export {
   serveConsumerMetrics,
   convergenceMetricsOptions,
 } from './metrics.js';
-export { instrumentRelay, serveRelayMetrics, instrumentCdcRelay, serveCdcRelayMetrics } from './relay.js';
+export { instrumentRelay, serveRelayMetrics } from './relay.js';
 export { serveMetrics, serveMetricsOptions } from './server.js';
 export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics.js';

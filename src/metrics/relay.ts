@@ -22,9 +22,6 @@ export function instrumentRelay(relay: AnyRelay, registry: client.Registry): voi
   else registerPollingInstruments(relay, registry);
 }
 
-/** The CDC relay's instruments: instrumentRelay, under the name it was first exported as. */
-export const instrumentCdcRelay: (relay: CdcRelay, registry: client.Registry) => void = instrumentRelay;
-
 /**
  * A relay's instruments and the outbox gauges of its database, served until `close()`. /readyz
  * answers 200 while the polling relay has an open confirm channel and its last claim reached
@@ -41,9 +38,6 @@ export function serveRelayMetrics(relay: AnyRelay, input: MetricsEndpoint): Serv
   registerBrokerConnected(registry, connected);
   return serveUntilClosed(registry, endpoint, { ready, live });
 }
-
-/** A CDC relay's metrics endpoint: serveRelayMetrics, under the name it was first exported as. */
-export const serveCdcRelayMetrics: (relay: CdcRelay, input: MetricsEndpoint) => ServedMetrics = serveRelayMetrics;
 
 interface Probes {
   connected: () => boolean;

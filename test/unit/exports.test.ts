@@ -98,11 +98,9 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
     source: 'src/metrics/index.ts',
     names: [
       'convergenceMetricsOptions',
-      'instrumentCdcRelay',
       'instrumentConsumer',
       'instrumentRelay',
       'registerConvergenceMetrics',
-      'serveCdcRelayMetrics',
       'serveConsumerMetrics',
       'serveMetrics',
       'serveMetricsOptions',

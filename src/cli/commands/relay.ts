@@ -1,12 +1,6 @@
 import { Option, type Command } from 'commander';
-import {
-  serveCdcRelayMetrics,
-  serveRelayMetrics,
-  type MetricsEndpoint,
-  type ServedMetrics,
-} from '../../metrics/index.js';
-import { startRelay } from '../../relay/index.js';
-import { DEFAULT_CDC_SLOT, startCdcRelay } from '../../relay/index.js';
+import { serveRelayMetrics } from '../../metrics/index.js';
+import { DEFAULT_CDC_SLOT, startCdcRelay, startRelay, type CdcRelay, type Relay } from '../../relay/index.js';
 import type { Logger } from '../../runtime/logger.js';
 import { createLogger } from '../../runtime/logger.js';
 import {
@@ -101,7 +95,7 @@ export function registerRelay(program: Command, context: CommandContext): void {
         logger,
       });
       const started = { relayId: relay.options.relayId, schema, exchange: options.exchange };
-      await runUntilShutdown(relay, serveRelayMetrics, { options, logger, name: 'relay', started });
+      await runUntilShutdown(relay, { options, logger, name: 'relay', started });
     });
 }
 
@@ -123,14 +117,7 @@ async function runCdcRelay(
     logger,
   });
   const started = { relayId: relay.options.relayId, schema: target.schema, slot: options.slot };
-  await runUntilShutdown(relay, serveCdcRelayMetrics, { options, logger, name: 'CDC relay', started });
-}
-
-/** What runUntilShutdown needs of a started relay, polling or CDC. */
-interface StartedRelay {
-  readonly options: { readonly relayId: string };
-  ready(): Promise<void>;
-  stop(): Promise<void>;
+  await runUntilShutdown(relay, { options, logger, name: 'CDC relay', started });
 }
 
 /**
@@ -139,16 +126,15 @@ interface StartedRelay {
  * unmigrated schema) rejects ready() and stops the relay: the command then fails with that message
  * instead of retrying.
  */
-async function runUntilShutdown<R extends StartedRelay>(
-  relay: R,
-  serveMetrics: (relay: R, endpoint: MetricsEndpoint) => ServedMetrics,
+async function runUntilShutdown(
+  relay: Relay | CdcRelay,
   run: { options: RelayCliOptions; logger: Logger; name: string; started: Record<string, unknown> },
 ): Promise<void> {
   const { options, logger, name } = run;
   const metrics =
     options.metricsPort === undefined
       ? undefined
-      : serveMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
+      : serveRelayMetrics(relay, { port: options.metricsPort, host: options.metricsHost });
   logger.info({ ...run.started, metrics: metrics ? await metrics.url : undefined }, `${name} started`);
   const misconfigured = relay.ready().then(() => new Promise<never>(() => undefined));
   try {
