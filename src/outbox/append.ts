@@ -66,7 +66,9 @@ export interface AppendedEvent {
  */
 export async function appendToOutbox<I extends object = UntypedEvents>(
   executor: Executor,
-  event: NewEventOf<I>,
+  // NoInfer: the map comes from the catalog (or the type argument) alone; an event typed over the
+  // whole catalog (NewEventOf<typeof catalog>) would otherwise be read as the map itself.
+  event: NewEventOf<NoInfer<I>>,
   options?: OutboxOptions<I>,
 ): Promise<AppendedEvent> {
   const [appended] = await appendManyToOutbox<I>(executor, [event], options);
@@ -79,7 +81,7 @@ export async function appendToOutbox<I extends object = UntypedEvents>(
  */
 export async function appendManyToOutbox<I extends object = UntypedEvents>(
   executor: Executor,
-  events: readonly NewEventOf<I>[],
+  events: readonly NewEventOf<NoInfer<I>>[],
   options?: OutboxOptions<I>,
 ): Promise<AppendedEvent[]> {
   const sql = outboxSql(schemaOf(options));

@@ -1,5 +1,5 @@
 /** appendToOutbox / appendManyToOutbox: eventType must be a key of the map, the payload its type. */
-import { appendManyToOutbox, appendToOutbox, type Executor, type NewEventOf } from 'converge-events';
+import { appendManyToOutbox, appendToOutbox, createConverge, type Executor, type NewEventOf } from 'converge-events';
 import { orderEvents, typeOnly, type OrderEvents } from './catalog.js';
 
 declare const tx: Executor;
@@ -84,3 +84,24 @@ const wrong: NewEventOf<typeof orderEvents, 'OrderPlaced'> = {
   payload: { amount: 1 },
 };
 void wrong;
+
+// An event built apart, typed over the whole catalog (a union of its event types), is taken as it is.
+declare const built: NewEventOf<typeof orderEvents>;
+declare const builtFromMap: NewEventOf<OrderEvents>;
+await appendToOutbox(tx, built, { events: orderEvents });
+await appendToOutbox(tx, builtFromMap, { events: typeOnly });
+await appendManyToOutbox(tx, [built, built], { events: orderEvents });
+const produced: NewEventOf<typeof orderEvents>[] = [
+  { ...order, eventType: 'OrderPlaced', payload: { orderId: 'o-1', total: 5 } },
+  { ...order, eventType: 'OrderPaid', payload: { amount: 5 } },
+];
+await appendManyToOutbox(tx, produced, { events: orderEvents });
+for (const event of produced) await appendToOutbox(tx, event, { events: orderEvents });
+
+// The front door takes the same events, typed by its catalog.
+const converge = createConverge({ connectionString: 'postgres://localhost/db', events: orderEvents });
+await converge.append(tx, built);
+await converge.appendMany(tx, produced);
+await converge.append(tx, { ...order, eventType: 'OrderPaid', payload: { amount: 5 } });
+// @ts-expect-error -- OrderShipped is not in the front door's catalog
+await converge.append(tx, { ...order, eventType: 'OrderShipped', payload: { amount: 5 } });
