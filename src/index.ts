@@ -119,6 +119,7 @@ export type {
   SnapshotTarget,
   VersionedEvent,
   WriteResult,
+  AffectedRows,
 } from './projection/index.js';
 
 // Convergence: reconcile, repair, rebuild

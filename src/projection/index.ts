@@ -7,7 +7,7 @@ export type {
   ProjectionTarget,
   SnapshotTarget,
 } from './apply.js';
-export type { WriteResult } from './write.js';
+export type { AffectedRows, WriteResult } from './write.js';
 export { aggregateKey, judgeIncrement, planIncrements } from './versions.js';
 export type { IncrementPlan, IncrementVerdict, VersionedEvent } from './versions.js';
 export { watchVersions, reportBlocked } from './guard.js';

@@ -19,14 +19,12 @@ adapterContract('kysely', async ({ connectionString, schema }) => {
         };
         await work({ insertOrder, executor: executorFromKysely(trx) });
       }),
-    async writeThroughView(tx, row) {
-      const result = await kyselyFromExecutor<Tables>(tx)
+    writeThroughView: (tx, row) =>
+      kyselyFromExecutor<Tables>(tx)
         .withSchema(schema)
         .insertInto('order_rows')
         .values({ event_id: row.eventId, aggregate_id: row.aggregateId, amount: row.amount })
-        .executeTakeFirstOrThrow();
-      return Number(result.numInsertedOrUpdatedRows);
-    },
+        .executeTakeFirstOrThrow(), // an InsertResult: numInsertedOrUpdatedRows, a bigint
     failThroughView: (tx) => sql`SELECT 1 / 0`.execute(kyselyFromExecutor(tx)),
     // Kysely's PostgreSQL driver checks the COMMIT's command tag (AbortedTransactionError).
     commitAnsweredByRollback: 'rejects',

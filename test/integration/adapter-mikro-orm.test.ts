@@ -49,10 +49,11 @@ adapterContract('mikro-orm', async ({ connectionString, schema }) => {
         await work({ insertOrder, executor: executorFromMikroOrm(em) });
       }),
     async writeThroughView(tx, row) {
-      const em = mikroOrmFromExecutor(tx, orm.em);
-      em.persist(new OrderRow(row.eventId, row.aggregateId, row.amount));
-      await em.flush();
-      return em.count(OrderRow, { eventId: row.eventId });
+      // The query builder's run result: affectedRows.
+      return mikroOrmFromExecutor(tx, orm.em)
+        .createQueryBuilder(OrderRow)
+        .insert({ eventId: row.eventId, aggregateId: row.aggregateId, amount: row.amount })
+        .execute('run');
     },
     failThroughView: (tx) => mikroOrmFromExecutor(tx, orm.em).execute('SELECT 1 / 0'),
     // MikroORM 6 commits through knex, which does not look at the COMMIT's command tag.

@@ -18,6 +18,7 @@ import {
   startRelay,
   type EventEnvelope,
   type Relay,
+  type WriteResult,
 } from '../../src/index.js';
 import { AdapterError } from '../../src/runtime/errors.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/internal/index.js';
@@ -46,8 +47,11 @@ export interface OrmUnderTest {
   transaction(
     work: (tx: { insertOrder: (id: string, version: number) => Promise<void>; executor: Executor }) => Promise<void>,
   ): Promise<void>;
-  /** Writes one `order_rows` row through the ORM's view of converge's `tx`; returns how many rows it wrote. */
-  writeThroughView(tx: Executor, row: ViewRow): Promise<number>;
+  /**
+   * Writes one `order_rows` row through the ORM's view of converge's `tx`; returns the ORM's own
+   * result, unconverted: applyIncrement must count it (docs/adapters.md).
+   */
+  writeThroughView(tx: Executor, row: ViewRow): Promise<WriteResult>;
   /** Runs a statement that fails (division by zero) through the ORM's view of converge's `tx`, no savepoint. */
   failThroughView(tx: Executor): Promise<unknown>;
   /**

@@ -70,3 +70,18 @@ startConsumer({
 // The report type, for helpers that write on a projection's behalf.
 const write = async (): Promise<WriteResult> => tx.query(sql, []);
 await applyIncrement(tx, { projection: 'order_search', event: placed }, write);
+
+// Each ORM's own result is a report as it comes, no conversion (docs/adapters.md).
+declare const kyselyInsert: import('kysely').InsertResult;
+declare const kyselyUpdate: import('kysely').UpdateResult;
+declare const typeOrmUpdate: import('typeorm').UpdateResult;
+declare const typeOrmInsert: import('typeorm').InsertResult;
+await applyIncrement(tx, { projection: 'order_search', event: placed }, async () => kyselyInsert);
+await applyIncrement(tx, { projection: 'order_search', event: placed }, async () => [kyselyInsert]);
+await applyIncrement(tx, { projection: 'order_search', event: placed }, async () => kyselyUpdate);
+await applyIncrement(tx, { projection: 'order_search', event: placed }, async () => typeOrmUpdate);
+await applyIncrement(tx, { projection: 'order_search', event: placed }, async () => typeOrmInsert);
+await applyIncrement(tx, { projection: 'order_search', event: placed }, async () => 1n);
+// An entity (what TypeORM's save() returns) carries no count.
+// @ts-expect-error -- not a report of rows written
+await applyIncrement(tx, { projection: 'order_search', event: placed }, async () => ({ id: 'o-1', total: 5 }));

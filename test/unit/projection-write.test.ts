@@ -1,7 +1,7 @@
 /** The write-count rule of the projection helpers (src/projection/write.ts), without a database. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkWrite } from '../../src/projection/write.js';
+import { checkWrite, rowsOf } from '../../src/projection/write.js';
 import { watchVersions } from '../../src/projection/guard.js';
 import { NoRowsWrittenError } from '../../src/runtime/errors.js';
 
@@ -47,5 +47,47 @@ describe('checkWrite', () => {
     } finally {
       watch.end();
     }
+  });
+});
+
+describe("rowsOf: each library's own result, as it comes", () => {
+  it('counts what node-postgres, Drizzle, Kysely, knex, TypeORM and MikroORM return', () => {
+    const cases: [string, unknown, number][] = [
+      ['pg / Drizzle QueryResult', { rows: [], rowCount: 2 }, 2],
+      ['Kysely InsertResult', { insertId: undefined, numInsertedOrUpdatedRows: 1n }, 1],
+      ['Kysely UpdateResult', { numUpdatedRows: 3n, numChangedRows: 2n }, 3],
+      ['Kysely DeleteResult', { numDeletedRows: 1n }, 1],
+      ['Kysely sql`...`.execute()', { rows: [], numAffectedRows: 4n }, 4],
+      [
+        'Kysely execute(): one result per query',
+        [{ numInsertedOrUpdatedRows: 1n }, { numInsertedOrUpdatedRows: 2n }],
+        3,
+      ],
+      ['knex update / delete: a count', 5, 5],
+      ['rows a RETURNING gave back (knex, Drizzle)', [{ event_id: 'a' }, { event_id: 'b' }], 2],
+      ['TypeORM UpdateResult', { raw: [], affected: 1, generatedMaps: [] }, 1],
+      ['TypeORM InsertResult', { identifiers: [{ id: 'a' }, { id: 'b' }], generatedMaps: [], raw: [] }, 2],
+      ['MikroORM execute("run")', { affectedRows: 1, insertId: 0, rows: [] }, 1],
+      ['a bigint count', 7n, 7],
+    ];
+    for (const [library, result, rows] of cases) assert.equal(rowsOf(result), rows, library);
+  });
+
+  it('counts 0 for a result that reports none, so checkWrite still fails the write', () => {
+    for (const result of [
+      { numUpdatedRows: 0n },
+      { numInsertedOrUpdatedRows: undefined },
+      { affected: undefined, raw: [] },
+      { affected: null },
+      [],
+      { id: 'o-1', amount: 5 }, // an entity, as TypeORM's save() returns: no count at all
+      'written',
+    ])
+      assert.equal(
+        rowsOf(result),
+        0,
+        JSON.stringify(result, (_key, value: unknown) => (typeof value === 'bigint' ? `${value}n` : value)),
+      );
+    assert.throws(() => checkWrite({}, { numUpdatedRows: 0n }, 1, 'order_view', one), NoRowsWrittenError);
   });
 });
