@@ -23,7 +23,7 @@ export function commandContext(program: Command): CommandContext {
   };
 }
 
-export const AMQP_URL_HELP = `RabbitMQ URL, or a cluster's node URLs separated by commas (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`;
+export const AMQP_URL_HELP = `RabbitMQ URL, or a cluster's node URLs separated by commas (default: env AMQP_URL, else ${LOCAL_AMQP_URL}, said on stderr)`;
 
 /** commander argument parser for integer flags. */
 export function integer(value: string): number {

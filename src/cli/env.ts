@@ -9,13 +9,39 @@ import type { z } from 'zod';
 export const LOCAL_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 export const LOCAL_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
 
-export function databaseUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
-  return flag ?? env.DATABASE_URL ?? LOCAL_DATABASE_URL;
+/** Where the CLI says which local default it fell back to: stderr, once per variable and process. */
+export type Notice = (line: string) => void;
+const told = new Set<string>();
+const onStderr: Notice = (line) => {
+  if (told.has(line)) return;
+  told.add(line);
+  process.stderr.write(`${line}\n`);
+};
+
+/**
+ * The flag, else the variable, else the local development default, said on stderr: a command run
+ * outside a development clone must not quietly act on a database nobody named.
+ */
+function fromEnvironment(
+  flag: string | undefined,
+  name: string,
+  env: NodeJS.ProcessEnv,
+  fallback: string,
+  notice: Notice,
+) {
+  const given = flag ?? env[name];
+  if (given !== undefined && given !== '') return given;
+  notice(`converge: ${name} is not set; using the local development default ${fallback}`);
+  return fallback;
+}
+
+export function databaseUrl(flag: string | undefined, env = process.env, notice: Notice = onStderr): string {
+  return fromEnvironment(flag, 'DATABASE_URL', env, LOCAL_DATABASE_URL, notice);
 }
 
 /** A comma-separated value names a cluster's nodes (AMQP URLs hold no unescaped commas). */
-export function amqpUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | string[] {
-  const urls = (flag ?? env.AMQP_URL ?? LOCAL_AMQP_URL)
+export function amqpUrl(flag: string | undefined, env = process.env, notice: Notice = onStderr): string | string[] {
+  const urls = fromEnvironment(flag, 'AMQP_URL', env, LOCAL_AMQP_URL, notice)
     .split(',')
     .map((url) => url.trim())
     .filter(Boolean);

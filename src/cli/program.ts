@@ -46,7 +46,7 @@ export function createProgram(): Command {
     .version(packageVersion(), '-V, --version', 'print the converge-events version')
     .option(
       '--database-url <url>',
-      `PostgreSQL connection string (default: env DATABASE_URL, else ${LOCAL_DATABASE_URL})`,
+      `PostgreSQL connection string (default: env DATABASE_URL, else ${LOCAL_DATABASE_URL}, said on stderr)`,
     )
     .option('--schema <name>', 'schema holding converge tables', DEFAULT_SCHEMA);
   const context = commandContext(program);

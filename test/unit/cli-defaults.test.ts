@@ -72,3 +72,20 @@ test('every CLI flag that mirrors a library option defaults to the value its sch
     assert.deepEqual(option.defaultValue, declared, `${path} ${flag} defaults to ${spec.component}.${key}`);
   }
 });
+
+test('a URL the environment does not give falls back to the local default and says so, once per variable', async () => {
+  const { amqpUrl, databaseUrl, LOCAL_AMQP_URL, LOCAL_DATABASE_URL } = await import('../../src/cli/env.js');
+  const said: string[] = [];
+  const notice = (line: string) => said.push(line);
+  assert.equal(databaseUrl(undefined, {}, notice), LOCAL_DATABASE_URL);
+  assert.equal(amqpUrl(undefined, { DATABASE_URL: 'postgres://db/app' }, notice), LOCAL_AMQP_URL);
+  assert.deepEqual(said, [
+    `converge: DATABASE_URL is not set; using the local development default ${LOCAL_DATABASE_URL}`,
+    `converge: AMQP_URL is not set; using the local development default ${LOCAL_AMQP_URL}`,
+  ]);
+  said.length = 0;
+  assert.equal(databaseUrl(undefined, { DATABASE_URL: 'postgres://db/app' }, notice), 'postgres://db/app');
+  assert.equal(databaseUrl('postgres://flag/app', {}, notice), 'postgres://flag/app');
+  assert.deepEqual(amqpUrl(undefined, { AMQP_URL: 'amqp://a, amqp://b' }, notice), ['amqp://a', 'amqp://b']);
+  assert.deepEqual(said, [], 'nothing is said when the flag or the environment names it');
+});

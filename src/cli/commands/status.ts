@@ -48,7 +48,10 @@ export function registerStatus(program: Command, context: CommandContext): void 
       parseQueue,
       [],
     )
-    .option('--amqp-url <url>', `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL})`)
+    .option(
+      '--amqp-url <url>',
+      `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL}, said on stderr)`,
+    )
     .option('--window-ms <ms>', 'lag and projection activity over this window', duration, statusDefault('windowMs'))
     .option('--sample-ms <ms>', 'rates from two samples this far apart', duration, statusDefault('sampleMs'))
     .option(
