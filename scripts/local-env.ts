@@ -60,6 +60,8 @@ const inProcess = argv[0] === '--in-process';
 const rest = inProcess ? argv.slice(1) : argv;
 if (rest[0] !== '--' || rest.length < 2) fail('usage: tsx scripts/local-env.ts [--in-process] -- <command> [args]');
 const command = rest.slice(1);
+// A question about the command's flags needs no services: ask it straight away.
+if (command.includes('--help') || command.includes('-h')) exitLike(await runChild(command, {}));
 
 // Blank values count as unset, as in a shell `DATABASE_URL= npm run lab`.
 const configured = (name: string) => process.env[name] || undefined;

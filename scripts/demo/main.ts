@@ -9,7 +9,6 @@
  * or CONVERGE_TRANSPORT=in-process when no RabbitMQ is reachable.
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import {
   AMQP_URL,
   DATABASE_URL,
@@ -18,6 +17,7 @@ import {
   dropBrokerNames,
   uniqueName,
 } from '../../kit/services.js';
+import { parseCommandLine } from '../../kit/command-line.js';
 import {
   createInProcessTransport,
   migrate,
@@ -32,13 +32,19 @@ import { OrdersService, serve } from './service.js';
 import { createTables } from './store.js';
 import { converged, formatPipeline, readDifferences, readPipeline } from './watch.js';
 
-const { values } = parseArgs({
-  options: { duration: { type: 'string', default: '20' }, settle: { type: 'string', default: '60' } },
+const USAGE = [
+  'usage: npm run demo -- [--duration <seconds>] [--settle <seconds>]',
+  '  --duration  seconds of load (default 20)',
+  '  --settle    seconds to wait for the projections to converge afterwards (default 60)',
+].join('\n');
+const values = parseCommandLine(USAGE, {
+  duration: { type: 'string', default: '20' },
+  settle: { type: 'string', default: '60' },
 });
 const seconds = Number(values.duration);
 const settleSeconds = Number(values.settle);
 if (!(seconds > 0) || !(settleSeconds > 0)) {
-  console.error('usage: demo [--duration <seconds>] [--settle <seconds>]');
+  console.error(USAGE);
   process.exit(2);
 }
 
