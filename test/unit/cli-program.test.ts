@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, mock, test } from 'node:test';
 import type { Command, Option } from 'commander';
 import { createProgram, errorLine, run } from '../../src/cli/program.js';
@@ -261,7 +261,7 @@ describe('converge program', () => {
       assert.ok(words.includes('(env: CONVERGE_METRICS_PORT)'), help);
       assert.ok(
         words.includes(
-          "--amqp-url <url> RabbitMQ URL, or a cluster's node URLs separated by commas (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672)",
+          "--amqp-url <url> RabbitMQ URL, or a cluster's node URLs separated by commas (default: env AMQP_URL, else amqp://guest:guest@127.0.0.1:5672, said on stderr)",
         ),
         help,
       );
@@ -431,4 +431,19 @@ describe('input parsers', () => {
     assert.equal(packageVersion(new URL('../../dist/cli/version.js', import.meta.url).href), version);
     assert.equal(packageVersion(new URL('../../dist/esm/cli/version.js', import.meta.url).href), version);
   });
+});
+
+test('every exit code a command uses for a finding (2 and up) is named in a description of its file', () => {
+  const dir = new URL('../../src/cli/commands/', import.meta.url);
+  for (const file of readdirSync(dir).filter((name) => name.endsWith('.ts'))) {
+    const source = readFileSync(new URL(file, dir), 'utf8');
+    const codes = new Set(
+      [...source.matchAll(/exitCode = (\d)\b|\? (\d) : 0\b/g)].map((m) => Number(m[1] ?? m[2])).filter((c) => c >= 2),
+    );
+    for (const code of codes) {
+      // Inside a string literal on one line: a description, not a comment.
+      const described = new RegExp(`['"\`][^'"\`\\n]*exit ${code}\\b`).test(source);
+      assert.ok(described, `${file} exits ${code} for a finding; its command's description must say so`);
+    }
+  }
 });

@@ -8,7 +8,9 @@ import { gapTable } from '../format.js';
 export function registerGaps(program: Command, context: CommandContext): void {
   program
     .command('gaps')
-    .description('aggregates whose next version is missing while later versions wait in the reorder buffer')
+    .description(
+      'aggregates whose next version is missing while later versions wait in the reorder buffer (exit 3 while any is open, so it doubles as an alert check)',
+    )
     .option('--consumer <name>', 'only this consumer (inbox scope)')
     .option(
       '--older-than <ms>',

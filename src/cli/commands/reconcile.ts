@@ -22,7 +22,7 @@ export function registerReconcile(program: Command, context: CommandContext): vo
   program
     .command('reconcile')
     .description(
-      'compare a projection with its source by keyset pages; report (and with --repair fix) every difference',
+      'compare a projection with its source by keyset pages; report (and with --repair fix) every difference (exit 4 while differences remain unrepaired)',
     )
     .requiredOption('--projection <name>', 'projection name in projection_state')
     .requiredOption('--aggregate-type <type>', 'aggregate type of the rows compared')
