@@ -20,10 +20,10 @@ import { pipelineStatusOptions } from '../../src/ops/pipeline-options.js';
 import {
   discardQuarantinedOptions,
   quarantineFilterOptions,
-  replayQuarantinedOptions,
   showQuarantinedOptions,
 } from '../../src/ops/dlq.js';
 import { cleanupOptions, scheduleCleanupOptions } from '../../src/ops/cleanup.js';
+import { replayQuarantinedOptions } from '../../src/ops/replay.js';
 import { compactionOptions } from '../../src/ops/compaction.js';
 import { compatGuardOptions, compatOptions, registryOptions, unreadableOptions } from '../../src/ops/compat.js';
 import { gapQueryOptions } from '../../src/inbox/parking.js';

@@ -86,7 +86,8 @@ const ACTIONS: Record<
   async replay(context, id, body) {
     if (context.amqpUrl === undefined)
       return { status: 409, body: { error: 'replay needs a broker: start the dashboard with amqpUrl' } };
-    const queue = typeof body.queue === 'string' ? body.queue : '';
+    // No queue named: the library sends it to the queue the row's consumer reads.
+    const queue = typeof body.queue === 'string' && body.queue.trim() !== '' ? { queue: body.queue } : {};
     const note = typeof body.note === 'string' && body.note.trim() !== '' ? { note: body.note } : {};
     const transport = new RabbitMqTransport({ urls: context.amqpUrl, logger: context.logger });
     const connection = await transport.connect({
@@ -96,13 +97,14 @@ const ACTIONS: Record<
     });
     try {
       const publisher = await connection.openPublisher();
-      const { omittedHeaders, omittedProperties } = await replayQuarantined(context.pool, publisher, {
+      const receipt = await replayQuarantined(context.pool, publisher, {
         id,
-        queue,
         schema: context.schema,
+        ...queue,
         ...note,
       });
-      return { status: 200, body: { replayed: id, queue, omittedHeaders, omittedProperties } };
+      const { omittedHeaders, omittedProperties } = receipt;
+      return { status: 200, body: { replayed: id, queue: receipt.queue, omittedHeaders, omittedProperties } };
     } finally {
       await connection.close().catch(() => undefined);
     }

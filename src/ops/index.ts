@@ -22,7 +22,6 @@ export type { Finding, PipelineFacts, Stage } from './facts.js';
 export {
   listQuarantine,
   showQuarantined,
-  replayQuarantined,
   discardQuarantined,
   displayQuarantined,
   quarantineFilterOptions,
@@ -31,12 +30,12 @@ export type {
   QuarantineFilter,
   QuarantineSummary,
   QuarantinedMessage,
-  ReplayQuarantinedOptions,
-  ReplayReceipt,
   DiscardQuarantinedOptions,
   Masking,
   QuarantineDisplay,
 } from './dlq.js';
+export { replayQuarantined } from './replay.js';
+export type { ReplayQuarantinedOptions, ReplayReceipt } from './replay.js';
 export { cleanup, scheduleCleanup, cleanupOptions } from './cleanup.js';
 export type { CleanupOptions, CleanupResult, ScheduledCleanupOptions } from './cleanup.js';
 export { compactInbox, compactionOptions } from './compaction.js';

@@ -130,6 +130,8 @@ export const opsSql = perSchema((schema: SchemaRef) => {
                          WHERE id = $1 AND resolved_at IS NULL RETURNING id`,
     /** The key converge signs its own headers with (migration 18): a replay signs its replay headers. */
     headerKey: `SELECT key FROM ${schema.quoted}.header_key`,
+    consumerQueue: `SELECT queue FROM ${schema.quoted}.consumer_schemas
+      WHERE consumer = $1 AND queue IS NOT NULL ORDER BY last_seen_at DESC LIMIT 1`,
     /**
      * One sample of the outbox for rates: pending (partial index), failed (the unpublished
      * index), the newest position (appends since the last sample) and the oldest pending age.

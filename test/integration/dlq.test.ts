@@ -228,4 +228,32 @@ describe('dlq', () => {
       );
       assert.equal(touched.rows[0]?.n, 4);
     }));
+
+  it("replays to the queue the row's consumer reads when no queue is named, even with an inbox scope of its own", () =>
+    withBrokerFixture('cvq_infer', async ({ db, publisher, queue, startConsumer, publish }) => {
+      let fixed = false;
+      const consumer = startConsumer({
+        consumer: 'refund-desk', // the inbox scope, apart from the queue name
+        handlers: {
+          '*': async () => {
+            if (!fixed) throw new PermanentError('not yet');
+          },
+        },
+      });
+      await consumer.ready();
+      await publish([envelope('Q1', 'Refunded')]);
+      await waitFor(() => consumer.stats.quarantined === 1, 'quarantined');
+      const [row] = await listQuarantine(db.pool, { schema: db.schema });
+      assert.equal(row!.consumer, 'refund-desk');
+
+      fixed = true;
+      const receipt = await replayQuarantined(db.pool, publisher, { id: row!.id, schema: db.schema });
+      assert.equal(receipt.queue, queue, 'the queue from the consumer registry, not the scope name');
+      await waitFor(
+        async () => (await rowOf(db.pool, db.schema, 'Q1', false))?.replayOutcome === 'applied',
+        'the replay applied by the consumer',
+      );
+      const closed = await rowOf(db.pool, db.schema, 'Q1', false);
+      assert.equal(closed!.resolutionNote, `to ${queue}`);
+    }));
 });

@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { replayQuarantined } from '../../src/ops/dlq.js';
+import { replayQuarantined } from '../../src/ops/replay.js';
 import { withEnv, type Env } from '../support/consumer-env.js';
 import { FuzzRun, MAX_ATTEMPTS, formatSummary } from '../support/fuzz-rig.js';
 import {

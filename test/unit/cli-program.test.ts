@@ -149,7 +149,7 @@ const EXPECTED: Record<string, string[]> = {
   dlq: [],
   'dlq list': ['--consumer', '--reason', '--event-type', '--older-than', '--all', '--limit', '--json'],
   'dlq show': ['--body', '--show-sensitive'],
-  'dlq replay': ['--queue!', '--amqp-url', '--note'],
+  'dlq replay': ['--queue', '--amqp-url', '--note'],
   'dlq discard': ['--reason!'],
   compat: [
     '--event-type',

@@ -90,31 +90,29 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .command('replay')
     .argument('<ids...>', 'quarantine ids (from dlq list)', each(quarantineId))
     .description("send quarantined messages back through the consumer's normal path (inbox, versions, conflicts)")
-    .requiredOption('--queue <name>', 'the consumer queue to send them to')
+    .option('--queue <name>', "the queue to send them to (default: each row's consumer's queue)")
     .option('--amqp-url <url>', AMQP_URL_HELP)
     .option('--note <text>', 'recorded with the replay')
-    .action(async (ids: string[], options: { queue: string; amqpUrl?: string; note?: string }) => {
+    .action(async (ids: string[], options: { queue?: string; amqpUrl?: string; note?: string }) => {
       const { databaseUrl, schema } = context.globals();
       const note = options.note ? { note: options.note } : {};
+      const queue = options.queue ? { queue: options.queue } : {};
+      const sentTo = new Set<string>();
       const omitted: string[] = [];
       const omittedProperties: string[] = [];
       await withBroker(amqpUrl(options.amqpUrl), 'dlq-replay', async (connection) => {
         const publisher = await connection.openPublisher();
         await withPool({ databaseUrl, schema }, async (pool) => {
           for (const id of ids) {
-            const receipt = await replayQuarantined(pool, publisher, {
-              id,
-              queue: options.queue,
-              schema,
-              ...note,
-            });
+            const receipt = await replayQuarantined(pool, publisher, { id, schema, ...queue, ...note });
+            sentTo.add(receipt.queue);
             const names = (list: string[]) => `${id}: ${list.map((name) => JSON.stringify(name)).join(', ')}`;
             if (receipt.omittedHeaders.length > 0) omitted.push(names(receipt.omittedHeaders));
             if (receipt.omittedProperties.length > 0) omittedProperties.push(names(receipt.omittedProperties));
           }
         });
       });
-      console.log(`replayed ${ids.length} message(s) to ${options.queue}`);
+      console.log(`replayed ${ids.length} message(s) to ${[...sentTo].join(', ')}`);
       // Header names only, never values: what the broker could not carry, listed on the copy too.
       for (const line of omitted) console.log(`headers omitted (x-converge-headers-omitted) for ${line}`);
       for (const line of omittedProperties)
