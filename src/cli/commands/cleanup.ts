@@ -68,6 +68,15 @@ interface CleanupCliOptions extends BrokerGuardCliOptions {
   maxBatches?: number;
 }
 
+/** The windows inbox rows must outlive (a redelivery, a quarantine replay); required where inbox rows always go. */
+export function addReplayWindowFlags(command: Command, required: boolean): Command {
+  const add = (flags: string, help: string) =>
+    required ? command.requiredOption(flags, help, duration) : command.option(flags, help, duration);
+  add('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker');
+  add('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed');
+  return command;
+}
+
 /** `cleanup`: retention for published outbox rows and, if asked, old inbox rows. */
 export function registerCleanup(program: Command, context: CommandContext): void {
   const command = program
@@ -80,9 +89,8 @@ export function registerCleanup(program: Command, context: CommandContext): void
       '--inbox-older-than <ms>',
       'inbox rows older than this go; needs the two windows below, and must exceed both',
       duration,
-    )
-    .option('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', duration)
-    .option('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', duration)
+    );
+  addReplayWindowFlags(command, false)
     .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
     .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger);
   addBrokerGuardFlags(command).action(async (options: CleanupCliOptions) => {

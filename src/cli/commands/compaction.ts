@@ -2,7 +2,13 @@ import type { Command } from 'commander';
 import { compactInbox, compactionOptions } from '../../ops/index.js';
 import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
-import { addBrokerGuardFlags, brokerGuard, reportBrokerCheck, type BrokerGuardCliOptions } from './cleanup.js';
+import {
+  addBrokerGuardFlags,
+  addReplayWindowFlags,
+  brokerGuard,
+  reportBrokerCheck,
+  type BrokerGuardCliOptions,
+} from './cleanup.js';
 
 interface CompactionCliOptions extends BrokerGuardCliOptions {
   consumer: string;
@@ -28,9 +34,8 @@ export function registerCompaction(program: Command, context: CommandContext): v
       '--older-than <ms>',
       'only rows received longer ago than this; must exceed both windows below',
       duration,
-    )
-    .requiredOption('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', duration)
-    .requiredOption('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', duration)
+    );
+  addReplayWindowFlags(command, true)
     .option(
       '--batch-size <n>',
       'inbox rows per statement',
