@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type pg from 'pg';
 import { cleanup, cleanupOptions, DEFAULT_BROKER_MARGIN_MS, type BrokerCheck } from '../../ops/index.js';
 import { AMQP_URL_HELP, duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { amqpUrl, schemaDefault } from '../env.js';
@@ -45,6 +46,16 @@ export function brokerGuard(options: BrokerGuardCliOptions) {
     marginMs: options.brokerMarginMs,
     ...(options.retryTiers ? { retryTiersMs: options.retryTiers } : {}),
   };
+}
+
+/** Runs a broker-guarded deletion on the global database and schema, with the guard from the flags. */
+export function withGuardedPool<T>(
+  context: CommandContext,
+  options: BrokerGuardCliOptions,
+  work: (pool: pg.Pool, schema: string, broker: ReturnType<typeof brokerGuard>) => Promise<T>,
+): Promise<T> {
+  const { databaseUrl, schema } = context.globals();
+  return withPool({ databaseUrl, schema }, (pool) => work(pool, schema, brokerGuard(options)));
 }
 
 /** One line on how the broker bounded the inbox deletion; the no-broker warning goes to stderr. */
@@ -94,8 +105,7 @@ export function registerCleanup(program: Command, context: CommandContext): void
     .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
     .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger);
   addBrokerGuardFlags(command).action(async (options: CleanupCliOptions) => {
-    const { databaseUrl, schema } = context.globals();
-    const result = await withPool({ databaseUrl, schema }, (pool) =>
+    const result = await withGuardedPool(context, options, (pool, schema, broker) =>
       cleanup(pool, {
         schema,
         outboxRetentionMs: options.outboxOlderThan,
@@ -104,7 +114,7 @@ export function registerCleanup(program: Command, context: CommandContext): void
         ...(options.retryHorizonMs !== undefined ? { retryHorizonMs: options.retryHorizonMs } : {}),
         ...(options.quarantineWindowMs !== undefined ? { quarantineReplayWindowMs: options.quarantineWindowMs } : {}),
         ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        broker: brokerGuard(options),
+        broker,
       }),
     );
     reportBrokerCheck(result.broker);

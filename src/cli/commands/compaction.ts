@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
 import { compactInbox, compactionOptions } from '../../ops/index.js';
-import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
+import { duration, positiveInteger, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
 import {
   addBrokerGuardFlags,
   addReplayWindowFlags,
-  brokerGuard,
   reportBrokerCheck,
+  withGuardedPool,
   type BrokerGuardCliOptions,
 } from './cleanup.js';
 
@@ -45,8 +45,7 @@ export function registerCompaction(program: Command, context: CommandContext): v
     .option('--max-batches <n>', 'stop after this many batches', positiveInteger)
     .option('--json', 'the counts as JSON');
   addBrokerGuardFlags(command).action(async (options: CompactionCliOptions) => {
-    const { databaseUrl, schema } = context.globals();
-    const result = await withPool({ databaseUrl, schema }, (pool) =>
+    const result = await withGuardedPool(context, options, (pool, schema, broker) =>
       compactInbox(pool, {
         schema,
         consumer: options.consumer,
@@ -56,7 +55,7 @@ export function registerCompaction(program: Command, context: CommandContext): v
         quarantineReplayWindowMs: options.quarantineWindowMs,
         batchSize: options.batchSize,
         ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        broker: brokerGuard(options),
+        broker,
       }),
     );
     if (!options.json) reportBrokerCheck(result.broker);
