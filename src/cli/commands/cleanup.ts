@@ -48,14 +48,28 @@ export function brokerGuard(options: BrokerGuardCliOptions) {
   };
 }
 
-/** Runs a broker-guarded deletion on the global database and schema, with the guard from the flags. */
-export function withGuardedPool<T>(
+/**
+ * Adds the broker-guard flags and the action: `run` on a pool of the global database and schema,
+ * given the guard the flags name, then the broker check (unless --json) and `report`'s line.
+ */
+export function addGuardedAction<O extends BrokerGuardCliOptions & { json?: boolean }, R extends GuardedResult>(
+  command: Command,
   context: CommandContext,
-  options: BrokerGuardCliOptions,
-  work: (pool: pg.Pool, schema: string, broker: ReturnType<typeof brokerGuard>) => Promise<T>,
-): Promise<T> {
-  const { databaseUrl, schema } = context.globals();
-  return withPool({ databaseUrl, schema }, (pool) => work(pool, schema, brokerGuard(options)));
+  run: (pool: pg.Pool, guard: { schema: string; broker: ReturnType<typeof brokerGuard> }, options: O) => Promise<R>,
+  report: (result: R, options: O) => string,
+): void {
+  addBrokerGuardFlags(command).action(async (options: O) => {
+    const { databaseUrl, schema } = context.globals();
+    const result = await withPool({ databaseUrl, schema }, (pool) =>
+      run(pool, { schema, broker: brokerGuard(options) }, options),
+    );
+    if (!options.json) reportBrokerCheck(result.broker);
+    console.log(report(result, options));
+  });
+}
+
+interface GuardedResult {
+  broker?: BrokerCheck | undefined;
 }
 
 /** One line on how the broker bounded the inbox deletion; the no-broker warning goes to stderr. */
@@ -104,22 +118,20 @@ export function registerCleanup(program: Command, context: CommandContext): void
   addReplayWindowFlags(command, false)
     .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
     .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger);
-  addBrokerGuardFlags(command).action(async (options: CleanupCliOptions) => {
-    const result = await withGuardedPool(context, options, (pool, schema, broker) =>
+  addGuardedAction(
+    command,
+    context,
+    (pool, guard, options: CleanupCliOptions) =>
       cleanup(pool, {
-        schema,
+        ...guard,
         outboxRetentionMs: options.outboxOlderThan,
         batchSize: options.batchSize,
         ...(options.inboxOlderThan !== undefined ? { inboxRetentionMs: options.inboxOlderThan } : {}),
         ...(options.retryHorizonMs !== undefined ? { retryHorizonMs: options.retryHorizonMs } : {}),
         ...(options.quarantineWindowMs !== undefined ? { quarantineReplayWindowMs: options.quarantineWindowMs } : {}),
         ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        broker,
       }),
-    );
-    reportBrokerCheck(result.broker);
-    console.log(
+    (result) =>
       `deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`,
-    );
-  });
+  );
 }

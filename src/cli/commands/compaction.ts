@@ -2,13 +2,7 @@ import type { Command } from 'commander';
 import { compactInbox, compactionOptions } from '../../ops/index.js';
 import { duration, positiveInteger, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
-import {
-  addBrokerGuardFlags,
-  addReplayWindowFlags,
-  reportBrokerCheck,
-  withGuardedPool,
-  type BrokerGuardCliOptions,
-} from './cleanup.js';
+import { addGuardedAction, addReplayWindowFlags, type BrokerGuardCliOptions } from './cleanup.js';
 
 interface CompactionCliOptions extends BrokerGuardCliOptions {
   consumer: string;
@@ -44,10 +38,12 @@ export function registerCompaction(program: Command, context: CommandContext): v
     )
     .option('--max-batches <n>', 'stop after this many batches', positiveInteger)
     .option('--json', 'the counts as JSON');
-  addBrokerGuardFlags(command).action(async (options: CompactionCliOptions) => {
-    const result = await withGuardedPool(context, options, (pool, schema, broker) =>
+  addGuardedAction(
+    command,
+    context,
+    (pool, guard, options: CompactionCliOptions) =>
       compactInbox(pool, {
-        schema,
+        ...guard,
         consumer: options.consumer,
         projection: options.projection,
         olderThanMs: options.olderThan,
@@ -55,14 +51,10 @@ export function registerCompaction(program: Command, context: CommandContext): v
         quarantineReplayWindowMs: options.quarantineWindowMs,
         batchSize: options.batchSize,
         ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        broker,
       }),
-    );
-    if (!options.json) reportBrokerCheck(result.broker);
-    console.log(
+    (result, options) =>
       options.json
         ? JSON.stringify(result)
         : `compacted ${result.compacted} inbox rows into ${result.watermarks} watermarks in ${result.batches} batches`,
-    );
-  });
+  );
 }
