@@ -131,24 +131,11 @@ export {
   sourceSnapshot,
   snapshotPages,
 } from './reconcile/index.js';
-export type {
-  SourceSnapshot,
-  GapRepairOptions,
-  GapRepairReport,
-  GapRepairTarget,
-  TrustedSnapshot,
-  RepairResult,
-  PagedReader,
-  ReconcileOptions,
-  ReconcileProgress,
-  ReconcileReport,
-  ReconcileRepair,
-  Difference,
-  ReconcileRow,
-  RebuildOptions,
-  SnapshotInfo,
-  SourceSnapshotOptions,
-} from './reconcile/index.js';
+export type { PagedReader, ReconcileOptions, ReconcileProgress, ReconcileReport } from './reconcile/index.js';
+export type { ReconcileRepair, ReconcileRow, Difference, RebuildOptions } from './reconcile/index.js';
+export type { GapRepairOptions, GapRepairReport, GapRepairTarget } from './reconcile/index.js';
+export type { SourceSnapshot, SourceSnapshotOptions, SnapshotInfo } from './reconcile/index.js';
+export type { TrustedSnapshot, RepairResult } from './reconcile/index.js';
 
 // Logging and backoff
 export { silentLogger } from './runtime/logger.js';

@@ -71,6 +71,29 @@ export function databaseFailure(err: unknown, target: ConnectionTarget): unknown
   return failure ? connectionError(failure, err) : err;
 }
 
+/**
+ * databaseFailure for a read of converge's own schema, where a 42501 (insufficient privilege)
+ * is a missing grant, so permanent: `denied` names what the role may not do and how to fix it.
+ */
+export function schemaReadFailure(
+  err: unknown,
+  target: ConnectionTarget,
+  denied: { reason: string; hint: string },
+): unknown {
+  if ((err as { code?: unknown }).code !== '42501') return databaseFailure(err, target);
+  return new ConnectionConfigError(
+    {
+      service: 'PostgreSQL',
+      endpoint: target.endpoint,
+      kind: 'access-denied',
+      permanent: true,
+      detail: '42501',
+      ...denied,
+    },
+    { cause: err },
+  );
+}
+
 /** True when the pool gets an answer to `SELECT 1` within `timeoutMs`: a readiness probe's database check. */
 export async function pingDatabase(pool: pg.Pool, timeoutMs = 2_000): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;

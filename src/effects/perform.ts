@@ -9,7 +9,9 @@ import { schemaRef } from '../runtime/identifier.js';
 import {
   backoffOption,
   defineOptions,
+  faultHooksOption,
   functionOption,
+  hookOption,
   signalOption,
   type OptionsInput,
   schemaOption,
@@ -65,16 +67,12 @@ export const effectOptions = defineOptions(
       .default(30_000)
       .describe('One call longer than this is aborted and counts as a retryable failure.'),
     signal: signalOption.optional().describe('Aborts the call and the wait between calls (shutdown).'),
-    hooks: z
-      .strictObject({
-        afterCall: functionOption<(key: string) => void | Promise<void>>('(key: string) => void | Promise<void>')
-          .optional()
-          .describe(
-            'After the remote call returned, before its result is recorded (fault injection: the crash window).',
-          ),
-      })
-      .default({})
-      .describe('Fault-injection hooks.'),
+    hooks: faultHooksOption({
+      afterCall: hookOption<(key: string) => void | Promise<void>>(
+        '(key: string) => void | Promise<void>',
+        'After the remote call returned, before its result is recorded (fault injection: the crash window).',
+      ),
+    }),
   }),
 );
 

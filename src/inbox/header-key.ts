@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { databaseFailure, poolTarget } from '../db/pool.js';
-import { ConnectionConfigError, SchemaNotMigratedError } from '../runtime/errors.js';
+import { poolTarget, schemaReadFailure } from '../db/pool.js';
+import { SchemaNotMigratedError } from '../runtime/errors.js';
 import type { SchemaRef } from '../runtime/identifier.js';
 import { inboxSql } from './sql.js';
 
@@ -43,20 +43,10 @@ export class HeaderKey {
       if (!key) throw new SchemaNotMigratedError(this.schema.name, target.endpoint, null, 18);
       return key;
     } catch (err) {
-      if ((err as { code?: unknown }).code === '42501')
-        throw new ConnectionConfigError(
-          {
-            service: 'PostgreSQL',
-            endpoint: target.endpoint,
-            kind: 'access-denied',
-            permanent: true,
-            detail: '42501',
-            reason: `the role may not read "${this.schema.name}".header_key (added by migration 18)`,
-            hint: 'run the statements `converge grants` prints again after upgrading, as the schema owner',
-          },
-          { cause: err },
-        );
-      throw databaseFailure(err, target);
+      throw schemaReadFailure(err, target, {
+        reason: `the role may not read "${this.schema.name}".header_key (added by migration 18)`,
+        hint: 'run the statements `converge grants` prints again after upgrading, as the schema owner',
+      });
     }
   }
 }

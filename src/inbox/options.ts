@@ -10,7 +10,9 @@ import {
   connectionRequired,
   connectionShape,
   defineOptions,
+  faultHooksOption,
   functionOption,
+  hookOption,
   requireConnection,
   type OptionsInput,
   type OptionsOutput,
@@ -57,6 +59,13 @@ function limitsOrOff<T extends z.ZodRawShape>(shape: T) {
     .prefault({} as never)
     .transform((v) => (v === false ? null : v));
 }
+
+const consumerHooksOption = faultHooksOption({
+  afterCommit: hookOption<NonNullable<ConsumerHooks['afterCommit']>>(
+    '(settlements) => void | Promise<void>',
+    'After a batch committed, before its deliveries are acked (fault injection).',
+  ),
+});
 
 const reorderBufferOption = limitsOrOff({
   maxPerAggregate: z
@@ -216,16 +225,7 @@ export const consumerOptions = defineOptions(
       rampUp: rampUpOption.describe(
         'After an outage the backlog is processed at a rate that starts low and grows step by step; false turns it off. Resolved to null when off.',
       ),
-      hooks: z
-        .strictObject({
-          afterCommit: functionOption<NonNullable<ConsumerHooks['afterCommit']>>(
-            '(settlements) => void | Promise<void>',
-          )
-            .optional()
-            .describe('After a batch committed, before its deliveries are acked (fault injection).'),
-        })
-        .default({})
-        .describe('Fault-injection hooks.'),
+      hooks: consumerHooksOption,
     })
     .refine(oneHandlerKind, handlerRequired())
     .refine(requireConnection, connectionRequired())

@@ -10,6 +10,7 @@ import {
   type ReorderBufferCount,
 } from '../ops/gauges.js';
 import { databaseRead } from './health.js';
+import { scrapedGauge } from './instruments.js';
 
 // Gauges read from the database at scrape time (one read per scrape shared by a group), so every
 // process and the CLI report the same durable state.
@@ -108,14 +109,14 @@ export function registerOutboxGauges(registry: client.Registry, pool: pg.Pool, s
       for (const row of rows) this.set({ status: row.status }, row.rows);
     },
   });
-  new client.Gauge({
-    name: 'converge_outbox_oldest_pending_seconds',
-    help: 'Age of the oldest unpublished outbox event (0 when none, NaN when the database could not be read): the first thing to alert on.',
-    registers: [registry],
-    async collect() {
+  scrapedGauge(
+    registry,
+    'converge_outbox_oldest_pending_seconds',
+    'Age of the oldest unpublished outbox event (0 when none, NaN when the database could not be read): the first thing to alert on.',
+    async () => {
       const rows = await read();
       // NaN, not 0, when the database could not be read: 0 would claim an empty backlog.
-      this.set(rows ? (rows.find((r) => r.status === 'pending')?.oldestAgeSeconds ?? 0) : NaN);
+      return rows ? (rows.find((r) => r.status === 'pending')?.oldestAgeSeconds ?? 0) : NaN;
     },
-  });
+  );
 }

@@ -1,4 +1,5 @@
-import client from 'prom-client';
+import type client from 'prom-client';
+import { scrapedGauge } from './instruments.js';
 
 /**
  * Database reads behind the gauges of one registry. A scrape while the database is down must
@@ -26,25 +27,23 @@ export function databaseRead<T>(registry: client.Registry, query: () => Promise<
 }
 
 function registerDatabaseUp(registry: client.Registry, list: (() => Promise<unknown>)[]): void {
-  new client.Gauge({
-    name: 'converge_database_up',
-    help: "1 when this scrape's database reads succeeded, 0 when the database could not be read (its gauges are then absent).",
-    registers: [registry],
-    async collect() {
+  scrapedGauge(
+    registry,
+    'converge_database_up',
+    "1 when this scrape's database reads succeeded, 0 when the database could not be read (its gauges are then absent).",
+    async () => {
       const results = await Promise.allSettled(list.map((read) => read()));
-      this.set(results.every((r) => r.status === 'fulfilled') ? 1 : 0);
+      return results.every((r) => r.status === 'fulfilled') ? 1 : 0;
     },
-  });
+  );
 }
 
 /** A connected gauge for a relay's confirm channel or a consumer's subscription. */
 export function registerBrokerConnected(registry: client.Registry, connected: () => boolean): void {
-  new client.Gauge({
-    name: 'converge_broker_connected',
-    help: '1 while the relay has an open confirm channel (consumer: an active subscription) to RabbitMQ.',
-    registers: [registry],
-    collect() {
-      this.set(connected() ? 1 : 0);
-    },
-  });
+  scrapedGauge(
+    registry,
+    'converge_broker_connected',
+    '1 while the relay has an open confirm channel (consumer: an active subscription) to RabbitMQ.',
+    () => (connected() ? 1 : 0),
+  );
 }

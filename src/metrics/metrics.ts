@@ -11,6 +11,7 @@ import type { Consumer, Settlement } from '../inbox/index.js';
 import { registerBrokerConnected } from './health.js';
 import { pingDatabase } from '../db/pool.js';
 import { serveMetrics } from './server.js';
+import { counter, histogram } from './instruments.js';
 
 const registryOption = z
   .custom<client.Registry>((v) => v instanceof client.Registry, 'must be a prom-client Registry')
@@ -60,41 +61,38 @@ const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30
 
 /** Counts a consumer's settlements by outcome, quarantines by reason, and events drained from the reorder buffer. */
 export function instrumentConsumer(consumer: Consumer, registry: client.Registry): void {
-  const deliveries = new client.Counter({
-    name: 'converge_consumer_deliveries_total',
-    help: 'Deliveries settled, by outcome (applied, duplicate, ignored, parked, quarantined, retry).',
-    labelNames: ['outcome'],
-    registers: [registry],
-  });
-  const quarantined = new client.Counter({
-    name: 'converge_consumer_quarantined_total',
-    help: 'Deliveries quarantined, by reason.',
-    labelNames: ['reason'],
-    registers: [registry],
-  });
-  const drained = new client.Counter({
-    name: 'converge_consumer_drained_total',
-    help: 'Parked events that left the reorder buffer, by outcome.',
-    labelNames: ['outcome'],
-    registers: [registry],
-  });
-  const conflicts = new client.Counter({
-    name: 'converge_consumer_conflicts_total',
-    help: 'Same eventId with other content: quarantined for a person, never applied.',
-    registers: [registry],
-  });
-  const untrusted = new client.Counter({
-    name: 'converge_consumer_untrusted_headers_total',
-    help: "Converge headers (attempt, origin, replay) a delivery carried without converge's valid signature, so ignored, by header.",
-    labelNames: ['header'],
-    registers: [registry],
-  });
-  const lag = new client.Histogram({
-    name: 'converge_consumer_lag_seconds',
-    help: "From the event's occurredAt (the producer's clock) to the consumer's commit, for applied events.",
-    buckets: LAG_BUCKETS,
-    registers: [registry],
-  });
+  const deliveries = counter(
+    registry,
+    'converge_consumer_deliveries_total',
+    'Deliveries settled, by outcome (applied, duplicate, ignored, parked, quarantined, retry).',
+    ['outcome'],
+  );
+  const quarantined = counter(registry, 'converge_consumer_quarantined_total', 'Deliveries quarantined, by reason.', [
+    'reason',
+  ]);
+  const drained = counter(
+    registry,
+    'converge_consumer_drained_total',
+    'Parked events that left the reorder buffer, by outcome.',
+    ['outcome'],
+  );
+  const conflicts = counter(
+    registry,
+    'converge_consumer_conflicts_total',
+    'Same eventId with other content: quarantined for a person, never applied.',
+  );
+  const untrusted = counter(
+    registry,
+    'converge_consumer_untrusted_headers_total',
+    "Converge headers (attempt, origin, replay) a delivery carried without converge's valid signature, so ignored, by header.",
+    ['header'],
+  );
+  const lag = histogram(
+    registry,
+    'converge_consumer_lag_seconds',
+    "From the event's occurredAt (the producer's clock) to the consumer's commit, for applied events.",
+    LAG_BUCKETS,
+  );
   const observeLag = (settlement: Settlement) => {
     if (settlement.action === 'ack' && settlement.outcome === 'applied')
       lag.observe(Math.max(0, Date.now() - Date.parse(settlement.occurredAt)) / 1000);

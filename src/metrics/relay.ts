@@ -3,6 +3,7 @@ import { CdcRelay, showCdcSlot, type PublishEvents, type Relay } from '../relay/
 import { schemaRef } from '../runtime/identifier.js';
 import { registerOutboxGauges } from './database-gauges.js';
 import { databaseRead, registerBrokerConnected } from './health.js';
+import { counter, eventGauge, histogram, scrapedGauge } from './instruments.js';
 import { metricsEndpointOptions, serveUntilClosed, type MetricsEndpoint, type ServedMetrics } from './metrics.js';
 
 /** Either relay: the polling one (claims) or the CDC one (a replication slot). */
@@ -69,23 +70,23 @@ interface PublishingRelay {
 }
 
 function instrumentPublishing(relay: PublishingRelay, registry: client.Registry): void {
-  const published = new client.Counter({
-    name: 'converge_relay_published_total',
-    help: 'Events confirmed by the broker and marked published.',
-    registers: [registry],
-  });
-  const confirmLatency = new client.Histogram({
-    name: 'converge_relay_confirm_seconds',
-    help: 'Time from writing a publish to the broker confirm.',
-    buckets: CONFIRM_BUCKETS,
-    registers: [registry],
-  });
-  const failures = new client.Counter({
-    name: 'converge_relay_publish_failures_total',
-    help: 'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).',
-    labelNames: ['reason'],
-    registers: [registry],
-  });
+  const published = counter(
+    registry,
+    'converge_relay_published_total',
+    'Events confirmed by the broker and marked published.',
+  );
+  const confirmLatency = histogram(
+    registry,
+    'converge_relay_confirm_seconds',
+    'Time from writing a publish to the broker confirm.',
+    CONFIRM_BUCKETS,
+  );
+  const failures = counter(
+    registry,
+    'converge_relay_publish_failures_total',
+    'Publishes not confirmed, by reason (returned, nacked, confirm-timeout, channel-closed, unencodable).',
+    ['reason'],
+  );
   relay.on('published', (eventIds) => published.inc(eventIds.length));
   relay.on('confirmed', (latenciesMs) => {
     for (const ms of latenciesMs) confirmLatency.observe(ms / 1000);
@@ -94,29 +95,29 @@ function instrumentPublishing(relay: PublishingRelay, registry: client.Registry)
   relay.on('failed', (info) => failures.inc({ reason: info.reason }));
 }
 
+const BROKER_BLOCKED = {
+  name: 'converge_relay_broker_blocked',
+  help: "1 while RabbitMQ blocks the relay's connection (a memory or disk alarm): publishing paused, no attempts counted.",
+};
+
+const LOCK_HELD = {
+  name: 'converge_relay_active',
+  help: 'With claim exclusive: 1 while this relay holds the relay lock and publishes, 0 while it waits as a standby.',
+};
+
 /** Events given up on, a blocked broker connection and, with claim exclusive, holding the relay lock. */
 function registerPollingInstruments(relay: Relay, registry: client.Registry): void {
-  const failed = new client.Counter({
-    name: 'converge_relay_failed_total',
-    help: 'Events that reached maxAttempts and are kept as failed.',
-    registers: [registry],
-  });
-  const blocked = new client.Gauge({
-    name: 'converge_relay_broker_blocked',
-    help: "1 while RabbitMQ blocks the relay's connection (a memory or disk alarm): publishing paused, no attempts counted.",
-    registers: [registry],
-  });
-  blocked.set(0);
+  const failed = counter(
+    registry,
+    'converge_relay_failed_total',
+    'Events that reached maxAttempts and are kept as failed.',
+  );
+  const blocked = eventGauge(registry, BROKER_BLOCKED);
   relay.on('blocked', () => blocked.set(1));
   relay.on('unblocked', () => blocked.set(0));
   relay.on('failed', () => failed.inc());
   if (relay.options.claim === 'exclusive') {
-    const active = new client.Gauge({
-      name: 'converge_relay_active',
-      help: 'With claim exclusive: 1 while this relay holds the relay lock and publishes, 0 while it waits as a standby.',
-      registers: [registry],
-    });
-    active.set(0);
+    const active = eventGauge(registry, LOCK_HELD);
     relay.on('active', () => active.set(1));
     relay.on('standby', () => active.set(0));
   }
@@ -129,29 +130,25 @@ function registerPollingInstruments(relay: Relay, registry: client.Registry): vo
  */
 function registerSlotGauges(relay: CdcRelay, registry: client.Registry): void {
   const readSlot = databaseRead(registry, () => showCdcSlot(relay.pool, relay.options.slot));
-  new client.Gauge({
-    name: 'converge_cdc_slot_retained_wal_bytes',
-    help: "WAL PostgreSQL keeps for the CDC relay's slot (pg_current_wal_lsn() - restart_lsn); grows while the slot is stuck or no relay runs. NaN when unreadable.",
-    registers: [registry],
-    async collect() {
+  scrapedGauge(
+    registry,
+    'converge_cdc_slot_retained_wal_bytes',
+    "WAL PostgreSQL keeps for the CDC relay's slot (pg_current_wal_lsn() - restart_lsn); grows while the slot is stuck or no relay runs. NaN when unreadable.",
+    async () => {
       const slot = await readSlot();
-      this.set(slot ? slot.retainedWalBytes : NaN);
+      return slot ? slot.retainedWalBytes : NaN;
     },
-  });
-  new client.Gauge({
-    name: 'converge_cdc_oldest_unconfirmed_seconds',
-    help: 'Age of the oldest event received from the slot and not yet confirmed by the broker (0 when none).',
-    registers: [registry],
-    collect() {
-      this.set(relay.oldestUnconfirmedAgeMs / 1000);
-    },
-  });
-  new client.Gauge({
-    name: 'converge_cdc_relay_active',
-    help: '1 while this relay holds the slot and streams, 0 while it waits as a standby or is not running.',
-    registers: [registry],
-    collect() {
-      this.set(relay.state === 'active' ? 1 : 0);
-    },
-  });
+  );
+  scrapedGauge(
+    registry,
+    'converge_cdc_oldest_unconfirmed_seconds',
+    'Age of the oldest event received from the slot and not yet confirmed by the broker (0 when none).',
+    () => relay.oldestUnconfirmedAgeMs / 1000,
+  );
+  scrapedGauge(
+    registry,
+    'converge_cdc_relay_active',
+    '1 while this relay holds the slot and streams, 0 while it waits as a standby or is not running.',
+    () => (relay.state === 'active' ? 1 : 0),
+  );
 }

@@ -17,6 +17,8 @@ import {
   type OptionsInput,
   type OptionsOutput,
   schemaOption,
+  faultHooksOption,
+  hookOption,
 } from '../runtime/options.js';
 
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
@@ -33,6 +35,13 @@ export interface RelayHooks {
    */
   afterConfirm?: (eventIds: string[]) => void | Promise<void>;
 }
+
+const relayHooksOption = faultHooksOption({
+  afterConfirm: hookOption<NonNullable<RelayHooks['afterConfirm']>>(
+    '(eventIds) => void | Promise<void>',
+    'After the broker confirmed a batch, before it is marked published (fault injection).',
+  ),
+});
 
 /**
  * A template is checked when the options are parsed, so a bad placeholder is one more listed problem.
@@ -150,14 +159,7 @@ export const relayOptions = defineOptions(
         .describe(
           'Returns (unroutable publishes) after which an event is marked failed (kept, never deleted); nacks and lost confirms never fail it.',
         ),
-      hooks: z
-        .strictObject({
-          afterConfirm: functionOption<NonNullable<RelayHooks['afterConfirm']>>('(eventIds) => void | Promise<void>')
-            .optional()
-            .describe('After the broker confirmed a batch, before it is marked published (fault injection).'),
-        })
-        .default({})
-        .describe('Fault-injection hooks.'),
+      hooks: relayHooksOption,
     })
     .refine(requireConnection, connectionRequired())
     .refine(brokerRequired, amqpUrlRequired())

@@ -67,38 +67,35 @@ function failure(
 /** A connection string pg cannot use as meant, as a permanent failure; undefined when it is fine. */
 export function checkDatabaseUrl(connectionString: string): ConnectionFailure | undefined {
   if (connectionString.startsWith('/')) return undefined;
-  const url = parseUrl(connectionString);
-  const target = databaseTarget(connectionString);
-  const hint = 'use postgres://user:password@host:5432/database (percent-encode special characters)';
-  if (!url) return failure('PostgreSQL', target, 'invalid-url', 'URL', 'the connection string is not a URL', hint);
-  if (!['postgres:', 'postgresql:', 'socket:'].includes(url.protocol))
-    return failure(
-      'PostgreSQL',
-      target,
-      'invalid-url',
-      'URL',
-      `the connection string has scheme "${url.protocol}", expected postgres: or postgresql:`,
-      hint,
-    );
-  return undefined;
+  return checkUrlScheme('PostgreSQL', databaseTarget(connectionString), parseUrl(connectionString), {
+    noun: 'the connection string',
+    schemes: ['postgres:', 'postgresql:', 'socket:'],
+    expected: 'postgres: or postgresql:',
+    hint: 'use postgres://user:password@host:5432/database (percent-encode special characters)',
+  });
 }
 
 /** An AMQP URL amqplib cannot use, as a permanent failure; undefined when it is fine. */
 export function checkBrokerUrl(amqpUrl: string): ConnectionFailure | undefined {
-  const url = parseUrl(amqpUrl);
-  const target = brokerTarget(amqpUrl);
-  const hint = 'use amqp://user:password@host:5672/vhost (amqps:// for TLS)';
-  if (!url) return failure('RabbitMQ', target, 'invalid-url', 'URL', 'the AMQP URL is not a URL', hint);
-  if (url.protocol !== 'amqp:' && url.protocol !== 'amqps:')
-    return failure(
-      'RabbitMQ',
-      target,
-      'invalid-url',
-      'URL',
-      `the AMQP URL has scheme "${url.protocol}", expected amqp: or amqps:`,
-      hint,
-    );
-  return undefined;
+  return checkUrlScheme('RabbitMQ', brokerTarget(amqpUrl), parseUrl(amqpUrl), {
+    noun: 'the AMQP URL',
+    schemes: ['amqp:', 'amqps:'],
+    expected: 'amqp: or amqps:',
+    hint: 'use amqp://user:password@host:5672/vhost (amqps:// for TLS)',
+  });
+}
+
+/** An unparseable URL or one whose scheme the driver does not speak, as a permanent failure. */
+function checkUrlScheme(
+  service: ConnectionService,
+  target: ConnectionTarget,
+  url: URL | undefined,
+  rule: { noun: string; schemes: string[]; expected: string; hint: string },
+): ConnectionFailure | undefined {
+  if (!url) return failure(service, target, 'invalid-url', 'URL', `${rule.noun} is not a URL`, rule.hint);
+  if (rule.schemes.includes(url.protocol)) return undefined;
+  const reason = `${rule.noun} has scheme "${url.protocol}", expected ${rule.expected}`;
+  return failure(service, target, 'invalid-url', 'URL', reason, rule.hint);
 }
 
 /** Failures every driver reports the same way: socket, DNS, TLS, an unparseable URL. */

@@ -159,6 +159,20 @@ export function functionOption<F>(typeName = 'function') {
   return z.custom<F>((v) => typeof v === 'function', 'must be a function').meta({ typeName });
 }
 
+/** One optional fault-injection hook: a function of `signature`, called `when` it says. */
+export function hookOption<F>(signature: string, when: string) {
+  return functionOption<F>(signature).optional().describe(when);
+}
+
+/** `hooks`: a component's fault-injection hooks, none unless given. */
+export function faultHooksOption<S extends Record<string, z.ZodOptional>>(hooks: S) {
+  // Every hook is optional, so {} is a valid value; TypeScript cannot see that through a generic S.
+  return z
+    .strictObject(hooks)
+    .default({} as never)
+    .describe('Fault-injection hooks.');
+}
+
 /** An AbortSignal. */
 export const signalOption = z
   .custom<AbortSignal>(

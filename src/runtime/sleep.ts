@@ -21,29 +21,13 @@ export class Idle {
       this.#pending = false;
       return Promise.resolve();
     }
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#sleepers.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.#sleepers.add(done);
-    });
+    return waitIn(this.#sleepers, ms);
   }
 
   /** Waits `ms` unless close() comes first; wake() neither ends it nor is used up by it. */
   backoff(ms: number): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#backoffs.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.#backoffs.add(done);
-    });
+    return waitIn(this.#backoffs, ms);
   }
 
   wake(): void {
@@ -56,6 +40,19 @@ export class Idle {
     this.wake();
     for (const done of [...this.#backoffs]) done();
   }
+}
+
+/** Waits `ms`, or less when something calls the ender it leaves in `waiters` (it removes itself). */
+function waitIn(waiters: Set<() => void>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      waiters.delete(done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    waiters.add(done);
+  });
 }
 
 /** Registers SIGTERM/SIGINT handlers that call `stop`, and returns a function removing them. */

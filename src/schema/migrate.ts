@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { schemaRef } from '../runtime/identifier.js';
-import { ConnectionConfigError, SchemaNotMigratedError, SchemaTooNewError } from '../runtime/errors.js';
-import { assertDatabaseUrl, databaseFailure, poolTarget } from '../db/pool.js';
+import { SchemaNotMigratedError, SchemaTooNewError } from '../runtime/errors.js';
+import { assertDatabaseUrl, databaseFailure, poolTarget, schemaReadFailure } from '../db/pool.js';
 import { commit } from '../db/transaction.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION } from './migrations.js';
@@ -120,19 +120,9 @@ export async function checkSchema(pool: pg.Pool, schemaName: string): Promise<nu
       throw new SchemaNotMigratedError(schema.name, target.endpoint, null, LATEST_MIGRATION);
     return null;
   } catch (err) {
-    if ((err as { code?: unknown }).code === '42501')
-      throw new ConnectionConfigError(
-        {
-          service: 'PostgreSQL',
-          endpoint: target.endpoint,
-          kind: 'access-denied',
-          permanent: true,
-          detail: '42501',
-          reason: `the role has no privileges on schema "${schema.name}"`,
-          hint: 'run the statements `converge grants` prints, as the schema owner',
-        },
-        { cause: err },
-      );
-    throw databaseFailure(err, target);
+    throw schemaReadFailure(err, target, {
+      reason: `the role has no privileges on schema "${schema.name}"`,
+      hint: 'run the statements `converge grants` prints, as the schema owner',
+    });
   }
 }

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type pg from 'pg';
 import { cleanup, cleanupOptions, DEFAULT_BROKER_MARGIN_MS, type BrokerCheck } from '../../ops/index.js';
 import { AMQP_URL_HELP, duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { amqpUrl, schemaDefault } from '../env.js';
@@ -47,6 +48,30 @@ export function brokerGuard(options: BrokerGuardCliOptions) {
   };
 }
 
+/**
+ * Adds the broker-guard flags and the action: `run` on a pool of the global database and schema,
+ * given the guard the flags name, then the broker check (unless --json) and `report`'s line.
+ */
+export function addGuardedAction<O extends BrokerGuardCliOptions & { json?: boolean }, R extends GuardedResult>(
+  command: Command,
+  context: CommandContext,
+  run: (pool: pg.Pool, guard: { schema: string; broker: ReturnType<typeof brokerGuard> }, options: O) => Promise<R>,
+  report: (result: R, options: O) => string,
+): void {
+  addBrokerGuardFlags(command).action(async (options: O) => {
+    const { databaseUrl, schema } = context.globals();
+    const result = await withPool({ databaseUrl, schema }, (pool) =>
+      run(pool, { schema, broker: brokerGuard(options) }, options),
+    );
+    if (!options.json) reportBrokerCheck(result.broker);
+    console.log(report(result, options));
+  });
+}
+
+interface GuardedResult {
+  broker?: BrokerCheck | undefined;
+}
+
 /** One line on how the broker bounded the inbox deletion; the no-broker warning goes to stderr. */
 export function reportBrokerCheck(check: BrokerCheck | undefined): void {
   if (!check) return;
@@ -68,6 +93,15 @@ interface CleanupCliOptions extends BrokerGuardCliOptions {
   maxBatches?: number;
 }
 
+/** The windows inbox rows must outlive (a redelivery, a quarantine replay); required where inbox rows always go. */
+export function addReplayWindowFlags(command: Command, required: boolean): Command {
+  const add = (flags: string, help: string) =>
+    required ? command.requiredOption(flags, help, duration) : command.option(flags, help, duration);
+  add('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker');
+  add('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed');
+  return command;
+}
+
 /** `cleanup`: retention for published outbox rows and, if asked, old inbox rows. */
 export function registerCleanup(program: Command, context: CommandContext): void {
   const command = program
@@ -80,28 +114,24 @@ export function registerCleanup(program: Command, context: CommandContext): void
       '--inbox-older-than <ms>',
       'inbox rows older than this go; needs the two windows below, and must exceed both',
       duration,
-    )
-    .option('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', duration)
-    .option('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', duration)
+    );
+  addReplayWindowFlags(command, false)
     .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
     .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger);
-  addBrokerGuardFlags(command).action(async (options: CleanupCliOptions) => {
-    const { databaseUrl, schema } = context.globals();
-    const result = await withPool({ databaseUrl, schema }, (pool) =>
+  addGuardedAction(
+    command,
+    context,
+    (pool, guard, options: CleanupCliOptions) =>
       cleanup(pool, {
-        schema,
+        ...guard,
         outboxRetentionMs: options.outboxOlderThan,
         batchSize: options.batchSize,
         ...(options.inboxOlderThan !== undefined ? { inboxRetentionMs: options.inboxOlderThan } : {}),
         ...(options.retryHorizonMs !== undefined ? { retryHorizonMs: options.retryHorizonMs } : {}),
         ...(options.quarantineWindowMs !== undefined ? { quarantineReplayWindowMs: options.quarantineWindowMs } : {}),
         ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        broker: brokerGuard(options),
       }),
-    );
-    reportBrokerCheck(result.broker);
-    console.log(
+    (result) =>
       `deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`,
-    );
-  });
+  );
 }

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { compactInbox, compactionOptions } from '../../ops/index.js';
-import { duration, positiveInteger, withPool, type CommandContext } from '../context.js';
+import { duration, positiveInteger, type CommandContext } from '../context.js';
 import { schemaDefault } from '../env.js';
-import { addBrokerGuardFlags, brokerGuard, reportBrokerCheck, type BrokerGuardCliOptions } from './cleanup.js';
+import { addGuardedAction, addReplayWindowFlags, type BrokerGuardCliOptions } from './cleanup.js';
 
 interface CompactionCliOptions extends BrokerGuardCliOptions {
   consumer: string;
@@ -28,9 +28,8 @@ export function registerCompaction(program: Command, context: CommandContext): v
       '--older-than <ms>',
       'only rows received longer ago than this; must exceed both windows below',
       duration,
-    )
-    .requiredOption('--retry-horizon-ms <ms>', 'longest a delivery can still come back from the broker', duration)
-    .requiredOption('--quarantine-window-ms <ms>', 'how long quarantined messages may still be replayed', duration)
+    );
+  addReplayWindowFlags(command, true)
     .option(
       '--batch-size <n>',
       'inbox rows per statement',
@@ -39,11 +38,12 @@ export function registerCompaction(program: Command, context: CommandContext): v
     )
     .option('--max-batches <n>', 'stop after this many batches', positiveInteger)
     .option('--json', 'the counts as JSON');
-  addBrokerGuardFlags(command).action(async (options: CompactionCliOptions) => {
-    const { databaseUrl, schema } = context.globals();
-    const result = await withPool({ databaseUrl, schema }, (pool) =>
+  addGuardedAction(
+    command,
+    context,
+    (pool, guard, options: CompactionCliOptions) =>
       compactInbox(pool, {
-        schema,
+        ...guard,
         consumer: options.consumer,
         projection: options.projection,
         olderThanMs: options.olderThan,
@@ -51,14 +51,10 @@ export function registerCompaction(program: Command, context: CommandContext): v
         quarantineReplayWindowMs: options.quarantineWindowMs,
         batchSize: options.batchSize,
         ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-        broker: brokerGuard(options),
       }),
-    );
-    if (!options.json) reportBrokerCheck(result.broker);
-    console.log(
+    (result, options) =>
       options.json
         ? JSON.stringify(result)
         : `compacted ${result.compacted} inbox rows into ${result.watermarks} watermarks in ${result.batches} batches`,
-    );
-  });
+  );
 }

@@ -6,7 +6,7 @@ import { createLogger } from '../../runtime/logger.js';
 import { checkSchema } from '../../schema/migrate.js';
 import { AMQP_URL_HELP, duration, openPool, port, untilShutdownSignal, type CommandContext } from '../context.js';
 import { amqpUrl, dashboardToken, logLevel, schemaDefault } from '../env.js';
-import { parseQueue } from './status.js';
+import { queueOption, stallAfterOption } from './status.js';
 
 interface DashboardCliOptions {
   host: string;
@@ -35,21 +35,13 @@ export function registerDashboard(program: Command, context: CommandContext): vo
       '--token <secret>',
       'the secret actions need, at least 16 characters (default: env CONVERGE_DASHBOARD_TOKEN, else a random one)',
     )
-    .option(
-      '--queue <spec>',
-      'a queue to watch and replay to: name[,consumer=inbox scope][,projection=name] (repeatable)',
-      parseQueue,
-      [],
+    .addOption(
+      queueOption('a queue to watch and replay to: name[,consumer=inbox scope][,projection=name] (repeatable)'),
     )
     .option('--amqp-url <url>', AMQP_URL_HELP)
     .option('--interval <ms>', 'sample the pipeline this often', duration, dashboardDefault('sampleIntervalMs'))
     .option('--history <ms>', 'charts reach this far back', duration, dashboardDefault('historyMs'))
-    .option(
-      '--stall-after-ms <ms>',
-      'pending events and missing versions older than this are stalls',
-      duration,
-      dashboardDefault('stallAfterMs'),
-    )
+    .addOption(stallAfterOption(dashboardDefault('stallAfterMs')))
     .action(async (options: DashboardCliOptions) => {
       const { databaseUrl, schema } = context.globals();
       const pool = openPool(databaseUrl, 4, 'converge-dashboard');

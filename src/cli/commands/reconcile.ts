@@ -143,10 +143,7 @@ export async function reconcileCommand(
       : null;
     const progress = process.stderr.isTTY ? progressLine(total) : undefined;
     const report = await reconcile(pool, {
-      schema,
-      projection: options.projection,
-      aggregateType: options.aggregateType,
-      source: sqlReader(sourcePool, options.sourceSql),
+      ...projectionSource(schema, options, sourcePool),
       ...(options.targetSql ? { target: sqlReader(pool, options.targetSql) } : {}),
       pageSize: options.pageSize,
       after: options.after ?? null,
@@ -205,6 +202,20 @@ function reportTable(report: ReconcileReport): string {
   return lines.join('\n');
 }
 
+/** What reconcile and rebuild both read: one projection's aggregates, page by page from the source SQL. */
+function projectionSource(
+  schema: string,
+  options: { projection: string; aggregateType: string; sourceSql: string },
+  sourcePool: pg.Pool,
+) {
+  return {
+    schema,
+    projection: options.projection,
+    aggregateType: options.aggregateType,
+    source: sqlReader(sourcePool, options.sourceSql),
+  };
+}
+
 export interface RebuildCliOptions {
   projection: string;
   aggregateType: string;
@@ -222,10 +233,7 @@ export async function rebuildCommand(databaseUrl: string, schema: string, option
   return withPools(databaseUrl, schema, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const progress = process.stderr.isTTY ? progressLine(null) : undefined;
     const report = await rebuildProjection(pool, {
-      schema,
-      projection: options.projection,
-      aggregateType: options.aggregateType,
-      source: sqlReader(sourcePool, options.sourceSql),
+      ...projectionSource(schema, options, sourcePool),
       reset: async (tx) => void (await tx.query(options.resetSql)),
       apply: applyStatement(options.applySql),
       pageSize: options.pageSize,

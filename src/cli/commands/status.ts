@@ -1,4 +1,4 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import type pg from 'pg';
 import type { Finding } from '../../ops/index.js';
 import {
@@ -42,24 +42,14 @@ export function registerStatus(program: Command, context: CommandContext): void 
       parseSource,
       [],
     )
-    .option(
-      '--queue <spec>',
-      'a queue to watch: name[,consumer=inbox scope][,projection=name] (repeatable)',
-      parseQueue,
-      [],
-    )
+    .addOption(queueOption('a queue to watch: name[,consumer=inbox scope][,projection=name] (repeatable)'))
     .option(
       '--amqp-url <url>',
       `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL}, said on stderr)`,
     )
     .option('--window-ms <ms>', 'lag and projection activity over this window', duration, statusDefault('windowMs'))
     .option('--sample-ms <ms>', 'rates from two samples this far apart', duration, statusDefault('sampleMs'))
-    .option(
-      '--stall-after-ms <ms>',
-      'pending events and missing versions older than this are stalls',
-      duration,
-      statusDefault('stallAfterMs'),
-    )
+    .addOption(stallAfterOption(statusDefault('stallAfterMs')))
     .option(
       '--source-lookback-ms <ms>',
       'with changed-at: source rows changed this recently are checked',
@@ -135,6 +125,18 @@ export function parseLagBudget(value: string, previous: Record<string, number> =
   const ms = duration(value.slice(at + 1));
   if (ms < 1) throw new InvalidArgumentError('a lag budget must be at least 1 ms');
   return { ...previous, [name]: ms };
+}
+
+/** `--queue`, repeatable, as `status` and `dashboard` both take it; `help` says what the command does with it. */
+export function queueOption(help: string): Option {
+  return new Option('--queue <spec>', help).argParser(parseQueue).default([]);
+}
+
+/** `--stall-after-ms`: one threshold, one help, for `status` and `dashboard`. */
+export function stallAfterOption(defaultMs: number): Option {
+  return new Option('--stall-after-ms <ms>', 'pending events and missing versions older than this are stalls')
+    .argParser(duration)
+    .default(defaultMs);
 }
 
 /** `name` or `name,consumer=search,projection=order_search`, repeatable. */

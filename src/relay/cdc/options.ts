@@ -6,7 +6,8 @@ import {
   brokerUrls,
   connectionRequired,
   defineOptions,
-  functionOption,
+  faultHooksOption,
+  hookOption,
   identifierOption,
   requireConnection,
   type OptionsInput,
@@ -58,21 +59,16 @@ export const cdcRelayOptions = defineOptions(
         .describe(
           "Standby status (keepalive) interval towards PostgreSQL, in ms; below the server's wal_sender_timeout.",
         ),
-      hooks: z
-        .strictObject({
-          beforeAcknowledge: functionOption<(eventIds: readonly string[]) => void>('(eventIds) => void')
-            .optional()
-            .describe(
-              'When confirmed events are about to be marked published and their position acknowledged (fault injection: throwing or exiting there is a crash in that window).',
-            ),
-          afterIncompleteMark: functionOption<() => Promise<void>>('() => Promise<void>')
-            .optional()
-            .describe(
-              'After a mark missed rows not yet visible to it, before they are looked at again (fault injection: a commit can become visible in between).',
-            ),
-        })
-        .default({})
-        .describe('Fault-injection hooks.'),
+      hooks: faultHooksOption({
+        beforeAcknowledge: hookOption<(eventIds: readonly string[]) => void>(
+          '(eventIds) => void',
+          'When confirmed events are about to be marked published and their position acknowledged (fault injection: throwing or exiting there is a crash in that window).',
+        ),
+        afterIncompleteMark: hookOption<() => Promise<void>>(
+          '() => Promise<void>',
+          'After a mark missed rows not yet visible to it, before they are looked at again (fault injection: a commit can become visible in between).',
+        ),
+      }),
     })
     .refine(requireConnection, connectionRequired())
     .refine(brokerRequired, amqpUrlRequired())
