@@ -13,7 +13,13 @@ import {
 } from './errors.js';
 import type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './errors.js';
 import { describeError } from './logger.js';
-import { brokerTarget, databaseTarget, parseUrl, type ConnectionTarget } from './connection-target.js';
+import {
+  brokerTarget,
+  databaseTarget,
+  parseDatabaseUrl,
+  parseUrl,
+  type ConnectionTarget,
+} from './connection-target.js';
 
 /** Node's socket and DNS codes that say "not now" rather than "never". */
 const TRANSIENT_SYSTEM: Record<string, string> = {
@@ -67,12 +73,28 @@ function failure(
 /** A connection string pg cannot use as meant, as a permanent failure; undefined when it is fine. */
 export function checkDatabaseUrl(connectionString: string): ConnectionFailure | undefined {
   if (connectionString.startsWith('/')) return undefined;
-  return checkUrlScheme('PostgreSQL', databaseTarget(connectionString), parseUrl(connectionString), {
+  const target = databaseTarget(connectionString);
+  if (severalHosts(connectionString))
+    return failure(
+      'PostgreSQL',
+      target,
+      'invalid-url',
+      'URL',
+      'the connection string names several hosts, which node-postgres cannot fail over between',
+      'name one host: a virtual IP, a DNS name or a pooler in front of the servers',
+    );
+  return checkUrlScheme('PostgreSQL', target, parseDatabaseUrl(connectionString)?.url, {
     noun: 'the connection string',
     schemes: ['postgres:', 'postgresql:', 'socket:'],
     expected: 'postgres: or postgresql:',
     hint: 'use postgres://user:password@host:5432/database (percent-encode special characters)',
   });
+}
+
+/** `host1:5432,host2:5432` in the authority, as libpq reads it (pg does not). */
+function severalHosts(connectionString: string): boolean {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(connectionString)?.[1] ?? '';
+  return authority.slice(authority.lastIndexOf('@') + 1).includes(',');
 }
 
 /** An AMQP URL amqplib cannot use, as a permanent failure; undefined when it is fine. */

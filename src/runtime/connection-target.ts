@@ -23,6 +23,22 @@ export function parseUrl(url: string): URL | undefined {
   }
 }
 
+/**
+ * A PostgreSQL URL parsed as node-postgres parses it (pg-connection-string): spaces and stray `%`
+ * encoded first, and an empty host (`postgres://user:pass@/db?host=/var/run/postgresql`, the
+ * socket-directory form) read with a stand-in host, which `emptyHost` reports. undefined when pg
+ * could not read it either, e.g. several hosts in one URL (`h1:5432,h2:5433`), which pg 8 does not support.
+ */
+export function parseDatabaseUrl(connectionString: string): { url: URL; emptyHost: boolean } | undefined {
+  const encoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(connectionString)
+    ? encodeURI(connectionString).replace(/%25(\d\d)/g, '%$1')
+    : connectionString;
+  const url = parseUrl(encoded);
+  if (url) return { url, emptyHost: false };
+  const standIn = parseUrl(encoded.replace('@/', '@converge-empty-host/'));
+  return standIn ? { url: standIn, emptyHost: true } : undefined;
+}
+
 function hostPort(url: URL, defaultPort: number): string {
   return `${url.hostname || 'localhost'}:${url.port || defaultPort}`;
 }
@@ -37,19 +53,19 @@ export function databaseTarget(connectionString: string): ConnectionTarget {
     const [path, database] = connectionString.split(' ');
     return { endpoint: path!, ...(database ? { name: database } : {}) };
   }
-  const url = parseUrl(connectionString);
-  if (!url) return { endpoint: UNPARSEABLE };
+  const parsed = parseDatabaseUrl(connectionString);
+  if (!parsed) return { endpoint: UNPARSEABLE };
+  const { url, emptyHost } = parsed;
   if (url.protocol === 'socket:') {
     const database = url.searchParams.get('db');
     return { endpoint: decodeURI(url.pathname), ...(database ? { name: database } : {}) };
   }
-  const host = url.searchParams.get('host');
-  const port = url.searchParams.get('port');
+  // A host in the query wins, as in pg; a percent-encoded one may be a socket directory (%2Fvar%2Frun...).
+  const host =
+    url.searchParams.get('host') ?? (emptyHost ? 'localhost' : decodeURIComponent(url.hostname) || 'localhost');
+  const port = url.searchParams.get('port') || url.port || '5432';
   const database = decodeURIComponent(url.pathname.slice(1));
-  return {
-    endpoint: host ? `${host}:${port || url.port || 5432}` : hostPort(url, Number(port) || 5432),
-    ...(database ? { name: database } : {}),
-  };
+  return { endpoint: `${host}:${port}`, ...(database ? { name: database } : {}) };
 }
 
 /** Where an AMQP URL points: host:port (5672, or 5671 for amqps) and the vhost. */

@@ -225,3 +225,32 @@ describe('judgeFailure', () => {
     assert.equal(judged.fatal, undefined);
   });
 });
+
+describe('PostgreSQL connection strings: every form node-postgres reads', () => {
+  const accepted: [string, { endpoint: string; name?: string }][] = [
+    [
+      'postgres://app:s3cret@/orders?host=/var/run/postgresql',
+      { endpoint: '/var/run/postgresql:5432', name: 'orders' },
+    ],
+    ['postgresql:///orders?host=/tmp&port=5433', { endpoint: '/tmp:5433', name: 'orders' }],
+    ['postgres://app@%2Fvar%2Frun%2Fpostgresql/orders', { endpoint: '/var/run/postgresql:5432', name: 'orders' }],
+    ['postgres://app@/orders', { endpoint: 'localhost:5432', name: 'orders' }],
+    ['postgres://app@db:6432/orders?sslmode=verify-full&application_name=x', { endpoint: 'db:6432', name: 'orders' }],
+    ['postgres://app@db/my orders', { endpoint: 'db:5432', name: 'my orders' }],
+    ['socket:/var/run/postgresql?db=orders', { endpoint: '/var/run/postgresql', name: 'orders' }],
+    ['/var/run/postgresql orders', { endpoint: '/var/run/postgresql', name: 'orders' }],
+  ];
+  for (const [url, target] of accepted)
+    it(`accepts ${url}`, () => {
+      assert.equal(checkDatabaseUrl(url), undefined);
+      assert.deepEqual(databaseTarget(url), target);
+    });
+
+  it('refuses several hosts in one URL, which node-postgres 8 cannot use, naming why without the password', () => {
+    const failure = checkDatabaseUrl('postgres://app:s3cret@db1:5432,db2:5432/orders');
+    assert.ok(failure);
+    assert.equal(failure.kind, 'invalid-url');
+    assert.match(describeFailure(failure), /several hosts/);
+    assert.doesNotMatch(describeFailure(failure), /s3cret/);
+  });
+});
