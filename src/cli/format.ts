@@ -24,7 +24,9 @@ export function seconds(value: number | null): string {
       : `${(value * 1000).toFixed(0)} ms`;
 }
 
-export function rate(value: number): string {
+/** A rate, or `–` when the status was read without a sample (no --sample-ms). */
+export function rate(value: number | null): string {
+  if (value === null) return '–';
   return `${value >= 100 ? value.toFixed(0) : value.toFixed(1)}/s`;
 }
 

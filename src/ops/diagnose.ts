@@ -15,22 +15,27 @@ import {
   type SourceFacts,
 } from './facts.js';
 
+/** Rates are null when the status was read once, without a sample (sampleMs 0). */
 export interface Throughput {
-  arrivalPerSecond: number;
-  completionPerSecond: number;
+  arrivalPerSecond: number | null;
+  completionPerSecond: number | null;
   backlog: number;
   /** Seconds to empty the backlog at the current net rate; null when it is not shrinking. */
   drainSeconds: number | null;
 }
 
 /** Net drain: a backlog only empties at completion minus arrival, e.g. (500 − 300)/s for 300 new per second. */
-export function drainEstimate(backlog: number, arrivalPerSecond: number, completionPerSecond: number): Throughput {
-  const net = completionPerSecond - arrivalPerSecond;
+export function drainEstimate(
+  backlog: number,
+  arrivalPerSecond: number | null,
+  completionPerSecond: number | null,
+): Throughput {
+  const net = arrivalPerSecond === null || completionPerSecond === null ? null : completionPerSecond - arrivalPerSecond;
   return {
     arrivalPerSecond,
     completionPerSecond,
     backlog,
-    drainSeconds: backlog === 0 ? 0 : net > 0 ? backlog / net : null,
+    drainSeconds: backlog === 0 ? 0 : net !== null && net > 0 ? backlog / net : null,
   };
 }
 
@@ -44,6 +49,7 @@ export function relayThroughput(outbox: OutboxFacts): Throughput {
  * the growth of the ready backlog (a shrinking backlog means arrivals below completion).
  */
 export function queueThroughput(queue: QueueFacts, sampleSeconds: number): Throughput {
+  if (queue.completedPerSecond === null) return drainEstimate(queue.depth ?? 0, null, null);
   const growth =
     queue.depth !== null && queue.depthBefore !== null && sampleSeconds > 0
       ? (queue.depth - queue.depthBefore) / sampleSeconds
@@ -83,15 +89,20 @@ function sourceFinding(source: SourceFacts): Finding[] {
 function outboxFindings(facts: PipelineFacts): Finding[] {
   const { outbox } = facts;
   const findings: Finding[] = [];
-  const throughput = relayThroughput(outbox);
   const oldest = outbox.oldestPendingAgeSeconds ?? 0;
-  const growing = outbox.pending > outbox.pendingBefore && outbox.publishedPerSecond < outbox.arrivalPerSecond;
+  const { arrivalPerSecond: arrived, publishedPerSecond: published } = outbox;
+  const growing =
+    arrived !== null && published !== null && outbox.pending > outbox.pendingBefore && published < arrived;
+  const evidence =
+    arrived === null
+      ? `${outbox.pending} unpublished, oldest ${round(oldest)} s (rates not sampled)`
+      : `${outbox.pending} unpublished (${signed(outbox.pending - outbox.pendingBefore)} in ${facts.sampleSeconds} s), oldest ${round(oldest)} s; appended ${round(arrived)}/s, published ${round(published ?? 0)}/s`;
   if (outbox.pending > 0 && (oldest > facts.stallAfterSeconds || growing)) {
     findings.push({
       kind: 'outbox-growing',
       severity: oldest > facts.stallAfterSeconds ? 'stalled' : 'warning',
       stage: 'relay',
-      evidence: `${outbox.pending} unpublished (${signed(outbox.pending - outbox.pendingBefore)} in ${facts.sampleSeconds} s), oldest ${round(oldest)} s; appended ${round(throughput.arrivalPerSecond)}/s, published ${round(throughput.completionPerSecond)}/s`,
+      evidence,
       lookAt:
         'is a relay running and claiming (claimed_by, next_attempt_at; with claim exclusive, converge_relay_active on one relay)? broker returns and nacks (last_error in converge outbox list --pending), AMQP connection and credentials',
       recovered: 'the oldest pending age falls and published rows advance',

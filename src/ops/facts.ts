@@ -17,10 +17,10 @@ export interface OutboxFacts {
   pending: number;
   failed: number;
   oldestPendingAgeSeconds: number | null;
-  /** Events appended per second during the sample. */
-  arrivalPerSecond: number;
-  /** Events published per second during the sample. */
-  publishedPerSecond: number;
+  /** Events appended per second during the sample; null when not sampled (sampleMs 0). */
+  arrivalPerSecond: number | null;
+  /** Events published per second during the sample; null when not sampled. */
+  publishedPerSecond: number | null;
   /** Pending count at the start and end of the sample. */
   pendingBefore: number;
 }
@@ -33,8 +33,8 @@ export interface QueueFacts {
   depth: number | null;
   depthBefore: number | null;
   consumers: number | null;
-  /** Inbox rows this consumer recorded during the sample, per second. */
-  completedPerSecond: number;
+  /** Inbox rows this consumer recorded during the sample, per second; null when not sampled. */
+  completedPerSecond: number | null;
   /** Inbox rows this consumer recorded in the window. */
   inboxInWindow: number;
   /** projection_state rows of `projection` changed in the window (when a projection is named). */

@@ -75,8 +75,10 @@ export const pipelineStatusOptions = defineOptions(
       ),
       windowMs: samplingFields.windowMs.describe('Window for lag percentiles and projection activity, in ms.'),
       sampleMs: samplingFields.sampleMs
-        .default(5_000)
-        .describe('Gap between the two samples rates are computed from, in ms.'),
+        .default(0)
+        .describe(
+          'Gap between the two samples rates and drain times are computed from, in ms; 0 reads once, at once, without rates (findings that need a rate are then not judged).',
+        ),
       stallAfterMs: samplingFields.stallAfterMs,
       lagBudgets: lagBudgetsOption.describe(
         'Acceptable end-to-end lag (occurredAt → inbox row) in ms, by projection (one a watched queue names) or inbox scope: a p99 over it in the window is a lag-over-budget warning.',

@@ -55,11 +55,11 @@ const SOURCE_LIMIT = 1_000;
 const SAMPLE_IDS = 5;
 
 /**
- * The stall-diagnosis table from durable progress: samples the outbox and the broker queues
- * twice, `sampleMs` apart, for rates; reads the inbox, projection state, reorder buffer and
+ * The stall-diagnosis table from durable progress: reads the outbox and the broker queues once
+ * (or twice, `sampleMs` apart, for rates and drain times); reads the inbox, projection state, reorder buffer and
  * quarantine for the rest. Read-only; safe to run against production at any time.
  */
-export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOptions): Promise<PipelineStatus> {
+export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOptions = {}): Promise<PipelineStatus> {
   parseOptions(poolOption, pool, 'pool');
   const options = pipelineStatusOptions.parse(input);
   const schema = schemaRef(options.schema);
@@ -68,18 +68,16 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
   const queues = options.queues.map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
   const broker = queues.length > 0 ? await openBroker(options.amqpUrl!) : undefined;
   try {
+    // sampleMs 0 (the default): one reading, fast, and no rates; otherwise two, sampleMs apart.
+    const sampled = sampleMs > 0;
+    const names = queues.map((q) => q.queue);
     const before = await sampleOutbox(pool, sql);
-    const depthsBefore = await queueDepths(
-      broker,
-      queues.map((q) => q.queue),
-    );
-    if (sampleMs > 0) await new Promise((resolve) => setTimeout(resolve, sampleMs));
-    const after = await sampleOutbox(pool, sql);
-    const depthsAfter = await queueDepths(
-      broker,
-      queues.map((q) => q.queue),
-    );
-    const seconds = Math.max(0.001, (after.sampledAt.getTime() - before.sampledAt.getTime()) / 1000);
+    const depthsBefore = await queueDepths(broker, names);
+    if (sampled) await new Promise((resolve) => setTimeout(resolve, sampleMs));
+    const after = sampled ? await sampleOutbox(pool, sql) : before;
+    const depthsAfter = sampled ? await queueDepths(broker, names) : depthsBefore;
+    const seconds = sampled ? Math.max(0.001, (after.sampledAt.getTime() - before.sampledAt.getTime()) / 1000) : 0;
+    const perSecond = (count: number): number | null => (sampled ? count / seconds : null);
 
     const appended = Math.max(0, after.maxPosition - before.maxPosition);
     const outbox: OutboxFacts = {
@@ -87,15 +85,17 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
       failed: after.failed,
       oldestPendingAgeSeconds: after.oldestPendingAgeSeconds,
       pendingBefore: before.pending,
-      arrivalPerSecond: appended / seconds,
-      publishedPerSecond: Math.max(0, appended - (after.pending - before.pending)) / seconds,
+      arrivalPerSecond: perSecond(appended),
+      publishedPerSecond: perSecond(Math.max(0, appended - (after.pending - before.pending))),
     };
-    const recorded = await countRows<{ consumer: string }>(
-      pool,
-      sql.inboxSince,
-      [before.sampledAt, queues.map((q) => q.consumer)],
-      (r) => r.consumer,
-    );
+    const recorded = sampled
+      ? await countRows<{ consumer: string }>(
+          pool,
+          sql.inboxSince,
+          [before.sampledAt, queues.map((q) => q.consumer)],
+          (r) => r.consumer,
+        )
+      : new Map<string, number>();
     const inWindow = await countRows<{ consumer: string }>(
       pool,
       sql.inboxSince,
@@ -112,9 +112,9 @@ export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOpt
     const queueFacts: QueueFacts[] = queues.map((q, i) => ({
       ...q,
       depth: depthsAfter[i]?.depth ?? null,
-      depthBefore: depthsBefore[i]?.depth ?? null,
+      depthBefore: sampled ? (depthsBefore[i]?.depth ?? null) : null,
       consumers: depthsAfter[i]?.consumers ?? null,
-      completedPerSecond: (recorded.get(q.consumer) ?? 0) / seconds,
+      completedPerSecond: perSecond(recorded.get(q.consumer) ?? 0),
       inboxInWindow: inWindow.get(q.consumer) ?? 0,
       ...(q.projection ? { projectionUpdatesInWindow: updates.get(q.projection) ?? 0 } : {}),
     }));

@@ -72,6 +72,19 @@ describe('pipeline status', () => {
     assert.equal(s.outbox.throughput.drainSeconds, 0);
   });
 
+  it('reads once without options beyond the schema: no rates, no rate-based findings, a queue backlog still counted', async () => {
+    await placeOrder('o-once', 1);
+    const s = await readPipelineStatus(db.pool, { schema: db.schema, amqpUrl: AMQP_URL, queues: [{ queue }] });
+    assert.equal(s.sampleSeconds, 0);
+    assert.equal(s.outbox.arrivalPerSecond, null);
+    assert.equal(s.outbox.throughput.completionPerSecond, null);
+    assert.equal(s.outbox.pending, 1);
+    assert.equal(s.queues[0]!.completedPerSecond, null);
+    assert.equal(s.queues[0]!.depth, 0);
+    assert.deepEqual(kinds(s), [], 'a young pending event is not a stall, and no rate is judged');
+    await publishAll();
+  });
+
   it('source changed without an outbox event → producer', async () => {
     await sql(`UPDATE $schema.orders SET version = 2, updated_at = now() WHERE id = 'o1'`);
     const s = await status({

@@ -1,7 +1,7 @@
 /**
  * A rolling upgrade from the previous release (test/fixtures/previous-release.tgz, built by
  * scripts/fixtures/previous-release.ts) to this code, on one schema, one exchange and one queue,
- * in the order docs/operations.md ("Upgrading converge") gives:
+ * in the order docs/upgrading.md ("The order of a rolling upgrade") gives:
  *   1. the previous release migrates and runs a relay and a consumer with traffic;
  *   2. this release's relay refuses the old schema; this release's migrate runs while the old relay
  *      and consumer work; the previous release's migrate then refuses the newer schema, and its

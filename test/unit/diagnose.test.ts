@@ -249,3 +249,41 @@ describe('diagnose', () => {
     });
   });
 });
+
+describe('a status read once, without a sample (sampleMs 0)', () => {
+  function unsampled(): PipelineFacts {
+    const facts = healthy();
+    facts.sampleSeconds = 0;
+    facts.outbox = {
+      ...facts.outbox,
+      pendingBefore: facts.outbox.pending,
+      arrivalPerSecond: null,
+      publishedPerSecond: null,
+    };
+    facts.queues = facts.queues.map((q) => ({ ...q, depthBefore: null, completedPerSecond: null }));
+    return facts;
+  }
+
+  it('judges nothing that needs a rate: a young backlog and an idle-looking queue are not findings', () => {
+    const facts = unsampled();
+    facts.outbox.pending = 900;
+    facts.outbox.oldestPendingAgeSeconds = 2;
+    facts.queues[0] = { ...facts.queues[0]!, depth: 500, consumers: 0 };
+    assert.deepEqual(diagnose(facts), []);
+    assert.deepEqual(queueThroughput(facts.queues[0], 0), {
+      arrivalPerSecond: null,
+      completionPerSecond: null,
+      backlog: 500,
+      drainSeconds: null,
+    });
+  });
+
+  it('still judges what a single reading shows: an old pending event is a stall, without rates in the evidence', () => {
+    const facts = unsampled();
+    facts.outbox.oldestPendingAgeSeconds = 840;
+    const [finding] = diagnose(facts);
+    assert.deepEqual([finding!.kind, finding!.severity], ['outbox-growing', 'stalled']);
+    assert.match(finding!.evidence, /^4 unpublished, oldest 840 s \(rates not sampled\)$/);
+    assert.equal(drainEstimate(0, null, null).drainSeconds, 0);
+  });
+});

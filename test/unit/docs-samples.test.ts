@@ -82,3 +82,28 @@ describe('events reference', () => {
     for (const field of Object.keys(EXAMPLE)) assert.ok(page.includes(`| \`${field}\` |`), `row for ${field}`);
   });
 });
+
+/** Tables a sample writes to (`INSERT INTO t`, `UPDATE t`), by name without a schema or quotes. */
+function tablesWritten(code: string): Set<string> {
+  return new Set(
+    [...code.matchAll(/\b(?:INSERT\s+INTO|(?<!DO\s+)UPDATE)\s+([a-z_][a-z0-9_]*)\b/gi)].map((m) => m[1]!.toLowerCase()),
+  );
+}
+
+test("every README sample creates the tables it writes to, so a reader's first run works", () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const samples = extractSamples('README.md', readme);
+  assert.ok(
+    samples.some((sample) => tablesWritten(sample.code).size > 0),
+    'the README writes to a table',
+  );
+  for (const sample of samples) {
+    const created = new Set(
+      [...sample.code.matchAll(/CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)/gi)].map((m) =>
+        m[1]!.toLowerCase(),
+      ),
+    );
+    const missing = [...tablesWritten(sample.code)].filter((table) => !created.has(table));
+    assert.deepEqual(missing, [], `README.md:${sample.line} writes to tables it does not create`);
+  }
+});

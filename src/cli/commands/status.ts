@@ -48,7 +48,12 @@ export function registerStatus(program: Command, context: CommandContext): void 
       `RabbitMQ URL for queue depths (default: env AMQP_URL, else ${LOCAL_AMQP_URL}, said on stderr)`,
     )
     .option('--window-ms <ms>', 'lag and projection activity over this window', duration, statusDefault('windowMs'))
-    .option('--sample-ms <ms>', 'rates from two samples this far apart', duration, statusDefault('sampleMs'))
+    .option(
+      '--sample-ms <ms>',
+      'rates from two samples this far apart (0: one reading, no rates)',
+      duration,
+      statusDefault('sampleMs'),
+    )
     .addOption(stallAfterOption(statusDefault('stallAfterMs')))
     .option(
       '--source-lookback-ms <ms>',
@@ -168,7 +173,7 @@ function keyValues(value: string, allowed: string[]): Record<string, string> {
 export function formatStatus(status: PipelineStatus): string {
   const checks = checkRows(status);
   const sections = [
-    `converge status at ${status.checkedAt}: rates over ${status.sampleSeconds} s, lag over ${status.windowSeconds} s, stall after ${status.stallAfterSeconds} s`,
+    `converge status at ${status.checkedAt}: ${status.sampleSeconds > 0 ? `rates over ${status.sampleSeconds} s` : 'no rates (--sample-ms 5s samples them)'}, lag over ${status.windowSeconds} s, stall after ${status.stallAfterSeconds} s`,
     table(['stage', 'check', 'state', 'evidence'], checks),
     table(
       ['backlog', 'arrival', 'completion', 'pending', 'drain'],

@@ -33,6 +33,7 @@ export function seconds(s: number | null | undefined): string {
   return `${Math.round(s / 360) / 10} h`;
 }
 
-export function rate(r: number): string {
-  return (Math.round(r * 10) / 10).toString();
+/** A rate per second; `–` when the status carries none (read without a sample). */
+export function rate(r: number | null): string {
+  return r === null ? '–' : (Math.round(r * 10) / 10).toString();
 }

@@ -5,8 +5,8 @@
  */
 
 export interface Throughput {
-  arrivalPerSecond: number;
-  completionPerSecond: number;
+  arrivalPerSecond: number | null;
+  completionPerSecond: number | null;
   drainSeconds: number | null;
 }
 
