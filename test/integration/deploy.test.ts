@@ -29,7 +29,9 @@ function knownMetrics(): Set<string> {
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
     const source = readFileSync(new URL(file, dir), 'utf8');
     for (const [, name] of source.matchAll(/'(converge_[a-z0-9_]+)'/g)) known.add(name!);
-    for (const [, name] of source.matchAll(/new client\.Histogram\(\{\s*name:\s*'(converge_[a-z0-9_]+)'/g))
+    // A histogram made directly or through metrics/instruments.ts's histogram(registry, name, ...).
+    const histograms = /(?:new client\.Histogram\(\{\s*name:|\bhistogram\(\s*[\w.]+,)\s*'(converge_[a-z0-9_]+)'/g;
+    for (const [, name] of source.matchAll(histograms))
       for (const suffix of ['_bucket', '_sum', '_count']) known.add(name! + suffix);
   }
   return known;
