@@ -1,7 +1,7 @@
 /** The repository's scripts answer --help and a bad flag with their usage, not a stack trace (kit/command-line.ts). */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -27,35 +27,38 @@ async function node(args: string[]): Promise<{ code: number; stdout: string; std
   }
 }
 
-test('npm run demo -- --help prints the usage and exits 0, before touching any service', async () => {
-  const run = await demo('--help');
-  assert.equal(run.code, 0, run.stderr);
-  assert.match(run.stdout, /^usage: npm run demo -- \[--duration <seconds>\] \[--settle <seconds>\]/);
-  assert.equal(run.stderr, '');
-});
+// Each case is a node process of its own, mostly waiting on tsx: they run side by side.
+describe('the demo command line', { concurrency: true }, () => {
+  test('npm run demo -- --help prints the usage and exits 0, before touching any service', async () => {
+    const run = await demo('--help');
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^usage: npm run demo -- \[--duration <seconds>\] \[--settle <seconds>\]/);
+    assert.equal(run.stderr, '');
+  });
 
-test('an unknown or incomplete flag names the problem and the usage, exit 2, no stack trace', async () => {
-  for (const args of [['--bogus'], ['--duration']]) {
-    const run = await demo(...args);
-    assert.equal(run.code, 2, args.join(' '));
-    assert.match(run.stderr, /^(Unknown option '--bogus'|Option '--duration <value>' argument missing)/);
-    assert.match(run.stderr, /usage: npm run demo/);
-    assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack frames');
-  }
-});
+  test('an unknown or incomplete flag names the problem and the usage, exit 2, no stack trace', async () => {
+    for (const args of [['--bogus'], ['--duration']]) {
+      const run = await demo(...args);
+      assert.equal(run.code, 2, args.join(' '));
+      assert.match(run.stderr, /^(Unknown option '--bogus'|Option '--duration <value>' argument missing)/);
+      assert.match(run.stderr, /usage: npm run demo/);
+      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack frames');
+    }
+  });
 
-test('the launcher of npm run demo passes --help on without looking for services', async () => {
-  const run = await node([
-    '--import',
-    'tsx',
-    'scripts/local-env.ts',
-    '--in-process',
-    '--',
-    process.execPath,
-    ...DEMO,
-    '--help',
-  ]);
-  assert.equal(run.code, 0, run.stderr);
-  assert.match(run.stdout, /^usage: npm run demo/);
-  assert.doesNotMatch(run.stderr, /PostgreSQL/, 'no service was probed or chosen');
+  test('the launcher of npm run demo passes --help on without looking for services', async () => {
+    const run = await node([
+      '--import',
+      'tsx',
+      'scripts/local-env.ts',
+      '--in-process',
+      '--',
+      process.execPath,
+      ...DEMO,
+      '--help',
+    ]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^usage: npm run demo/);
+    assert.doesNotMatch(run.stderr, /PostgreSQL/, 'no service was probed or chosen');
+  });
 });

@@ -241,6 +241,14 @@ async function packagesLoadedBy(source: string): Promise<string[]> {
   return JSON.parse(stdout) as string[];
 }
 
+/** Each entry's loaded packages, probed once and all at once: every probe is a node process of its own. */
+const probes = new Map<string, Promise<string[]>>();
+function loadedBy(subpath: string): Promise<string[]> {
+  const source = ENTRY_POINTS[subpath]!.source;
+  if (!probes.has(source)) probes.set(source, packagesLoadedBy(source));
+  return probes.get(source)!;
+}
+
 describe('public entry points', () => {
   for (const [subpath, { source, names }] of Object.entries(ENTRY_POINTS)) {
     it(`${subpath} exports exactly its pinned runtime names`, async () => {
@@ -284,9 +292,11 @@ describe('public entry points', () => {
 
   it('the package root, converge/ops and converge/internal never load prom-client; converge/metrics does', async () => {
     // The positive case shows the probe sees prom-client when it is loaded, so the negatives mean something.
-    assert.ok((await packagesLoadedBy(ENTRY_POINTS['./metrics']!.source)).includes('prom-client'));
+    const subpaths = ['.', './ops', './internal', './metrics', './knex', './typeorm', './mikro-orm'];
+    await Promise.all(subpaths.map(loadedBy));
+    assert.ok((await loadedBy('./metrics')).includes('prom-client'));
     for (const subpath of ['.', './ops', './internal']) {
-      const loaded = await packagesLoadedBy(ENTRY_POINTS[subpath]!.source);
+      const loaded = await loadedBy(subpath);
       assert.ok(loaded.includes('pg'), `the probe sees the packages ${subpath} loads`);
       assert.ok(!loaded.includes('prom-client'), `${subpath} loads prom-client`);
     }
@@ -296,7 +306,7 @@ describe('public entry points', () => {
     // kysely and drizzle-orm are ESM (not in require.cache): the adapters that need them at
     // runtime are checked by their integration tests; these run without any ORM installed.
     for (const subpath of ['.', './ops', './internal', './metrics', './knex', './typeorm', './mikro-orm']) {
-      const loaded = await packagesLoadedBy(ENTRY_POINTS[subpath]!.source);
+      const loaded = await loadedBy(subpath);
       const orms = loaded.filter((name) => ORM_PACKAGES.includes(name));
       assert.deepEqual(orms, [], `${subpath} loads ${orms.join(', ')}`);
     }
