@@ -140,6 +140,8 @@ describe('dashboard', () => {
       executablePath: '/usr/bin/chromium',
       headless: true,
       viewport: { width: 1360, height: 900 },
+      // A zone with a half-hour offset and not the machine's, so the clock must name the browser's zone.
+      timezoneId: 'Asia/Kolkata',
       args: [
         '--no-sandbox',
         '--disable-gpu',
@@ -178,6 +180,13 @@ describe('dashboard', () => {
     assert.match(await stall.innerText(), /1 unpublished .* oldest 6\d\d s/);
     assert.equal(await page.locator('#state').innerText(), 'STALLED');
     assert.equal(await page.locator('#pending').innerText(), '1');
+    // The clock: a date, a time and the browser's zone, and the instant a sample was taken (one just now).
+    const clock = /^checked (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}) UTC\+05:30 · /.exec(
+      await page.locator('#checked').innerText(),
+    );
+    assert.ok(clock, `the clock names date and zone: ${await page.locator('#checked').innerText()}`);
+    const shownAt = Date.parse(`${clock[1]}T${clock[2]}+05:30`);
+    assert.ok(Math.abs(Date.now() - shownAt) < 60_000, `the clock shows now: ${clock[0]}`);
     // The token moved from the address bar into the tab's session storage.
     assert.equal(new URL(page.url()).hash, '');
     const row = page.locator(`#quarantine tr[data-id="${r1.id}"]`);
@@ -187,6 +196,15 @@ describe('dashboard', () => {
     await waitFor(
       async () => ((await backlogPath.getAttribute('d', { timeout: 1_000 })) ?? '').split('L').length >= 3,
       'three samples drawn',
+    );
+    // The backlog counts rows (1 pending): its value axis ticks in whole numbers only.
+    const backlogTicks = (await page.locator('#chart-backlog text.axis').allTextContents()).filter(
+      (text) => !/^(now|-[\d.]+ (s|min))$/.test(text),
+    );
+    assert.ok(backlogTicks.length >= 2, `value ticks drawn: ${backlogTicks.join(', ')}`);
+    assert.ok(
+      backlogTicks.every((text) => /^\d+k?$/.test(text)),
+      `whole-number ticks on a count chart: ${backlogTicks.join(', ')}`,
     );
     assert.ok(!(await page.content()).includes(SECRET), 'no payload on the page before it is asked for');
     await screenshot(page, 'stall');
@@ -213,6 +231,12 @@ describe('dashboard', () => {
     const refunds = await db.pool.query(`SELECT event_id, amount FROM "${db.schema}".refunds`);
     assert.deepEqual(refunds.rows, [{ event_id: 'R1', amount: 5 }], 'the projection holds the replayed refund');
     await page.locator('#action-close').click();
+    // This is docs/images/dashboard.png: wait for a sample taken after the replay, so the findings
+    // (sampled) and the quarantine (read on each poll) agree on how many messages are open.
+    const quarantineFinding = page.locator('.finding[data-kind="quarantined"]');
+    await quarantineFinding.getByText('1 open quarantined message(s)').waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator('#quarantined').innerText(), '1', 'the card agrees with the finding');
+    assert.equal(await page.locator('#quarantine .state-open').count(), 1, 'the table agrees with the finding');
     await screenshot(page, 'replayed');
 
     assert.deepEqual(problems, [], 'no console error (a CSP violation would show here)');

@@ -5,6 +5,7 @@ import { describe, test } from 'node:test';
 import { Ring } from '../../src/dashboard/history.js';
 import { hostMatcher, isJson, sameOrigin, tokenMatches } from '../../src/dashboard/guard.js';
 import { ASSETS } from '../../src/dashboard/assets/index.js';
+import { axisTicks, clockText } from '../../src/dashboard/client/format.js';
 import { BUNDLE_MODULE, renderBundleModule } from '../../scripts/dashboard/build.js';
 import type { HistoryPoint } from '../../src/dashboard/history.js';
 import type * as Page from '../../src/dashboard/client/types.js';
@@ -86,5 +87,46 @@ describe('dashboard assets', () => {
     assert.equal(readFileSync(BUNDLE_MODULE, 'utf8'), await renderBundleModule());
     // One classic script: no module syntax left for the browser to choke on.
     assert.doesNotMatch(ASSETS['/assets/app.js']!.body, /^\s*(import|export)\s/m);
+  });
+});
+
+describe('dashboard clock and axis', () => {
+  const at = Date.UTC(2026, 11, 6, 3, 40, 12, 900);
+
+  test('the clock shows the date, the time to the second and the zone', () => {
+    assert.equal(clockText(at, 0), '2026-12-06 03:40:12 UTC');
+    assert.equal(clockText(at, 330), '2026-12-06 09:10:12 UTC+05:30');
+    // West of UTC the date can be the day before: the date is the zone's, not UTC's.
+    assert.equal(clockText(at, -300), '2026-12-05 22:40:12 UTC-05:00');
+    assert.equal(clockText(Date.UTC(2026, 0, 1, 0, 0, 0), -570), '2025-12-31 14:30:00 UTC-09:30');
+  });
+
+  test('count axes tick in whole numbers, a step of 1, 2 or 5 × 10^n, up to the maximum or just above', () => {
+    assert.deepEqual(axisTicks(0, true), [0, 1]);
+    assert.deepEqual(axisTicks(1, true), [0, 1]);
+    assert.deepEqual(axisTicks(3, true), [0, 1, 2, 3]);
+    assert.deepEqual(axisTicks(7, true), [0, 2, 4, 6, 8]);
+    assert.deepEqual(axisTicks(10, true), [0, 2, 4, 6, 8, 10]);
+    assert.deepEqual(axisTicks(11, true), [0, 5, 10, 15]);
+    assert.deepEqual(axisTicks(1234, true), [0, 500, 1000, 1500]);
+    for (let max = 0; max <= 5000; max += max < 50 ? 1 : 37) {
+      const ticks = axisTicks(max, true);
+      const step = ticks[1]! - ticks[0]!;
+      assert.ok(
+        ticks.every((t) => Number.isInteger(t)),
+        `max ${max}: ${ticks.join(', ')}`,
+      );
+      assert.match(String(step), /^[125]0*$/, `max ${max}: step ${step}`);
+      assert.ok(ticks.at(-1)! >= max && ticks.at(-2)! < Math.max(max, 1), `max ${max}: ${ticks.join(', ')}`);
+      assert.ok(ticks.length <= 6, `max ${max}: ${ticks.length} ticks`);
+    }
+  });
+
+  test('a rate or a duration keeps decimal ticks, without float noise', () => {
+    assert.deepEqual(axisTicks(1, false), [0, 0.2, 0.4, 0.6, 0.8, 1]);
+    assert.deepEqual(axisTicks(0.7, false), [0, 0.2, 0.4, 0.6, 0.8]);
+    assert.deepEqual(axisTicks(0.003, false), [0, 0.001, 0.002, 0.003]);
+    assert.deepEqual(axisTicks(0, false), [0, 1]);
+    assert.deepEqual(axisTicks(Number.NaN, false), [0, 1]);
   });
 });

@@ -1,8 +1,9 @@
 /**
  * The backlog and lag charts, drawn by hand as SVG from the sampler's history: x is time over
- * the ring buffer, y runs from 0 to a rounded maximum.
+ * the ring buffer, y runs from 0 to the first tick at or above the maximum (format.ts's axisTicks).
  */
 import { $, clear, el } from './dom.js';
+import { axisTicks } from './format.js';
 import type { HistoryPoint } from './types.js';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -16,6 +17,8 @@ interface Series {
   legend?: string;
   color: string;
   dashed?: boolean;
+  /** The values count things (whole events or rows): the chart's axis then ticks in whole numbers. */
+  count: boolean;
   points: { t: number; v: number }[];
 }
 
@@ -28,16 +31,9 @@ function svg(tag: string, attrs: Record<string, string | number>, text?: string)
   return node;
 }
 
-function niceMax(v: number): number {
-  if (v <= 0) return 1;
-  const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const step of [1, 2, 2.5, 5, 10]) if (step * p >= v) return step * p;
-  return 10 * p;
-}
-
+// Exact, not rounded: the ticks are already round, and rounding made 1050 read 1.1k and 0.005 s read 0.
 function label(v: number): string {
-  if (v >= 1000) return `${Math.round(v / 100) / 10}k`;
-  return (Math.round(v * 100) / 100).toString();
+  return v >= 1000 ? `${Number((v / 1000).toPrecision(12))}k` : String(v);
 }
 
 function ago(f: number, spanMs: number): string {
@@ -57,14 +53,18 @@ function drawChart(id: string, legendId: string, series: Series[], spanMs: numbe
       if (p.v > max) max = p.v;
     });
   });
-  const top = niceMax(max);
+  // One axis per chart: whole-number ticks unless some series on it is not a count.
+  const ticks = axisTicks(
+    max,
+    series.every((s) => s.count),
+  );
+  const top = ticks[ticks.length - 1]!;
   const x = (t: number) => L + ((t - (now - spanMs)) / spanMs) * (W - L - R);
   const y = (v: number) => H - B - (v / top) * (H - T - B);
-  for (let i = 0; i <= 4; i++) {
-    const v = (top * i) / 4;
+  ticks.forEach((v) => {
     root.appendChild(svg('line', { x1: L, x2: W - R, y1: y(v), y2: y(v), class: 'grid' }));
-    root.appendChild(svg('text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, label(v)));
-  }
+    root.appendChild(svg('text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis y-tick' }, label(v)));
+  });
   [0, 0.5, 1].forEach((f) => {
     const anchor = f === 0 ? 'start' : f === 1 ? 'end' : 'middle';
     root.appendChild(
@@ -110,8 +110,9 @@ export function renderCharts(history: HistoryPoint[], sampleIntervalMs: number):
     'chart-backlog',
     'legend-backlog',
     [
-      { legend: 'pending', color: COLORS[0]!, points: history.map((h) => ({ t: h.at, v: h.pending })) },
-      { legend: 'failed', color: FAILED_COLOR, points: history.map((h) => ({ t: h.at, v: h.failed })) },
+      // Pending and failed are row counts.
+      { legend: 'pending', color: COLORS[0]!, count: true, points: history.map((h) => ({ t: h.at, v: h.pending })) },
+      { legend: 'failed', color: FAILED_COLOR, count: true, points: history.map((h) => ({ t: h.at, v: h.failed })) },
     ],
     spanMs,
     now,
@@ -130,8 +131,9 @@ export function renderCharts(history: HistoryPoint[], sampleIntervalMs: number):
         const lag = h.lag[c];
         return lag ? [{ t: h.at, v: lag[key] }] : [];
       });
-    series.push({ legend: c, color, points: points('p99Seconds') });
-    series.push({ color, dashed: true, points: points('p50Seconds') });
+    // Lag is a duration in seconds, often under one: its axis keeps decimal ticks (0.2 s, 0.5 s).
+    series.push({ legend: c, color, count: false, points: points('p99Seconds') });
+    series.push({ color, dashed: true, count: false, points: points('p50Seconds') });
   });
   drawChart('chart-lag', 'legend-lag', series, spanMs, now);
 }

@@ -1,5 +1,6 @@
 /** The summary cards, the findings and the pipeline, lag and gap tables. */
 import { $, clear, el, rate, seconds } from './dom.js';
+import { localClockText } from './format.js';
 import { fill, row } from './table.js';
 import type { PipelineStatus, QuarantineRow, Throughput } from './types.js';
 
@@ -14,7 +15,7 @@ export function renderSummary(status: PipelineStatus | null, quarantine: Quarant
   badge.textContent = worst === 'ok' ? 'OK' : worst.toUpperCase();
   badge.className = `badge ${worst}`;
   $('checked').textContent =
-    `checked ${new Date(status.checkedAt).toLocaleTimeString()} · stall after ${status.stallAfterSeconds} s`;
+    `checked ${localClockText(Date.parse(status.checkedAt))} · stall after ${status.stallAfterSeconds} s`;
   setValue('pending', status.outbox.pending, false);
   setValue(
     'oldest',
