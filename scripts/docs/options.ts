@@ -17,11 +17,7 @@ import { grantsOptions } from '../../src/schema/grants.js';
 import { listOutboxOptions, statusOptions } from '../../src/ops/status.js';
 import { retryFailedOptions } from '../../src/ops/retry.js';
 import { pipelineStatusOptions } from '../../src/ops/pipeline-options.js';
-import {
-  discardQuarantinedOptions,
-  quarantineFilterOptions,
-  showQuarantinedOptions,
-} from '../../src/ops/dlq.js';
+import { discardQuarantinedOptions, quarantineFilterOptions, showQuarantinedOptions } from '../../src/ops/dlq.js';
 import { cleanupOptions, scheduleCleanupOptions } from '../../src/ops/cleanup.js';
 import { replayQuarantinedOptions } from '../../src/ops/replay.js';
 import { compactionOptions } from '../../src/ops/compaction.js';
