@@ -7,6 +7,7 @@ import { checkSchema } from '../schema/migrate.js';
 import { RabbitMqTransport } from '../transport/rabbitmq.js';
 import type { TransportConnection } from '../transport/transport.js';
 import { databaseUrl, logLevel, LOCAL_AMQP_URL } from './env.js';
+import { withConnection } from '../transport/short-lived.js';
 
 /** What every command reads from the program: the global flags, resolved when the command runs. */
 export interface CommandContext {
@@ -114,16 +115,7 @@ export async function withBroker<T>(
   work: (connection: TransportConnection) => Promise<T>,
 ): Promise<T> {
   const transport = new RabbitMqTransport({ urls: url, logger: createLogger('converge-cli', logLevel()) });
-  const connection = await transport.connect({
-    name: `converge-cli ${name}`,
-    signal: new AbortController().signal,
-    onClose: () => undefined,
-  });
-  try {
-    return await work(connection);
-  } finally {
-    await connection.close().catch(() => undefined);
-  }
+  return withConnection(transport, `converge-cli ${name}`, work);
 }
 
 /** Resolves on the first SIGTERM or SIGINT: long-running commands stop gracefully on either. */

@@ -18,6 +18,7 @@ import { ConfigError, ConvergeError, QuarantineNotFoundError, QuarantineResolved
 import { describeError, type Logger } from '../runtime/logger.js';
 import { RabbitMqTransport } from '../transport/rabbitmq.js';
 import type { Sampler } from './sampler.js';
+import { withConnection } from '../transport/short-lived.js';
 
 export interface ApiContext {
   pool: pg.Pool;
@@ -90,12 +91,7 @@ const ACTIONS: Record<
     const queue = typeof body.queue === 'string' && body.queue.trim() !== '' ? { queue: body.queue } : {};
     const note = typeof body.note === 'string' && body.note.trim() !== '' ? { note: body.note } : {};
     const transport = new RabbitMqTransport({ urls: context.amqpUrl, logger: context.logger });
-    const connection = await transport.connect({
-      name: 'converge-dashboard replay',
-      signal: new AbortController().signal,
-      onClose: () => undefined,
-    });
-    try {
+    return withConnection(transport, 'converge-dashboard replay', async (connection) => {
       const publisher = await connection.openPublisher();
       const receipt = await replayQuarantined(context.pool, publisher, {
         id,
@@ -105,9 +101,7 @@ const ACTIONS: Record<
       });
       const { omittedHeaders, omittedProperties } = receipt;
       return { status: 200, body: { replayed: id, queue: receipt.queue, omittedHeaders, omittedProperties } };
-    } finally {
-      await connection.close().catch(() => undefined);
-    }
+    });
   },
 
   async discard(context, id, body) {

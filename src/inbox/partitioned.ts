@@ -9,6 +9,7 @@ import { CONSISTENT_HASH } from '../transport/topology.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import type { ConsumerOptions } from './options.js';
 import type { UntypedEvents } from '../envelope/events.js';
+import { withConnection } from '../transport/short-lived.js';
 
 /**
  * The options startPartitionedConsumers adds; every other key is a Consumer option (except
@@ -93,15 +94,8 @@ async function checkPlugin(consumers: Consumer[], queuePrefix: string): Promise<
 }
 
 async function consistentHashKnown(options: Consumer['options'], queuePrefix: string): Promise<boolean> {
-  const connection = await transportFor(options).connect({
-    name: `converge-consumer ${queuePrefix} plugin check`,
-    signal: new AbortController().signal,
-    onClose: () => undefined,
-  });
-  try {
-    const probeName = `${queuePrefix}.plugin-check.${randomBytes(4).toString('hex')}`;
-    return await connection.checkExchangeType(CONSISTENT_HASH.exchangeType, probeName);
-  } finally {
-    await connection.close().catch(() => undefined);
-  }
+  const probeName = `${queuePrefix}.plugin-check.${randomBytes(4).toString('hex')}`;
+  return withConnection(transportFor(options), `converge-consumer ${queuePrefix} plugin check`, (connection) =>
+    connection.checkExchangeType(CONSISTENT_HASH.exchangeType, probeName),
+  );
 }

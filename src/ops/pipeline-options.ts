@@ -12,6 +12,7 @@ import {
   defineOptions,
   identifierOption,
   type OptionsInput,
+  type OptionsOutput,
   schemaOption,
 } from '../runtime/options.js';
 
@@ -112,3 +113,4 @@ export const pipelineStatusOptions = defineOptions(
 );
 
 export type PipelineStatusOptions = OptionsInput<typeof pipelineStatusOptions>;
+export type ResolvedPipelineStatusOptions = OptionsOutput<typeof pipelineStatusOptions>;

@@ -4,8 +4,14 @@ import { showCdcSlot } from '../relay/index.js';
 import { readGaps } from '../inbox/index.js';
 import { RabbitMqTransport } from '../transport/rabbitmq.js';
 import type { TransportConnection } from '../transport/transport.js';
+import { withConnection } from '../transport/short-lived.js';
 import { parseOptions, poolOption } from '../runtime/options.js';
-import { pipelineStatusOptions, type PipelineStatusOptions, type ResolvedSourceTable } from './pipeline-options.js';
+import {
+  pipelineStatusOptions,
+  type PipelineStatusOptions,
+  type ResolvedPipelineStatusOptions,
+  type ResolvedSourceTable,
+} from './pipeline-options.js';
 import { diagnose, queueThroughput, relayThroughput, type Throughput } from './diagnose.js';
 import type {
   CdcSlotFacts,
@@ -62,107 +68,115 @@ const SAMPLE_IDS = 5;
 export async function readPipelineStatus(pool: pg.Pool, input: PipelineStatusOptions = {}): Promise<PipelineStatus> {
   parseOptions(poolOption, pool, 'pool');
   const options = pipelineStatusOptions.parse(input);
+  // Checked before any connection is opened: a bad name never reaches the broker either.
   const schema = schemaRef(options.schema);
+  const read = (broker?: TransportConnection) => readWith(pool, options, schema, broker);
+  if (options.queues.length === 0) return read();
+  return withConnection(new RabbitMqTransport({ urls: options.amqpUrl! }), 'converge-status', read);
+}
+
+/** The status, with queue depths from `broker` when queues are watched. */
+async function readWith(
+  pool: pg.Pool,
+  options: ResolvedPipelineStatusOptions,
+  schema: SchemaRef,
+  broker: TransportConnection | undefined,
+): Promise<PipelineStatus> {
   const sql = opsSql(schema);
   const { windowMs, sampleMs, stallAfterMs } = options;
   const queues = options.queues.map((q) => ({ ...q, consumer: q.consumer ?? q.queue }));
-  const broker = queues.length > 0 ? await openBroker(options.amqpUrl!) : undefined;
-  try {
-    // sampleMs 0 (the default): one reading, fast, and no rates; otherwise two, sampleMs apart.
-    const sampled = sampleMs > 0;
-    const names = queues.map((q) => q.queue);
-    const before = await sampleOutbox(pool, sql);
-    const depthsBefore = await queueDepths(broker, names);
-    if (sampled) await new Promise((resolve) => setTimeout(resolve, sampleMs));
-    const after = sampled ? await sampleOutbox(pool, sql) : before;
-    const depthsAfter = sampled ? await queueDepths(broker, names) : depthsBefore;
-    const seconds = sampled ? Math.max(0.001, (after.sampledAt.getTime() - before.sampledAt.getTime()) / 1000) : 0;
-    const perSecond = (count: number): number | null => (sampled ? count / seconds : null);
+  // sampleMs 0 (the default): one reading, fast, and no rates; otherwise two, sampleMs apart.
+  const sampled = sampleMs > 0;
+  const names = queues.map((q) => q.queue);
+  const before = await sampleOutbox(pool, sql);
+  const depthsBefore = await queueDepths(broker, names);
+  if (sampled) await new Promise((resolve) => setTimeout(resolve, sampleMs));
+  const after = sampled ? await sampleOutbox(pool, sql) : before;
+  const depthsAfter = sampled ? await queueDepths(broker, names) : depthsBefore;
+  const seconds = sampled ? Math.max(0.001, (after.sampledAt.getTime() - before.sampledAt.getTime()) / 1000) : 0;
+  const perSecond = (count: number): number | null => (sampled ? count / seconds : null);
 
-    const appended = Math.max(0, after.maxPosition - before.maxPosition);
-    const outbox: OutboxFacts = {
-      pending: after.pending,
-      failed: after.failed,
-      oldestPendingAgeSeconds: after.oldestPendingAgeSeconds,
-      pendingBefore: before.pending,
-      arrivalPerSecond: perSecond(appended),
-      publishedPerSecond: perSecond(Math.max(0, appended - (after.pending - before.pending))),
-    };
-    const recorded = sampled
-      ? await countRows<{ consumer: string }>(
-          pool,
-          sql.inboxSince,
-          [before.sampledAt, queues.map((q) => q.consumer)],
-          (r) => r.consumer,
-        )
-      : new Map<string, number>();
-    const inWindow = await countRows<{ consumer: string }>(
-      pool,
-      sql.inboxSince,
-      [new Date(after.sampledAt.getTime() - windowMs), queues.map((q) => q.consumer)],
-      (r) => r.consumer,
-    );
-    const projections = queues.flatMap((q) => (q.projection ? [q.projection] : []));
-    const updates = await countRows<{ projection: string }>(
-      pool,
-      sql.projectionUpdates,
-      [projections, windowMs],
-      (r) => r.projection,
-    );
-    const queueFacts: QueueFacts[] = queues.map((q, i) => ({
-      ...q,
-      depth: depthsAfter[i]?.depth ?? null,
-      depthBefore: sampled ? (depthsBefore[i]?.depth ?? null) : null,
-      consumers: depthsAfter[i]?.consumers ?? null,
-      completedPerSecond: perSecond(recorded.get(q.consumer) ?? 0),
-      inboxInWindow: inWindow.get(q.consumer) ?? 0,
-      ...(q.projection ? { projectionUpdatesInWindow: updates.get(q.projection) ?? 0 } : {}),
-    }));
+  const appended = Math.max(0, after.maxPosition - before.maxPosition);
+  const outbox: OutboxFacts = {
+    pending: after.pending,
+    failed: after.failed,
+    oldestPendingAgeSeconds: after.oldestPendingAgeSeconds,
+    pendingBefore: before.pending,
+    arrivalPerSecond: perSecond(appended),
+    publishedPerSecond: perSecond(Math.max(0, appended - (after.pending - before.pending))),
+  };
+  const recorded = sampled
+    ? await countRows<{ consumer: string }>(
+        pool,
+        sql.inboxSince,
+        [before.sampledAt, queues.map((q) => q.consumer)],
+        (r) => r.consumer,
+      )
+    : new Map<string, number>();
+  const inWindow = await countRows<{ consumer: string }>(
+    pool,
+    sql.inboxSince,
+    [new Date(after.sampledAt.getTime() - windowMs), queues.map((q) => q.consumer)],
+    (r) => r.consumer,
+  );
+  const projections = queues.flatMap((q) => (q.projection ? [q.projection] : []));
+  const updates = await countRows<{ projection: string }>(
+    pool,
+    sql.projectionUpdates,
+    [projections, windowMs],
+    (r) => r.projection,
+  );
+  const queueFacts: QueueFacts[] = queues.map((q, i) => ({
+    ...q,
+    depth: depthsAfter[i]?.depth ?? null,
+    depthBefore: sampled ? (depthsBefore[i]?.depth ?? null) : null,
+    consumers: depthsAfter[i]?.consumers ?? null,
+    completedPerSecond: perSecond(recorded.get(q.consumer) ?? 0),
+    inboxInWindow: inWindow.get(q.consumer) ?? 0,
+    ...(q.projection ? { projectionUpdatesInWindow: updates.get(q.projection) ?? 0 } : {}),
+  }));
 
-    const facts: PipelineFacts = {
-      windowSeconds: windowMs / 1000,
-      sampleSeconds: Math.round(seconds * 10) / 10,
-      stallAfterSeconds: stallAfterMs / 1000,
-      sources: await checkSources(pool, schema, options.sources, options.sourceLookbackMs),
-      outbox,
-      cdcSlots: await cdcSlotFacts(pool, options.cdcSlots),
-      cdcRetainedWalWarnBytes: options.cdcRetainedWalWarnBytes,
-      queues: queueFacts,
-      gaps: await gapFacts(pool, schema, stallAfterMs),
-      failures: {
-        outboxFailed: outbox.failed,
-        quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then((counts) =>
-          Object.fromEntries(counts),
-        ),
-        effects: await effectFacts(pool, sql, stallAfterMs),
-      },
-    };
-    const lag = await readLag(pool, schema, windowMs);
-    const lagBudgets = judgeLagBudgets(options.lagBudgets, lag, queues);
-    const findings = [...diagnose(facts), ...lagBudgetFindings(lagBudgets, facts.windowSeconds)];
-    return {
-      checkedAt: after.sampledAt.toISOString(),
-      windowSeconds: facts.windowSeconds,
-      sampleSeconds: facts.sampleSeconds,
-      stallAfterSeconds: facts.stallAfterSeconds,
-      sources: facts.sources,
-      outbox: {
-        ...outbox,
-        throughput: relayThroughput(outbox),
-        failedReasons: outbox.failed > 0 ? await readFailedReasons(pool, schema) : {},
-      },
-      cdcSlots: facts.cdcSlots,
-      queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
-      gaps: facts.gaps,
-      failures: facts.failures,
-      lag,
-      lagBudgets,
-      findings,
-      stalled: findings.some((f) => f.severity === 'stalled'),
-    };
-  } finally {
-    await broker?.close().catch(() => undefined);
-  }
+  const facts: PipelineFacts = {
+    windowSeconds: windowMs / 1000,
+    sampleSeconds: Math.round(seconds * 10) / 10,
+    stallAfterSeconds: stallAfterMs / 1000,
+    sources: await checkSources(pool, schema, options.sources, options.sourceLookbackMs),
+    outbox,
+    cdcSlots: await cdcSlotFacts(pool, options.cdcSlots),
+    cdcRetainedWalWarnBytes: options.cdcRetainedWalWarnBytes,
+    queues: queueFacts,
+    gaps: await gapFacts(pool, schema, stallAfterMs),
+    failures: {
+      outboxFailed: outbox.failed,
+      quarantined: await countRows<{ reason: string }>(pool, sql.openQuarantine, [], (r) => r.reason).then((counts) =>
+        Object.fromEntries(counts),
+      ),
+      effects: await effectFacts(pool, sql, stallAfterMs),
+    },
+  };
+  const lag = await readLag(pool, schema, windowMs);
+  const lagBudgets = judgeLagBudgets(options.lagBudgets, lag, queues);
+  const findings = [...diagnose(facts), ...lagBudgetFindings(lagBudgets, facts.windowSeconds)];
+  return {
+    checkedAt: after.sampledAt.toISOString(),
+    windowSeconds: facts.windowSeconds,
+    sampleSeconds: facts.sampleSeconds,
+    stallAfterSeconds: facts.stallAfterSeconds,
+    sources: facts.sources,
+    outbox: {
+      ...outbox,
+      throughput: relayThroughput(outbox),
+      failedReasons: outbox.failed > 0 ? await readFailedReasons(pool, schema) : {},
+    },
+    cdcSlots: facts.cdcSlots,
+    queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
+    gaps: facts.gaps,
+    failures: facts.failures,
+    lag,
+    lagBudgets,
+    findings,
+    stalled: findings.some((f) => f.severity === 'stalled'),
+  };
 }
 
 async function cdcSlotFacts(pool: pg.Pool, slots: string[]): Promise<CdcSlotFacts[]> {
@@ -196,14 +210,6 @@ async function sampleOutbox(pool: pg.Pool, sql: ReturnType<typeof opsSql>) {
     oldestPendingAgeSeconds: row.oldest_age_seconds === null ? null : Number(row.oldest_age_seconds),
     sampledAt: row.sampled_at,
   };
-}
-
-function openBroker(urls: string | readonly string[]): Promise<TransportConnection> {
-  return new RabbitMqTransport({ urls }).connect({
-    name: 'converge-status',
-    signal: new AbortController().signal,
-    onClose: () => undefined,
-  });
 }
 
 /** Ready messages and subscribers per queue; null for a queue the broker does not have or would not show. */

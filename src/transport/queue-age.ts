@@ -2,6 +2,7 @@ import type { AmqpSocketOptions } from './connection.js';
 import { RabbitMqTransport } from './rabbitmq.js';
 import type { TransportConnection } from './transport.js';
 import { DEFAULT_RETRY_TIERS_MS, deadQueueName, retryQueueName, retryTiers } from './queue-arguments.js';
+import { withConnection } from './short-lived.js';
 
 /** What a look at the head of one queue found. */
 export interface QueueHead {
@@ -40,17 +41,10 @@ export async function readQueueHeads(
   socketOptions: AmqpSocketOptions = {},
 ): Promise<QueueHead[]> {
   const transport = new RabbitMqTransport({ urls, socketOptions });
-  const connection = await transport.connect({
-    name: 'converge-retention',
-    signal: new AbortController().signal,
-    onClose: () => undefined,
-  });
   try {
-    return await readQueueHeadsOn(connection, queues);
+    return await withConnection(transport, 'converge-retention', (connection) => readQueueHeadsOn(connection, queues));
   } catch (err) {
     throw transport.failure(err);
-  } finally {
-    await connection.close().catch(() => undefined);
   }
 }
 
