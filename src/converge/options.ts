@@ -19,28 +19,26 @@ import { amqpSocketOptionsOption, exchangeOption, transportOption } from '../tra
  * go, what they may be, and where it logs. Declared here once; the relay, the CDC relay and the
  * consumer a Converge starts inherit them and may not set them again.
  */
+const sharedShape = {
+  ...connectionShape,
+  amqpUrl: amqpUrlOption.describe(
+    "RabbitMQ URL, or a cluster's node URLs; needed only by what publishes or consumes (relay, consumer).",
+  ),
+  transport: transportOption.describe(
+    'The broker instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests.',
+  ),
+  amqpSocketOptions: amqpSocketOptionsOption,
+  exchange: exchangeOption.describe('Topic exchange the relays publish to and the consumers bind their queues to.'),
+  schema: schemaOption,
+  events: eventCatalogOption
+    .optional()
+    .describe('Event catalog from defineEvents: checks what append writes and types the handlers of startConsumer.'),
+  logger: silentLoggerOption,
+};
+
 export const convergeOptions = defineOptions(
   'createConverge',
-  z
-    .strictObject({
-      ...connectionShape,
-      amqpUrl: amqpUrlOption.describe(
-        "RabbitMQ URL, or a cluster's node URLs; needed only by what publishes or consumes (relay, consumer).",
-      ),
-      transport: transportOption.describe(
-        'The broker instead of RabbitMQ at amqpUrl, e.g. createInProcessTransport() for development and tests.',
-      ),
-      amqpSocketOptions: amqpSocketOptionsOption,
-      exchange: exchangeOption.describe('Topic exchange the relays publish to and the consumers bind their queues to.'),
-      schema: schemaOption,
-      events: eventCatalogOption
-        .optional()
-        .describe(
-          'Event catalog from defineEvents: checks what append writes and types the handlers of startConsumer.',
-        ),
-      logger: silentLoggerOption,
-    })
-    .refine(requireConnection, connectionRequired()),
+  z.strictObject(sharedShape).refine(requireConnection, connectionRequired()),
 );
 
 export type ResolvedConvergeOptions = OptionsOutput<typeof convergeOptions>;
@@ -50,20 +48,10 @@ export type ConvergeOptions<M extends object = UntypedEvents, I extends object =
   'events'
 > & { events?: EventCatalog<M, I> };
 
-/** The options a Converge sets for everything it starts. */
-export const SHARED_OPTIONS = [
-  'pool',
-  'connectionString',
-  'amqpUrl',
-  'transport',
-  'amqpSocketOptions',
-  'exchange',
-  'schema',
-  'events',
-  'logger',
-] as const;
+export type SharedOption = keyof typeof sharedShape;
 
-export type SharedOption = (typeof SHARED_OPTIONS)[number];
+/** The options a Converge sets for everything it starts: every option of createConverge. */
+export const SHARED_OPTIONS = Object.keys(sharedShape) as SharedOption[];
 
 /**
  * Refuses a component option that createConverge already set: two schemas or two brokers in one
