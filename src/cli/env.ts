@@ -9,14 +9,9 @@ import type { z } from 'zod';
 export const LOCAL_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 export const LOCAL_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
 
-/** Where the CLI says which local default it fell back to: stderr, once per variable and process. */
+/** Where the CLI says which local default it fell back to: stderr (a command reads each URL once). */
 export type Notice = (line: string) => void;
-const told = new Set<string>();
-const onStderr: Notice = (line) => {
-  if (told.has(line)) return;
-  told.add(line);
-  process.stderr.write(`${line}\n`);
-};
+const onStderr: Notice = (line) => process.stderr.write(`${line}\n`);
 
 /**
  * The flag, else the variable, else the local development default, said on stderr: a command run

@@ -73,7 +73,7 @@ test('every CLI flag that mirrors a library option defaults to the value its sch
   }
 });
 
-test('a URL the environment does not give falls back to the local default and says so, once per variable', async () => {
+test('a URL the environment does not give falls back to the local default and says so', async () => {
   const { amqpUrl, databaseUrl, LOCAL_AMQP_URL, LOCAL_DATABASE_URL } = await import('../../src/cli/env.js');
   const said: string[] = [];
   const notice = (line: string) => said.push(line);
