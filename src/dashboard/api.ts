@@ -60,7 +60,11 @@ export async function readDashboard(context: ApiContext): Promise<ApiResponse> {
 
 export type Action = 'show' | 'replay' | 'discard';
 
-/** Runs one action on quarantine row `id`; `input` is the parsed JSON body. */
+/**
+ * Runs one action on quarantine row `id`; `input` is the parsed JSON body. Replay and discard
+ * answer after a fresh sample: the page reads the status as soon as they answer, and the
+ * sampled findings would otherwise still count the row as open until the next tick.
+ */
 export async function runAction(context: ApiContext, action: Action, id: string, input: unknown): Promise<ApiResponse> {
   const body = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
   try {
@@ -91,7 +95,7 @@ const ACTIONS: Record<
     const queue = typeof body.queue === 'string' && body.queue.trim() !== '' ? { queue: body.queue } : {};
     const note = typeof body.note === 'string' && body.note.trim() !== '' ? { note: body.note } : {};
     const transport = new RabbitMqTransport({ urls: context.amqpUrl, logger: context.logger });
-    return withConnection(transport, 'converge-dashboard replay', async (connection) => {
+    const replayed = await withConnection(transport, 'converge-dashboard replay', async (connection) => {
       const publisher = await connection.openPublisher();
       const receipt = await replayQuarantined(context.pool, publisher, {
         id,
@@ -102,11 +106,14 @@ const ACTIONS: Record<
       const { omittedHeaders, omittedProperties } = receipt;
       return { status: 200, body: { replayed: id, queue: receipt.queue, omittedHeaders, omittedProperties } };
     });
+    await context.sampler.refresh();
+    return replayed;
   },
 
   async discard(context, id, body) {
     const reason = typeof body.reason === 'string' ? body.reason : '';
     await discardQuarantined(context.pool, { id, reason, schema: context.schema });
+    await context.sampler.refresh();
     return { status: 200, body: { discarded: id } };
   },
 };

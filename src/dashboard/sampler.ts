@@ -1,10 +1,10 @@
 /**
  * Samples the pipeline every `intervalMs`, one sample at a time (the next is scheduled when
  * the previous settled, so a slow database never piles reads up), keeping the latest status
- * for the page and a point per sample in the ring for the charts.
+ * for the page and a point per sample in the ring for the charts. `refresh()` takes a sample
+ * now, queued behind any in flight, so an action's effect shows without waiting for the timer.
  */
-import type pg from 'pg';
-import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../ops/index.js';
+import type { PipelineStatus } from '../ops/index.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 import { historyPoint, Ring, type HistoryPoint } from './history.js';
 
@@ -14,13 +14,15 @@ export interface Sampler {
   /** The last sample's failure (class and code only), or null after a success. */
   error(): string | null;
   history(): HistoryPoint[];
+  /** Takes a sample after any in flight and resolves once it settled; the interval restarts from it. */
+  refresh(): Promise<void>;
   /** Stops the timer and waits for a sample in flight. */
   stop(): Promise<void>;
 }
 
+/** `read` is readPipelineStatus bound to the dashboard's pool and options. */
 export function startSampler(
-  pool: pg.Pool,
-  status: PipelineStatusOptions,
+  read: () => Promise<PipelineStatus>,
   intervalMs: number,
   capacity: number,
   logger: Logger,
@@ -34,7 +36,7 @@ export function startSampler(
 
   const sample = async () => {
     try {
-      latest = await readPipelineStatus(pool, status);
+      latest = await read();
       failure = null;
       ring.push(historyPoint(latest));
     } catch (err) {
@@ -44,17 +46,25 @@ export function startSampler(
       failure = [described.err, described.code].filter(Boolean).join(' ');
     }
   };
-  const tick = () => {
-    inFlight = sample().then(() => {
-      if (!stopped) timer = setTimeout(tick, intervalMs);
+  // Timer ticks and refreshes share one chain, so two reads never overlap and a late read never
+  // overwrites a newer one. A run cancels the pending tick when it starts (runs are serial, so
+  // none is armed again before it settles) and arms one: a refresh replaces the next tick.
+  const run = (): Promise<void> => {
+    inFlight = inFlight.then(async () => {
+      clearTimeout(timer);
+      if (stopped) return;
+      await sample();
+      if (!stopped) timer = setTimeout(() => void run(), intervalMs);
     });
+    return inFlight;
   };
-  tick();
+  void run();
 
   return {
     latest: () => latest,
     error: () => failure,
     history: () => ring.toArray(),
+    refresh: run,
     async stop() {
       stopped = true;
       clearTimeout(timer);

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { pipelineStatusOptions, type PipelineStatusOptions } from '../ops/index.js';
+import { pipelineStatusOptions, readPipelineStatus, type PipelineStatusOptions } from '../ops/index.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 import { dashboardOptions, type DashboardOptions } from './options.js';
 import { readDashboard, runAction, type Action, type ApiContext, type ApiResponse } from './api.js';
@@ -47,8 +47,7 @@ export async function startDashboard(input: DashboardOptions): Promise<Dashboard
   await listen(server, options.port, options.host);
   const port = (server.address() as AddressInfo).port;
   const sampler = startSampler(
-    options.pool,
-    statusOptions,
+    () => readPipelineStatus(options.pool, statusOptions),
     options.sampleIntervalMs,
     Math.max(1, Math.ceil(options.historyMs / options.sampleIntervalMs)),
     options.logger,

@@ -333,6 +333,41 @@ describe('dashboard', () => {
     assert.ok(!log.includes(TOKEN), 'no token in the log');
   });
 
+  it('a discard answers after a fresh sample: the next status read no longer counts the row, whatever the interval', async () => {
+    // An event type the consumer has no handler for: quarantined as unknown-event-type.
+    await fixture.publish([orderEvent('U1', 'o-3', 1)]);
+    const u1 = await waitFor(() => quarantined('U1'), 'the unknown type quarantined');
+    // A minute between samples: only a sample taken by the action itself can show its effect.
+    const slow = await startDashboard({
+      pool: db.pool,
+      schema: db.schema,
+      host: '127.0.0.1',
+      port: 0,
+      token: TOKEN,
+      logger,
+      sampleIntervalMs: 60_000,
+      sampleMs: 100,
+    });
+    type Status = { status: { failures: { quarantined: Record<string, number> } } | null };
+    const read = async () => (JSON.parse((await request(slow, 'GET', '/api/status')).body) as Status).status;
+    try {
+      const first = await waitFor(async () => (await read()) ?? undefined, 'the first sample');
+      assert.equal(first.failures.quarantined['unknown-event-type'], 1);
+      const discarded = await request(
+        slow,
+        'POST',
+        `/api/quarantine/${u1.id}/discard`,
+        action(TOKEN),
+        JSON.stringify({ reason: 'no such handler' }),
+      );
+      assert.equal(discarded.status, 200);
+      const next = (await read())!;
+      assert.equal(next.failures.quarantined['unknown-event-type'], undefined, 'the findings saw the discard');
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('converge dashboard prints its URL with the token in the fragment, serves the page, and stops on SIGTERM', async () => {
     const child = runCli(['--schema', db.schema, 'dashboard', '--port', '0', '--token', TOKEN, '--queue', queue]);
     let stdout = '';

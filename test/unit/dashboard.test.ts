@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import type http from 'node:http';
 import { describe, test } from 'node:test';
 import { Ring } from '../../src/dashboard/history.js';
+import { startSampler } from '../../src/dashboard/sampler.js';
 import { hostMatcher, isJson, sameOrigin, tokenMatches } from '../../src/dashboard/guard.js';
 import { ASSETS } from '../../src/dashboard/assets/index.js';
 import { axisTicks, clockText } from '../../src/dashboard/client/format.js';
@@ -128,5 +129,96 @@ describe('dashboard clock and axis', () => {
     assert.deepEqual(axisTicks(0.003, false), [0, 0.001, 0.002, 0.003]);
     assert.deepEqual(axisTicks(0, false), [0, 1]);
     assert.deepEqual(axisTicks(Number.NaN, false), [0, 1]);
+  });
+});
+
+/** A status reader whose reads the test settles one by one; counts reads and overlaps. */
+function scriptedReader() {
+  const reads: ((pending: number) => void)[] = [];
+  let active = 0;
+  let overlapped = false;
+  const read = () =>
+    new Promise<PipelineStatus>((resolve) => {
+      active += 1;
+      if (active > 1) overlapped = true;
+      reads.push((pending) => {
+        active -= 1;
+        resolve({
+          checkedAt: new Date(0).toISOString(),
+          outbox: { pending, failed: 0, oldestPendingAgeSeconds: null },
+          failures: { quarantined: {} },
+          gaps: { parked: 0 },
+          lag: [],
+        } as unknown as PipelineStatus);
+      });
+    });
+  return { read, reads, overlapped: () => overlapped };
+}
+
+const silent = { debug() {}, info() {}, warn() {}, error() {} };
+/** Lets settled reads run their continuations (setImmediate is not among the mocked timers). */
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('dashboard sampler refresh', () => {
+  test('a refresh waits for the read in flight, then reads once more: never two reads at once', async () => {
+    const reader = scriptedReader();
+    const sampler = startSampler(reader.read, 60_000, 10, silent);
+    await settle();
+    assert.equal(reader.reads.length, 1, 'the first sample is in flight');
+    let refreshed = false;
+    const refresh = sampler.refresh().then(() => (refreshed = true));
+    await settle();
+    assert.equal(reader.reads.length, 1, 'no second read while the first is in flight');
+    reader.reads[0]!(1);
+    await settle();
+    assert.equal(reader.reads.length, 2, 'the refresh reads after the first settled');
+    assert.equal(refreshed, false, 'and answers only once its own read settled');
+    assert.equal(sampler.latest()?.outbox.pending, 1);
+    reader.reads[1]!(2);
+    await refresh;
+    assert.equal(sampler.latest()?.outbox.pending, 2, 'the refresh read is the latest');
+    assert.equal(sampler.history().length, 2);
+    assert.equal(reader.overlapped(), false);
+    await sampler.stop();
+  });
+
+  test('a refresh replaces the next tick: the interval restarts from it and one timer stays armed', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const reader = scriptedReader();
+    const sampler = startSampler(reader.read, 1_000, 10, silent);
+    await settle();
+    reader.reads[0]!(0);
+    await settle();
+    t.mock.timers.tick(600);
+    const refresh = sampler.refresh();
+    await settle();
+    assert.equal(reader.reads.length, 2, 'the refresh reads at once');
+    // The tick armed before the refresh comes due while the refresh read is in flight.
+    t.mock.timers.tick(400);
+    await settle();
+    reader.reads[1]!(0);
+    await refresh;
+    await settle();
+    assert.equal(reader.reads.length, 2, 'the earlier tick was cancelled, not queued behind the refresh');
+    t.mock.timers.tick(999);
+    await settle();
+    assert.equal(reader.reads.length, 2);
+    t.mock.timers.tick(1);
+    await settle();
+    assert.equal(reader.reads.length, 3, 'one tick, an interval after the refresh settled');
+    reader.reads[2]!(0);
+    await settle();
+    t.mock.timers.tick(1_000);
+    await settle();
+    assert.equal(reader.reads.length, 4, 'one read per interval, not two');
+    reader.reads[3]!(0);
+    await settle();
+    await sampler.stop();
+    t.mock.timers.tick(10_000);
+    await settle();
+    assert.equal(reader.reads.length, 4, 'nothing after stop');
+    await sampler.refresh();
+    assert.equal(reader.reads.length, 4, 'a refresh after stop reads nothing');
+    assert.equal(reader.overlapped(), false);
   });
 });
