@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { cliNodeArgs } from '../support/cli-bundle.js';
 import { AMQP_URL, CDC_DATABASE_URL, DATABASE_URL, test, uniqueName, waitFor } from '../support/rig.js';
 import { orderEvent, withCdcRig, withNonLogicalSchema } from '../support/cdc-fixture.js';
 
@@ -9,14 +10,10 @@ function converge(
   args: string[],
   databaseUrl = CDC_DATABASE_URL,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'src/cli/main.ts', '--database-url', databaseUrl, ...args],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
-    },
-  );
+  const child = spawn(process.execPath, [...cliNodeArgs(), '--database-url', databaseUrl, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -68,9 +65,7 @@ test('`converge relay --mode cdc` creates its slot, publishes and marks, and sto
     const child = spawn(
       process.execPath,
       [
-        '--import',
-        'tsx',
-        'src/cli/main.ts',
+        ...cliNodeArgs(),
         '--database-url',
         CDC_DATABASE_URL,
         '--schema',

@@ -1,3 +1,4 @@
+// test-files: heavy, starts a PostgreSQL 18 server of its own
 /**
  * The CDC relay's marks against what the slot sends: a transaction arrives through the slot once
  * its commit record is flushed, which can be before the committing backend makes it visible. A

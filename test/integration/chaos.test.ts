@@ -1,3 +1,4 @@
+// test-files: heavy, runs a chaos pass: relays and consumers as processes, kills and restarts
 /**
  * The chaos suite's check must be able to fail: a short run with a few kills, then one defect
  * of each kind planted after quiescence, must be reported as exactly those defects (and exit 1).

@@ -10,6 +10,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createInProcessTransport, migrate, startRelay } from '../../src/index.js';
+import { cliNodeArgs } from '../support/cli-bundle.js';
 import { databaseAddress } from '../support/database-url.js';
 import { after, before, connectPostgres, DATABASE_URL, describe, it, uniqueName } from '../support/rig.js';
 
@@ -52,7 +53,7 @@ describe('a connection string with an empty host and the server in the query', (
 
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', 'status', '--schema', schema, '--json'],
+      [...cliNodeArgs(), 'status', '--schema', schema, '--json'],
       { cwd: ROOT, env: { ...process.env, DATABASE_URL: hostInQuery, CONVERGE_LOG_LEVEL: 'warn' } },
     );
     assert.equal((JSON.parse(stdout) as { outbox: { pending: number } }).outbox.pending, 0);

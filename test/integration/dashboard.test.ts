@@ -1,3 +1,4 @@
+// test-files: heavy, drives chromium
 /**
  * The dashboard against the real services and a real browser (Debian's chromium through
  * playwright-core): the page shows a staged stall (an outbox row pending for ten minutes) and

@@ -1,3 +1,4 @@
+// test-files: heavy, runs the demo's fleet of processes
 /**
  * `npm run demo` in a short mode against the real services: the orders API under load for a few
  * seconds, then the projections converge to the source and the demo removes what it created.

@@ -1,3 +1,4 @@
+// test-files: heavy, starts PostgreSQL 18 servers of its own
 /**
  * kit/embedded-postgres.ts, which chaos --pg embedded restarts under load: a restart keeps
  * committed data (fast: checkpoint; immediate: WAL recovery), ends the sessions and their open

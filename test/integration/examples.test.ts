@@ -1,3 +1,4 @@
+// test-files: heavy, runs each example as a process of its own
 /**
  * The programs in examples/ run as a user would run them: each as its own process (tsx, with
  * examples/tsconfig.json mapping `converge-events` to src/), against the real services, on a

@@ -1,3 +1,4 @@
+// test-files: heavy, runs the six scenarios twice, one transport each
 /** The article's six scenarios, as the same code `npm run lab` prints, on RabbitMQ and on the in-process transport. */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import amqp from 'amqplib';
 import { Consumer, Relay, type Logger } from '../../src/index.js';
 import { connectOptions, DEFAULT_CONNECT_TIMEOUT_MS } from '../../src/transport/connection.js';
+import { cliNodeArgs } from '../support/cli-bundle.js';
 import { afterEach, describe, mock, test, waitFor, AMQP_URL, DATABASE_URL } from '../support/rig.js';
 
 const PG_SECRET = 'S3cr3t-Pw-42';
@@ -94,16 +95,7 @@ describe('connection strings and passwords stay out of logs and errors', () => {
   test('the CLI exits non-zero without printing the password', async () => {
     const child = spawn(
       process.execPath,
-      [
-        '--import',
-        'tsx',
-        'src/cli/main.ts',
-        '--database-url',
-        `postgres://u:${PG_SECRET}@127.0.0.1:1/test`,
-        'status',
-        '--sample-ms',
-        '0',
-      ],
+      [...cliNodeArgs(), '--database-url', `postgres://u:${PG_SECRET}@127.0.0.1:1/test`, 'status', '--sample-ms', '0'],
       {
         stdio: ['ignore', 'pipe', 'pipe'],
         env: { ...process.env, AMQP_URL: amqpUrl },

@@ -1,13 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import type pg from 'pg';
+import { cliNodeArgs } from './cli-bundle.js';
 import { after, before, connectPostgres, DATABASE_URL, uniqueName } from './rig.js';
 
-const CLI = ['--import', 'tsx', 'src/cli/main.ts'];
-
-/** Starts `converge` from source against the test database; the caller owns the child process. */
+/** Starts `converge` (src/, bundled: cli-bundle.ts) against the test database; the caller owns the child process. */
 export function runCli(args: string[]): ChildProcess {
-  return spawn(process.execPath, [...CLI, '--database-url', DATABASE_URL, ...args], {
+  return spawn(process.execPath, [...cliNodeArgs(), '--database-url', DATABASE_URL, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, CONVERGE_LOG_LEVEL: 'warn' },
   });

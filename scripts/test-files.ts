@@ -1,0 +1,131 @@
+/**
+ * `tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] FILE...`: runs node:test
+ * files N at a time, each in a process of its own (`node --import tsx --test FILE`), and fails if
+ * any failed. The integration suite mostly waits on PostgreSQL and RabbitMQ, so files run side by
+ * side; each uses schemas, queues and connection names of its own (test/support/rig.ts uniqueName),
+ * so none disturbs another.
+ *
+ * - Longest first, by the durations of the previous runs kept in node_modules/.cache (per --label:
+ *   the PostgreSQL 18 pass times differently); files never timed start first.
+ * - A file marked `// test-files: heavy` (it starts a PostgreSQL server, a browser or a fleet of
+ *   processes of its own) never runs beside another heavy one: on two cores two of them at once
+ *   starve the rest into timeouts.
+ * - Each file's output is printed whole when it ended, so no two interleave; then the slowest files
+ *   and the wall time.
+ * - SIGINT/SIGTERM are passed to the running files, which clean up, and the run ends.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs } from 'node:util';
+import { isHeavy, longestFirst, nextToStart, type TestFile } from './env/test-schedule.js';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    concurrency: { type: 'string', default: '4' },
+    timeout: { type: 'string', default: '120000' },
+    label: { type: 'string', default: 'default' },
+  },
+});
+const concurrency = Number(values.concurrency);
+if (!Number.isInteger(concurrency) || concurrency < 1 || positionals.length === 0) {
+  process.stderr.write('usage: tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] FILE...\n');
+  process.exit(2);
+}
+
+const timesFile = `node_modules/.cache/converge-test-files/${values.label.replace(/[^\w-]/g, '_')}.json`;
+const previous = readTimes();
+const files: TestFile[] = positionals.map((path) => ({ path, heavy: isHeavy(readFileSync(path, 'utf8')) }));
+const waiting = longestFirst(files, previous);
+
+interface Ended {
+  path: string;
+  code: number;
+  seconds: number;
+}
+
+const running = new Set<ChildProcess>();
+const ended: Ended[] = [];
+let heavyRunning = 0;
+const sleepers: (() => void)[] = [];
+let stopping = false;
+const started = Date.now();
+
+function readTimes(): Record<string, number> {
+  try {
+    return JSON.parse(readFileSync(timesFile, 'utf8')) as Record<string, number>;
+  } catch {
+    return {};
+  }
+}
+
+function runFile(file: TestFile): Promise<Ended> {
+  const fileStarted = Date.now();
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${values.timeout}`, file.path],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  running.add(child);
+  const chunks: Buffer[] = [];
+  child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+  child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
+  return new Promise((resolve) => {
+    const finish = (code: number, note = '') => {
+      running.delete(child);
+      const seconds = (Date.now() - fileStarted) / 1000;
+      const verdict = code === 0 ? 'ok' : `FAILED (exit ${code})`;
+      process.stdout.write(`\n# ${file.path}: ${verdict} in ${seconds.toFixed(1)} s${note}\n`);
+      process.stdout.write(Buffer.concat(chunks));
+      resolve({ path: file.path, code, seconds });
+    };
+    child.once('error', (err) => finish(1, `, could not start: ${err.message}`));
+    child.once('close', (code, signal) => finish(code ?? 1, signal ? `, ended by ${signal}` : ''));
+  });
+}
+
+async function worker(): Promise<void> {
+  for (;;) {
+    if (stopping) return;
+    const index = nextToStart(waiting, heavyRunning);
+    if (index === -1) {
+      if (waiting.length === 0) return;
+      // Only heavy files are left, behind a heavy one: wait until some file ends.
+      await new Promise<void>((resolve) => sleepers.push(resolve));
+      continue;
+    }
+    const [file] = waiting.splice(index, 1);
+    if (file!.heavy) heavyRunning++;
+    ended.push(await runFile(file!));
+    if (file!.heavy) heavyRunning--;
+    for (const wake of sleepers.splice(0)) wake();
+  }
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    stopping = true;
+    for (const child of running) child.kill(signal);
+    for (const wake of sleepers.splice(0)) wake();
+  });
+}
+
+await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, worker));
+
+const times = { ...previous };
+for (const run of ended) if (run.code === 0) times[run.path] = Math.round(run.seconds * 10) / 10;
+mkdirSync(dirname(timesFile), { recursive: true });
+writeFileSync(timesFile, `${JSON.stringify(times, null, 1)}\n`);
+
+const failed = ended.filter((run) => run.code !== 0);
+const slowest = [...ended].sort((a, b) => b.seconds - a.seconds).slice(0, 8);
+const wall = (Date.now() - started) / 1000;
+process.stdout.write(
+  `\n# test-files: ${ended.length} of ${files.length} files, ${concurrency} at a time, in ${wall.toFixed(0)} s; ` +
+    `slowest: ${slowest.map((run) => `${run.path.replace(/^.*\//, '')} ${run.seconds.toFixed(0)} s`).join(', ')}\n`,
+);
+for (const run of failed) process.stderr.write(`test-files: FAILED ${run.path}\n`);
+if (ended.length < files.length)
+  process.stderr.write(`test-files: stopped, ${files.length - ended.length} files not run\n`);
+process.exit(failed.length === 0 && ended.length === files.length ? 0 : 1);

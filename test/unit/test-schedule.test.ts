@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { test } from 'node:test';
+import { isHeavy, longestFirst, nextToStart, type TestFile } from '../../scripts/env/test-schedule.js';
+
+const file = (path: string, heavy = false): TestFile => ({ path, heavy });
+
+test('longest first by the previous durations; files never timed start before all of them, heavy ones first', () => {
+  const files = [file('a'), file('b'), file('c'), file('d'), file('e'), file('f', true), file('g', true)];
+  const ordered = longestFirst(files, { a: 3, b: 40, d: 12, e: 12, g: 50 });
+  assert.deepEqual(
+    ordered.map((f) => f.path),
+    ['f', 'c', 'g', 'b', 'd', 'e', 'a'],
+  );
+});
+
+test('a heavy file waits while another heavy one runs, and a light one behind it starts instead', () => {
+  const waiting = [file('heavy-2', true), file('light'), file('heavy-3', true)];
+  assert.equal(nextToStart(waiting, 1), 1);
+  assert.equal(nextToStart(waiting, 0), 0);
+  assert.equal(nextToStart([file('heavy-2', true)], 1), -1);
+  assert.equal(nextToStart([], 0), -1);
+});
+
+test('the heavy marker counts only as a line of its own near the top', () => {
+  assert.equal(isHeavy('// test-files: heavy, starts a server\nimport x from "y";\n'), true);
+  assert.equal(isHeavy('/** mentions // test-files: heavy inside a comment */\n'), false);
+  assert.equal(isHeavy(`${'\n'.repeat(50)}// test-files: heavy\n`), false);
+});
+
+test('the files that start servers or browsers of their own are marked heavy', () => {
+  const dir = new URL('../integration/', import.meta.url);
+  const heavy = readdirSync(dir)
+    .filter((name) => name.endsWith('.test.ts') && isHeavy(readFileSync(new URL(name, dir), 'utf8')))
+    .sort();
+  for (const name of ['cdc-relay-marks', 'dashboard', 'embedded-postgres', 'local-env'])
+    assert.ok(heavy.includes(`${name}.test.ts`), `${name}.test.ts is marked heavy`);
+});
