@@ -1,7 +1,8 @@
 /**
- * `tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] FILE...`: runs node:test
- * files N at a time, each in a process of its own (`node --import tsx --test FILE`), and fails if
- * any failed. The integration suite mostly waits on PostgreSQL and RabbitMQ, so files run side by
+ * `tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] [--together] FILE...`: runs
+ * node:test files N at a time, each in a process of its own (`node --import tsx --test FILE`), and
+ * fails if any failed. With --together the files share N processes instead (the unit suite: its files
+ * need no process of their own, and loading src/ under tsx once per file was most of its time). The integration suite mostly waits on PostgreSQL and RabbitMQ, so files run side by
  * side; each uses schemas, queues and connection names of its own (test/support/rig.ts uniqueName),
  * so none disturbs another.
  *
@@ -16,9 +17,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import path, { dirname } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { isHeavy, longestFirst, nextToStart, type TestFile } from './env/test-schedule.js';
+import { isHeavy, longestFirst, nextToStart, shareOut, type TestFile } from './env/test-schedule.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -26,17 +28,22 @@ const { values, positionals } = parseArgs({
     concurrency: { type: 'string', default: '4' },
     timeout: { type: 'string', default: '120000' },
     label: { type: 'string', default: 'default' },
+    together: { type: 'boolean', default: false },
   },
 });
 const concurrency = Number(values.concurrency);
 if (!Number.isInteger(concurrency) || concurrency < 1 || positionals.length === 0) {
-  process.stderr.write('usage: tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] FILE...\n');
+  process.stderr.write(
+    'usage: tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] [--together] FILE...\n',
+  );
   process.exit(2);
 }
 
 const timesFile = `node_modules/.cache/converge-test-files/${values.label.replace(/[^\w-]/g, '_')}.json`;
 const previous = readTimes();
-const files: TestFile[] = positionals.map((path) => ({ path, heavy: isHeavy(readFileSync(path, 'utf8')) }));
+const files: TestFile[] = values.together
+  ? shareOut(positionals, concurrency, previous).map((paths, i) => ({ path: shareEntry(paths, i), heavy: false }))
+  : positionals.map((file) => ({ path: file, heavy: isHeavy(readFileSync(file, 'utf8')) }));
 const waiting = longestFirst(files, previous);
 
 interface Ended {
@@ -51,6 +58,17 @@ let heavyRunning = 0;
 const sleepers: (() => void)[] = [];
 let stopping = false;
 const started = Date.now();
+
+/** A module importing each of `paths`: node --test runs it as one file, so they share its process. */
+function shareEntry(paths: string[], index: number): string {
+  const entry = path.join(dirname(timesFile), `${values.label}-share-${index + 1}-of-${concurrency}.test.mjs`);
+  mkdirSync(dirname(entry), { recursive: true });
+  writeFileSync(
+    entry,
+    paths.map((file) => `import ${JSON.stringify(pathToFileURL(path.resolve(file)).href)};\n`).join(''),
+  );
+  return entry;
+}
 
 function readTimes(): Record<string, number> {
   try {
@@ -114,7 +132,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 await Promise.all(Array.from({ length: Math.min(concurrency, files.length) }, worker));
 
 const times = { ...previous };
-for (const run of ended) if (run.code === 0) times[run.path] = Math.round(run.seconds * 10) / 10;
+// A share's time is not its files' own: only files run alone are timed.
+if (!values.together) for (const run of ended) if (run.code === 0) times[run.path] = Math.round(run.seconds * 10) / 10;
 mkdirSync(dirname(timesFile), { recursive: true });
 writeFileSync(timesFile, `${JSON.stringify(times, null, 1)}\n`);
 

@@ -34,3 +34,22 @@ export function longestFirst(files: readonly TestFile[], seconds: Record<string,
 export function nextToStart(waiting: readonly TestFile[], heavyRunning: number): number {
   return waiting.findIndex((file) => !file.heavy || heavyRunning === 0);
 }
+
+/**
+ * Deals the files out to `processes` shares for a run with --together (files that need no process
+ * of their own: loading src/ once per share instead of once per file is most of a unit run). Longest
+ * first onto the share with the least so far; a file never timed counts as one second.
+ */
+export function shareOut(paths: readonly string[], processes: number, seconds: Record<string, number>): string[][] {
+  const shares = Array.from({ length: Math.max(1, Math.min(processes, paths.length)) }, () => ({
+    paths: [] as string[],
+    total: 0,
+  }));
+  const estimate = (path: string) => seconds[path] ?? 1;
+  for (const path of [...paths].sort((a, b) => estimate(b) - estimate(a))) {
+    const least = shares.reduce((min, share) => (share.total < min.total ? share : min));
+    least.paths.push(path);
+    least.total += estimate(path);
+  }
+  return shares.map((share) => share.paths);
+}

@@ -12,7 +12,20 @@ export function armExpiry(message: Message, queueTtlMs: number | null, onExpired
   const own = message.properties.expiration === undefined ? NaN : Number(message.properties.expiration);
   const delay = Math.min(Number.isFinite(own) ? own : Infinity, queueTtlMs ?? Infinity);
   if (!Number.isFinite(delay)) return;
-  message.expiry = setTimeout(onExpired, Math.max(0, delay));
+  armUntil(message, performance.now() + Math.max(0, delay), onExpired);
+}
+
+// A timer may fire up to a millisecond early: libuv starts it from the loop's cached clock, which
+// lags the real one. RabbitMQ never hands a message back before its TTL, so neither do we.
+function armUntil(message: Message, due: number, onExpired: () => void): void {
+  message.expiry = setTimeout(
+    () => {
+      const left = due - performance.now();
+      if (left > 0) armUntil(message, due, onExpired);
+      else onExpired();
+    },
+    Math.max(0, Math.ceil(due - performance.now())),
+  );
   message.expiry.unref();
 }
 

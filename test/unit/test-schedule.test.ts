@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
-import { isHeavy, longestFirst, nextToStart, type TestFile } from '../../scripts/env/test-schedule.js';
+import { isHeavy, longestFirst, nextToStart, shareOut, type TestFile } from '../../scripts/env/test-schedule.js';
 
 const file = (path: string, heavy = false): TestFile => ({ path, heavy });
 
@@ -35,4 +35,13 @@ test('the files that start servers or browsers of their own are marked heavy', (
     .sort();
   for (const name of ['cdc-relay-marks', 'dashboard', 'embedded-postgres', 'local-env'])
     assert.ok(heavy.includes(`${name}.test.ts`), `${name}.test.ts is marked heavy`);
+});
+
+test('shares: longest first onto the least loaded share, untimed files count one second, never an empty share', () => {
+  assert.deepEqual(shareOut(['a', 'b', 'c', 'd', 'e'], 2, { a: 12, b: 1, c: 3 }), [['a'], ['c', 'b', 'd', 'e']]);
+  assert.deepEqual(shareOut(['a', 'b', 'c', 'd'], 2, {}), [
+    ['a', 'c'],
+    ['b', 'd'],
+  ]);
+  assert.deepEqual(shareOut(['a'], 4, {}), [['a']]);
 });
