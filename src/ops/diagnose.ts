@@ -4,6 +4,7 @@
  * look at, the evidence, and what shows the recovery. Pure: the facts are gathered elsewhere.
  */
 import { cdcSlotFindings } from './diagnose-cdc.js';
+import { horizonFindings } from './diagnose-horizon.js';
 import {
   round,
   type FailureFacts,
@@ -66,6 +67,7 @@ export function diagnose(facts: PipelineFacts): Finding[] {
     ...gapFindings(facts.gaps, facts.stallAfterSeconds),
     ...quarantineFindings(facts.failures),
     ...effectFindings(facts.failures, facts.stallAfterSeconds),
+    ...horizonFindings(facts.horizon),
   ];
 }
 

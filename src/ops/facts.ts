@@ -86,6 +86,30 @@ export interface CdcSlotFacts {
   walStatus: string | null;
 }
 
+/**
+ * Something that holds back PostgreSQL's xmin horizon: while it does, vacuum may remove no row version
+ * deleted or updated after it began, in any table of the database. The relay's claims and marks and
+ * the consumers' inbox and version rows leave such versions behind at the event rate.
+ */
+export interface HorizonHolder {
+  kind: 'transaction' | 'prepared-transaction' | 'replication-slot';
+  /** The backend's pid (with its application_name), the prepared transaction's gid or the slot's name. */
+  holder: string;
+  /** Since when it holds the horizon, in seconds; null for a slot whose server does not say (before PostgreSQL 17). */
+  ageSeconds: number | null;
+  /** How many transaction ids its xmin lags behind the next one. */
+  transactionsBehind: number;
+  /** A transaction's state (`idle in transaction`, `active`); a slot's `active` or `inactive`. */
+  state: string | null;
+}
+
+export interface HorizonFacts {
+  /** The oldest holders, at most five, the furthest behind first. */
+  holders: HorizonHolder[];
+  /** A transaction or an inactive slot holding the horizon this long is a warning. */
+  warnAfterSeconds: number;
+}
+
 export interface PipelineFacts {
   windowSeconds: number;
   sampleSeconds: number;
@@ -99,9 +123,10 @@ export interface PipelineFacts {
   queues: QueueFacts[];
   gaps: GapFacts;
   failures: FailureFacts;
+  horizon: HorizonFacts;
 }
 
-export type Stage = 'producer' | 'relay' | 'broker' | 'consumer' | 'projection' | 'ordering';
+export type Stage = 'producer' | 'relay' | 'broker' | 'consumer' | 'projection' | 'ordering' | 'database';
 
 export interface Finding {
   kind:
@@ -119,7 +144,8 @@ export interface Finding {
     | 'quarantined'
     | 'effects-failed'
     | 'effects-outcome-unknown'
-    | 'lag-over-budget';
+    | 'lag-over-budget'
+    | 'vacuum-horizon-held';
   severity: 'stalled' | 'warning';
   stage: Stage;
   /** What the finding is about when a stage has several: the source table or the queue. */

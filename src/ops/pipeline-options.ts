@@ -96,6 +96,14 @@ export const pipelineStatusOptions = defineOptions(
         .min(0)
         .default(1024 ** 3)
         .describe('A slot retaining this much WAL or more is a warning even while a relay streams from it, in bytes.'),
+      horizonWarnAfterMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(300_000)
+        .describe(
+          "A transaction, prepared transaction or inactive replication slot holding back vacuum's xmin horizon this long is a warning, in ms.",
+        ),
       sourceLookbackMs: z
         .number()
         .int()

@@ -18,6 +18,8 @@ import type {
   EffectFacts,
   Finding,
   GapFacts,
+  HorizonFacts,
+  HorizonHolder,
   OutboxFacts,
   PipelineFacts,
   QueueFacts,
@@ -25,7 +27,7 @@ import type {
 } from './facts.js';
 import { readFailedReasons, readLag, readReorderBuffer, type ConsumerLag } from './gauges.js';
 import { judgeLagBudgets, lagBudgetFindings, type LagBudgetFacts } from './lag-budget.js';
-import { opsSql, sourceAheadSql } from './sql.js';
+import { horizonHoldersSql, opsSql, sourceAheadSql } from './sql.js';
 
 export type { ConsumerLag } from './gauges.js';
 export type { LagBudgetFacts } from './lag-budget.js';
@@ -42,6 +44,8 @@ export interface PipelineStatus {
   queues: (QueueFacts & { throughput: Throughput })[];
   gaps: GapFacts;
   failures: PipelineFacts['failures'];
+  /** What holds back vacuum's xmin horizon, the furthest behind first. */
+  horizon: HorizonFacts;
   lag: ConsumerLag[];
   /** Each lag budget asked for, against the lag of the consumer it names. */
   lagBudgets: LagBudgetFacts[];
@@ -153,6 +157,7 @@ async function readWith(
       ),
       effects: await effectFacts(pool, sql, stallAfterMs),
     },
+    horizon: { holders: await horizonHolders(pool), warnAfterSeconds: options.horizonWarnAfterMs / 1000 },
   };
   const lag = await readLag(pool, schema, windowMs);
   const lagBudgets = judgeLagBudgets(options.lagBudgets, lag, queues);
@@ -172,11 +177,30 @@ async function readWith(
     queues: queueFacts.map((q) => ({ ...q, throughput: queueThroughput(q, seconds) })),
     gaps: facts.gaps,
     failures: facts.failures,
+    horizon: facts.horizon,
     lag,
     lagBudgets,
     findings,
     stalled: findings.some((f) => f.severity === 'stalled'),
   };
+}
+
+async function horizonHolders(pool: pg.Pool): Promise<HorizonHolder[]> {
+  const version = await pool.query<{ v: string }>(`SELECT current_setting('server_version_num') AS v`);
+  const { rows } = await pool.query<{
+    kind: HorizonHolder['kind'];
+    holder: string;
+    age_seconds: string | null;
+    behind: number;
+    state: string | null;
+  }>(horizonHoldersSql(Number(version.rows[0]!.v) >= 170_000));
+  return rows.map((row) => ({
+    kind: row.kind,
+    holder: row.holder,
+    ageSeconds: row.age_seconds === null ? null : Math.max(0, Number(row.age_seconds)),
+    transactionsBehind: Number(row.behind),
+    state: row.state,
+  }));
 }
 
 async function cdcSlotFacts(pool: pg.Pool, slots: string[]): Promise<CdcSlotFacts[]> {

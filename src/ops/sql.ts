@@ -233,3 +233,28 @@ export const compatSql = perSchema((schema: SchemaRef) => {
        ORDER BY place, event_type, schema_version`,
   };
 });
+
+/**
+ * What holds back the xmin horizon vacuum works to: this database's backends with a snapshot
+ * (walsenders too: a standby's hot_standby_feedback without a slot shows there), prepared
+ * transactions and replication slots with an xmin; the five furthest behind. `slotInactiveSince`:
+ * the server has pg_replication_slots.inactive_since (PostgreSQL 17 and later); a column that does
+ * not exist cannot be named even in a branch never taken, hence two texts.
+ */
+export function horizonHoldersSql(slotInactiveSince: boolean): string {
+  const slotAge = slotInactiveSince ? 'EXTRACT(EPOCH FROM now() - inactive_since)' : 'NULL::numeric';
+  return `
+    SELECT 'transaction' AS kind, pid::text || coalesce(' ' || nullif(application_name, ''), '') AS holder,
+           EXTRACT(EPOCH FROM now() - coalesce(xact_start, backend_start)) AS age_seconds,
+           age(backend_xmin) AS behind, state
+      FROM pg_stat_activity
+     WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+       AND (datname = current_database() OR backend_type = 'walsender')
+    UNION ALL
+    SELECT 'prepared-transaction', gid, EXTRACT(EPOCH FROM now() - prepared), age(transaction), NULL
+      FROM pg_prepared_xacts
+    UNION ALL
+    SELECT 'replication-slot', slot_name, ${slotAge}, age(xmin), CASE WHEN active THEN 'active' ELSE 'inactive' END
+      FROM pg_replication_slots WHERE xmin IS NOT NULL
+     ORDER BY behind DESC LIMIT 5`;
+}

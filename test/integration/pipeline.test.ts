@@ -9,7 +9,7 @@ import { appendToOutbox, performEffect, retryFailedEffect, withTransaction } fro
 import { PermanentError } from '../../src/errors.js';
 import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../../src/ops/index.js';
 import { openBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
-import { after, before, describe, it, uniqueName, type TestDatabase, AMQP_URL } from '../support/rig.js';
+import { after, before, describe, it, uniqueName, waitFor, type TestDatabase, AMQP_URL } from '../support/rig.js';
 
 describe('pipeline status', () => {
   let fixture: BrokerFixture;
@@ -70,6 +70,39 @@ describe('pipeline status', () => {
     assert.deepEqual(s.sources, [{ source: `${db.schema}.orders`, aggregateType: 'order', ahead: 0, sampleIds: [] }]);
     assert.equal(s.queues[0]!.depth, 0);
     assert.equal(s.outbox.throughput.drainSeconds, 0);
+  });
+
+  it('a transaction left open is a vacuum-horizon warning naming its pid and state, gone once it ends', async () => {
+    const holder = await db.pool.connect();
+    const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const subject = (f: { subject?: string }) => f.subject?.split(' ')[1] === String(rows[0]!.pid);
+    try {
+      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await holder.query('SELECT 1');
+      // Other files' transactions may be further behind for a moment: the five oldest are listed.
+      let held: PipelineStatus | undefined;
+      await waitFor(async () => {
+        held = await status({ sampleMs: 0, horizonWarnAfterMs: 1 });
+        return held.findings.some(subject);
+      }, 'the open transaction named');
+      const finding = held!.findings.find(subject)!;
+      assert.equal(finding.kind, 'vacuum-horizon-held');
+      assert.equal(finding.stage, 'database');
+      assert.equal(finding.severity, 'warning');
+      assert.match(finding.evidence, /^a transaction \(idle in transaction\) has held the xmin horizon for [\d.]+ s/);
+      assert.equal(held!.stalled, false, 'a warning, not a stall');
+      const quiet = await status({ sampleMs: 0 });
+      assert.equal(quiet.findings.some(subject), false, 'under the default threshold (5 minutes) it is not judged');
+      assert.ok(
+        quiet.horizon.holders.some((h) => h.kind === 'transaction'),
+        'but listed among the holders',
+      );
+    } finally {
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    const ended = await status({ sampleMs: 0, horizonWarnAfterMs: 1 });
+    assert.equal(ended.findings.some(subject), false, 'the ended transaction is no longer named');
   });
 
   it('reads once without options beyond the schema: no rates, no rate-based findings, a queue backlog still counted', async () => {

@@ -34,6 +34,11 @@ function healthy(): PipelineFacts {
     ],
     gaps: { stuckAggregates: 0, oldestAgeSeconds: null, parked: 0, sample: [] },
     failures: { outboxFailed: 0, quarantined: {}, effects: { failed: 0, stalePending: 0, sampleEffects: [] } },
+    horizon: {
+      // A short transaction holds the horizon at every moment: that alone is healthy.
+      holders: [{ kind: 'transaction', holder: '4242 app', ageSeconds: 0.05, transactionsBehind: 3, state: 'active' }],
+      warnAfterSeconds: 300,
+    },
   };
 }
 

@@ -23,6 +23,7 @@ export interface StatusCliOptions {
   sourceLookbackMs: number;
   cdcSlot: string[];
   cdcWalWarnBytes: number;
+  horizonWarnAfterMs: number;
   lagBudget: Record<string, number>;
   json?: boolean;
 }
@@ -74,6 +75,12 @@ export function registerStatus(program: Command, context: CommandContext): void 
       statusDefault('cdcRetainedWalWarnBytes'),
     )
     .option(
+      '--horizon-warn-after-ms <ms>',
+      "a transaction, prepared transaction or inactive replication slot holding back vacuum's xmin horizon this long is a warning",
+      duration,
+      statusDefault('horizonWarnAfterMs'),
+    )
+    .option(
       '--lag-budget <name=duration>',
       'acceptable end-to-end lag of a projection (named on a --queue) or consumer, e.g. search=5s: a p99 over it is a warning (repeatable)',
       parseLagBudget,
@@ -99,6 +106,7 @@ export async function statusCommand(pool: pg.Pool, schema: string, options: Stat
     sourceLookbackMs: options.sourceLookbackMs,
     cdcSlots: options.cdcSlot,
     cdcRetainedWalWarnBytes: options.cdcWalWarnBytes,
+    horizonWarnAfterMs: options.horizonWarnAfterMs,
     lagBudgets: options.lagBudget,
   });
   console.log(options.json ? JSON.stringify(status, null, 2) : formatStatus(status));
@@ -288,7 +296,15 @@ function checkRows(status: PipelineStatus): string[][] {
       state((f) => f.kind === 'effects-failed' || f.kind === 'effects-outcome-unknown'),
       `${status.failures.effects.failed} failed, ${status.failures.effects.stalePending} pending over ${seconds(status.stallAfterSeconds)}`,
     ],
+    ['database', 'vacuum horizon', state((f) => f.kind === 'vacuum-horizon-held'), horizonDetail(status)],
   ];
+}
+
+function horizonDetail(status: PipelineStatus): string {
+  const oldest = status.horizon.holders[0];
+  if (!oldest) return 'nothing holds it back';
+  const age = oldest.ageSeconds === null ? '' : `, for ${seconds(oldest.ageSeconds)}`;
+  return `oldest: ${oldest.kind} ${oldest.holder}, ${oldest.transactionsBehind} transaction(s) behind${age}`;
 }
 
 function describeFinding(finding: Finding): string {
