@@ -226,6 +226,21 @@ export const SECTIONS: Section[] = [
     ],
   },
   {
+    title: 'vacuum pressure (a transaction holds the xmin horizon for the whole run)',
+    rows: [
+      { key: 'relay_drain_unpinned', unit: 'events/s' },
+      { key: 'relay_drain_pinned', unit: 'events/s' },
+      { key: 'relay_pinned_ratio', unit: '×', target: { op: '>=', value: 0.8, needs: '--vacuum' } },
+      { key: 'consumer_apply_unpinned', unit: 'events/s' },
+      { key: 'consumer_apply_pinned', unit: 'events/s' },
+      { key: 'consumer_pinned_ratio', unit: '×', target: { op: '>=', value: 0.8, needs: '--vacuum' } },
+      ...(['outbox', 'inbox', 'projection_state'] as const).flatMap((table) => [
+        { key: `${table}_dead_tuples_unpinned`, unit: 'rows', note: `n_dead_tup of ${table} after the run` },
+        { key: `${table}_dead_tuples_pinned`, unit: 'rows' },
+      ]),
+    ],
+  },
+  {
     title: 'relay memory on a large backlog',
     rows: [
       { key: 'relay_backlog_rows', unit: 'rows' },
@@ -378,6 +393,8 @@ export function derivedFigures(r: Results, samples: Record<string, number[]>): R
     e2e_vs_naive_cpu_bound: ratio('naive_pipeline_cpu_ms', 'e2e_sustained_cpu_ms'),
     relay_history_ratio: ratio('relay_drain_history', 'relay_drain'),
     consumer_history_ratio: ratio('consumer_apply_history', 'consumer_apply'),
+    relay_pinned_ratio: ratio('relay_drain_pinned', 'relay_drain_unpinned'),
+    consumer_pinned_ratio: ratio('consumer_apply_pinned', 'consumer_apply_unpinned'),
     raw_consume_spread: spread(samples.raw_consume ?? []),
   };
 }

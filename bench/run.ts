@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--json] [--history] [--rss | --rss-backlog N] [--reps K]`
+ * `npm run bench [-- --quick] [--json] [--history] [--vacuum [--vacuum-events N]] [--rss | --rss-backlog N] [--reps K]`
  *
  * One run measures raw baselines, a naive pipeline and converge on the local PostgreSQL and
  * RabbitMQ, side by side, and prints a table (plus one JSON line last on stdout with --json).
@@ -27,6 +27,7 @@ import { cdcRelayChoice, cdcRelayDrain, openCdc, withFreshSlot, type CdcBench } 
 import { compileWorkers, killAllWorkers } from './child.js';
 import { assertLoopback, Cleanup, note, openBroker, openPool, runAbort, unique, type BenchContext } from './env.js';
 import { createHistorySchema, HISTORY_CONSUMER } from './history.js';
+import { deadTuples, withPinnedHorizon } from './vacuum.js';
 import type { DrainCost, SustainedResult } from './measure.js';
 import { createNaiveTables, naiveConsumerApply, naiveLatency, naiveSustained } from './naive.js';
 import {
@@ -40,8 +41,9 @@ import {
 import { derivedFigures, evaluateTargets, jsonLine, renderTable, type Results } from './report.js';
 import { median } from './stats.js';
 
-const USAGE = `usage: npm run bench -- [--quick] [--json] [--history] [--rss] [--rss-backlog N] [--reps K]
-                      [--only raw,outbox,relay,consumer,e2e,latency,history,rss]
+const USAGE = `usage: npm run bench -- [--quick] [--json] [--history] [--vacuum] [--vacuum-events N]
+                      [--rss] [--rss-backlog N] [--reps K]
+                      [--only raw,outbox,relay,consumer,e2e,latency,history,vacuum,rss]
                       [--relay-options JSON] [--consumer-options JSON]`;
 
 /** Bad flags end the run before anything is created, with the usage instead of a stack trace. */
@@ -57,6 +59,8 @@ const { values: flags } = (() => {
         quick: { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
         history: { type: 'boolean', default: false },
+        vacuum: { type: 'boolean', default: false },
+        'vacuum-events': { type: 'string' },
         rss: { type: 'boolean', default: false },
         'rss-backlog': { type: 'string' },
         reps: { type: 'string' },
@@ -111,6 +115,11 @@ const plan = {
   e2eEvents: quick ? 10_000 : 30_000,
   latencyMs: quick ? 4_000 : 10_000,
   historyRows: 5_000_000,
+  // The aim is about 1M events with the horizon pinned (issue 29); a quick run drains a tenth.
+  vacuumEvents:
+    flags['vacuum-events'] !== undefined || flags.vacuum
+      ? positiveInt('vacuum-events', flags['vacuum-events'], quick ? 100_000 : 1_000_000)
+      : null,
   // The RSS target is about a 1M backlog; a quick run that asks for --rss gets a smaller one (and says the target does not apply).
   rssBacklog:
     flags['rss-backlog'] !== undefined || flags.rss
@@ -125,12 +134,13 @@ const plan = {
   },
 };
 
-const GROUPS = ['raw', 'outbox', 'relay', 'consumer', 'e2e', 'latency', 'history', 'rss'] as const;
+const GROUPS = ['raw', 'outbox', 'relay', 'consumer', 'e2e', 'latency', 'history', 'vacuum', 'rss'] as const;
 const only = flags.only ? new Set(flags.only.split(',')) : null;
 for (const group of only ?? [])
   if (!(GROUPS as readonly string[]).includes(group)) usageError(`--only: unknown group ${group}`);
 const wanted = (group: (typeof GROUPS)[number]) => {
   if (group === 'history' && !flags.history) return false;
+  if (group === 'vacuum' && plan.vacuumEvents === null) return false;
   if (group === 'rss' && plan.rssBacklog === null) return false;
   return only === null || only.has(group);
 };
@@ -202,6 +212,47 @@ const resultOf = (key: string): number | null => {
 /** The CDC relay's schema, slot and publication on the logical server, made once per run when first needed. */
 let cdcBench: Promise<CdcBench> | undefined;
 const cdc = (ctx: BenchContext) => (cdcBench ??= openCdc(ctx));
+
+/**
+ * The relay's drain and the consumer's apply of `events`, each run once without and once with the
+ * horizon pinned for the whole run (bench/vacuum.ts), interleaved, and the dead tuples each left.
+ */
+async function measureVacuumPressure(ctx: BenchContext, events: number): Promise<void> {
+  // A bound against a hang, not a speed assertion: 1M events at 1,000/s would be 1,000 s.
+  const timeoutMs = Math.max(plan.timeoutMs.pipeline, events * 2);
+  const measure = async (suffix: 'unpinned' | 'pinned') => {
+    const relay = await relayDrain(ctx, {
+      schema: ctx.schema,
+      rows: events,
+      relays: 1,
+      truncate: true,
+      timeoutMs,
+      tuning,
+      label: `relay_drain_${suffix}`,
+    });
+    const consumer = await consumerApply(ctx, {
+      schema: ctx.schema,
+      events,
+      inboxConsumer: 'bench_vacuum',
+      truncateInbox: true,
+      timeoutMs,
+      tuning,
+      label: `consumer_apply_${suffix}`,
+    });
+    const dead = await deadTuples(ctx.pool, ctx.schema);
+    return {
+      [`relay_drain_${suffix}`]: relay.rate,
+      [`consumer_apply_${suffix}`]: consumer.rate,
+      [`outbox_dead_tuples_${suffix}`]: dead.outbox,
+      [`inbox_dead_tuples_${suffix}`]: dead.inbox,
+      [`projection_state_dead_tuples_${suffix}`]: dead.projectionState,
+    };
+  };
+  await repeat(plan.reps, [
+    { key: 'vacuum_unpinned', run: () => measure('unpinned') },
+    { key: 'vacuum_pinned', run: () => withPinnedHorizon(ctx, () => measure('pinned')) },
+  ]);
+}
 
 async function measureAll(ctx: BenchContext): Promise<void> {
   const t = plan.timeoutMs;
@@ -451,6 +502,7 @@ async function measureAll(ctx: BenchContext): Promise<void> {
       ]);
     }
   }
+  if (wanted('vacuum') && plan.vacuumEvents !== null) await measureVacuumPressure(ctx, plan.vacuumEvents);
   if (wanted('rss') && plan.rssBacklog !== null) {
     const rows = plan.rssBacklog;
     // Generous: this stage exists to watch memory, not speed; it still ends with a message instead of hanging.
@@ -545,6 +597,7 @@ async function main(): Promise<number> {
       e2e: plan.e2eEvents,
       latency_s: plan.latencyMs / 1000,
       history: flags.history ? plan.historyRows : null,
+      vacuumEvents: plan.vacuumEvents,
       rss_backlog: plan.rssBacklog,
     },
     relay_options: workerOptions.relay ?? null,
