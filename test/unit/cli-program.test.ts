@@ -82,6 +82,7 @@ const EXPECTED: Record<string, string[]> = {
     '--source-lookback-ms',
     '--cdc-slot',
     '--cdc-wal-warn-bytes',
+    '--horizon-warn-after-ms',
     '--lag-budget',
     '--json',
   ],
