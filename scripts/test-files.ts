@@ -10,7 +10,8 @@
  *   the PostgreSQL 18 pass times differently); files never timed start first.
  * - A file marked `// test-files: heavy` (it starts a PostgreSQL server, a browser or a fleet of
  *   processes of its own) never runs beside another heavy one: on two cores two of them at once
- *   starve the rest into timeouts.
+ *   starve the rest into timeouts. Likewise files marked `// test-files: group <name>` never run
+ *   beside another of the same group (`cdc-server`: the logical-replication server's WAL and slots).
  * - Each file's output is printed whole when it ended, so no two interleave; then the slowest files
  *   and the wall time.
  * - SIGINT/SIGTERM are passed to the running files, which clean up, and the run ends.
@@ -20,7 +21,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path, { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { isHeavy, longestFirst, nextToStart, shareOut, type TestFile } from './env/test-schedule.js';
+import { groupsOf, longestFirst, nextToStart, shareOut, type TestFile } from './env/test-schedule.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -42,8 +43,8 @@ if (!Number.isInteger(concurrency) || concurrency < 1 || positionals.length === 
 const timesFile = `node_modules/.cache/converge-test-files/${values.label.replace(/[^\w-]/g, '_')}.json`;
 const previous = readTimes();
 const files: TestFile[] = values.together
-  ? shareOut(positionals, concurrency, previous).map((paths, i) => ({ path: shareEntry(paths, i), heavy: false }))
-  : positionals.map((file) => ({ path: file, heavy: isHeavy(readFileSync(file, 'utf8')) }));
+  ? shareOut(positionals, concurrency, previous).map((paths, i) => ({ path: shareEntry(paths, i), groups: [] }))
+  : positionals.map((file) => ({ path: file, groups: groupsOf(readFileSync(file, 'utf8')) }));
 const waiting = longestFirst(files, previous);
 
 interface Ended {
@@ -54,7 +55,8 @@ interface Ended {
 
 const running = new Set<ChildProcess>();
 const ended: Ended[] = [];
-let heavyRunning = 0;
+/** The groups of the files running now (test-schedule.ts: a group runs one file at a time). */
+const runningGroups = new Set<string>();
 const sleepers: (() => void)[] = [];
 let stopping = false;
 const started = Date.now();
@@ -106,17 +108,17 @@ function runFile(file: TestFile): Promise<Ended> {
 async function worker(): Promise<void> {
   for (;;) {
     if (stopping) return;
-    const index = nextToStart(waiting, heavyRunning);
+    const index = nextToStart(waiting, runningGroups);
     if (index === -1) {
       if (waiting.length === 0) return;
-      // Only heavy files are left, behind a heavy one: wait until some file ends.
+      // Only files of running groups are left: wait until some file ends.
       await new Promise<void>((resolve) => sleepers.push(resolve));
       continue;
     }
     const [file] = waiting.splice(index, 1);
-    if (file!.heavy) heavyRunning++;
+    for (const group of file!.groups) runningGroups.add(group);
     ended.push(await runFile(file!));
-    if (file!.heavy) heavyRunning--;
+    for (const group of file!.groups) runningGroups.delete(group);
     for (const wake of sleepers.splice(0)) wake();
   }
 }

@@ -6,33 +6,54 @@
 
 export interface TestFile {
   path: string;
-  /** Starts a server or a browser of its own: CPU-heavy, so at most one such file runs at a time. */
-  heavy: boolean;
+  /**
+   * What the file shares that no two files may use at once: `heavy` (it starts a server, a browser or
+   * a fleet of processes of its own: on two cores two of them at once starve the rest into timeouts)
+   * or a named group (`cdc-server`: the logical-replication server whose WAL positions and replication
+   * slots its tests assert on). A file with no group runs beside anything.
+   */
+  groups: string[];
 }
 
 /** The marker a test file carries near its top to be run as a heavy file, with the reason after it. */
 export const HEAVY_MARKER = '// test-files: heavy';
+/** The marker of a named group: `// test-files: group cdc-server, <reason>`. */
+export const GROUP_MARKER = '// test-files: group ';
+
+/** The groups a file's markers name (lines of their own among its first 40). */
+export function groupsOf(source: string): string[] {
+  const groups = new Set<string>();
+  for (const line of source.split('\n', 40)) {
+    if (line.startsWith(HEAVY_MARKER)) groups.add('heavy');
+    else if (line.startsWith(GROUP_MARKER)) {
+      const name = /^[\w-]+/.exec(line.slice(GROUP_MARKER.length))?.[0];
+      if (name) groups.add(name);
+    }
+  }
+  return [...groups];
+}
 
 export function isHeavy(source: string): boolean {
-  return source.split('\n', 40).some((line) => line.startsWith(HEAVY_MARKER));
+  return groupsOf(source).includes('heavy');
 }
 
 /**
- * Files never timed first (they may be the longest), heavy ones before light ones (heavy files run one
- * at a time, so the last to start ends the suite); then the timed ones, longest first. Sorting is
- * stable: otherwise the order given.
+ * Files never timed first (they may be the longest), files in a group before the others (a group runs
+ * one file at a time, so the last of it to start ends the suite); then the timed ones, longest first.
+ * Sorting is stable: otherwise the order given.
  */
 export function longestFirst(files: readonly TestFile[], seconds: Record<string, number>): TestFile[] {
   const estimate = (file: TestFile) => seconds[file.path] ?? Number.POSITIVE_INFINITY;
-  return [...files].sort((a, b) => estimate(b) - estimate(a) || Number(b.heavy) - Number(a.heavy));
+  const grouped = (file: TestFile) => Number(file.groups.length > 0);
+  return [...files].sort((a, b) => estimate(b) - estimate(a) || grouped(b) - grouped(a));
 }
 
 /**
  * The index of the next file to start, or -1 when none may start now: the first waiting file, except
- * that a heavy one waits while another heavy one runs (a light one behind it starts instead).
+ * that one whose group has a file running waits (a file behind it starts instead).
  */
-export function nextToStart(waiting: readonly TestFile[], heavyRunning: number): number {
-  return waiting.findIndex((file) => !file.heavy || heavyRunning === 0);
+export function nextToStart(waiting: readonly TestFile[], running: ReadonlySet<string>): number {
+  return waiting.findIndex((file) => file.groups.every((group) => !running.has(group)));
 }
 
 /**

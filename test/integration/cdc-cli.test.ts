@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /** The CDC relay from the command line: `converge cdc slot create|show|drop` and `converge relay --mode cdc`. */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /** The CDC relay killed between the broker's confirm and the slot's acknowledgement. */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -1,4 +1,5 @@
 // test-files: heavy, starts a PostgreSQL 18 server of its own
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /**
  * The CDC relay's marks against what the slot sends: a transaction arrives through the slot once
  * its commit record is flushed, which can be before the committing backend makes it visible. A

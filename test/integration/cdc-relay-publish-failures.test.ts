@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /**
  * The CDC relay's publishes the broker does not confirm, besides a return (cdc-relay.test.ts): a
  * nack (a full queue with `x-overflow: reject-publish`) and a confirm that does not come back in

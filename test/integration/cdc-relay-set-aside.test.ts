@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /**
  * One row PostgreSQL refuses to mark (a NOT VALID check it breaks, issue 26) never stops the CDC
  * relay. The row was published before its mark was refused: it is set aside as failed with the

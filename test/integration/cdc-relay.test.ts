@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 import assert from 'node:assert/strict';
 import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';

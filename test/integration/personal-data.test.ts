@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /**
  * Personal data against the real services: the producer writes only the fields its schema
  * declares (a strict schema refuses the event instead, writing nothing), every event records the

@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /**
  * `readPipelineStatus` and `converge status` with CDC slots, on the logical-replication server: a
  * slot nothing streams from is reported with the WAL it retains (a warning while events are young,

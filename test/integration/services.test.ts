@@ -1,3 +1,4 @@
+// test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
 /**
  * scripts/services.ts against the real local services, without disturbing them: the fast path when
  * everything is up, and the database-creation path on a uniquely named scratch database.

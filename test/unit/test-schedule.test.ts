@@ -1,9 +1,19 @@
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
-import { isHeavy, longestFirst, nextToStart, shareOut, type TestFile } from '../../scripts/env/test-schedule.js';
+import {
+  groupsOf,
+  isHeavy,
+  longestFirst,
+  nextToStart,
+  shareOut,
+  type TestFile,
+} from '../../scripts/env/test-schedule.js';
 
-const file = (path: string, heavy = false): TestFile => ({ path, heavy });
+const file = (path: string, heavy = false, ...groups: string[]): TestFile => ({
+  path,
+  groups: heavy ? ['heavy', ...groups] : groups,
+});
 
 test('longest first by the previous durations; files never timed start before all of them, heavy ones first', () => {
   const files = [file('a'), file('b'), file('c'), file('d'), file('e'), file('f', true), file('g', true)];
@@ -16,10 +26,22 @@ test('longest first by the previous durations; files never timed start before al
 
 test('a heavy file waits while another heavy one runs, and a light one behind it starts instead', () => {
   const waiting = [file('heavy-2', true), file('light'), file('heavy-3', true)];
-  assert.equal(nextToStart(waiting, 1), 1);
-  assert.equal(nextToStart(waiting, 0), 0);
-  assert.equal(nextToStart([file('heavy-2', true)], 1), -1);
-  assert.equal(nextToStart([], 0), -1);
+  assert.equal(nextToStart(waiting, new Set(['heavy'])), 1);
+  assert.equal(nextToStart(waiting, new Set()), 0);
+  assert.equal(nextToStart([file('heavy-2', true)], new Set(['heavy'])), -1);
+  assert.equal(nextToStart([], new Set()), -1);
+});
+
+test('a file of a named group waits while another of that group runs; other groups and ungrouped files pass it', () => {
+  const waiting = [file('cdc-2', false, 'cdc-server'), file('heavy-1', true), file('plain')];
+  assert.equal(nextToStart(waiting, new Set(['cdc-server'])), 1);
+  assert.equal(nextToStart(waiting, new Set(['cdc-server', 'heavy'])), 2);
+  assert.equal(nextToStart([file('both', true, 'cdc-server')], new Set(['cdc-server'])), -1);
+  assert.deepEqual(groupsOf('// test-files: heavy, starts a server\n// test-files: group cdc-server, slots\n'), [
+    'heavy',
+    'cdc-server',
+  ]);
+  assert.deepEqual(groupsOf('// test-files: group , nameless\n'), []);
 });
 
 test('the heavy marker counts only as a line of its own near the top', () => {
@@ -35,6 +57,15 @@ test('the files that start servers or browsers of their own are marked heavy', (
     .sort();
   for (const name of ['cdc-relay-marks', 'dashboard', 'embedded-postgres', 'local-env'])
     assert.ok(heavy.includes(`${name}.test.ts`), `${name}.test.ts is marked heavy`);
+});
+
+test('every file that uses the logical-replication server is in the cdc-server group', () => {
+  const dir = new URL('../integration/', import.meta.url);
+  for (const name of readdirSync(dir).filter((n) => n.endsWith('.test.ts'))) {
+    const source = readFileSync(new URL(name, dir), 'utf8');
+    if (/CDC_DATABASE_URL|withCdcRig/.test(source))
+      assert.ok(groupsOf(source).includes('cdc-server'), `${name} is marked // test-files: group cdc-server`);
+  }
 });
 
 test('shares: longest first onto the least loaded share, untimed files count one second, never an empty share', () => {
