@@ -2,8 +2,9 @@
  * `npx tsx bench/claim-plan.ts [ROWS] [pinned]`: the relay's claim scan with and without a pinned
  * xmin horizon (issue 29, docs/performance.md "Vacuum pressure"). Writes ROWS outbox rows, claims and
  * marks them as the lease relay does (two row writes each, in batches), then EXPLAINs the claim's
- * scan for the one pending row left: after a VACUUM when unpinned, with a REPEATABLE READ transaction
- * held open since before the first write when `pinned`. Removes its schema at the end.
+ * scan for the one pending row left, from the start of the index and from the relay's floor: after a
+ * VACUUM when unpinned, with a REPEATABLE READ transaction held open since before the first write when
+ * `pinned`. Removes its schema at the end.
  */
 import pg from 'pg';
 import { migrate } from '../src/index.js';
@@ -45,13 +46,20 @@ try {
     `INSERT INTO ${outbox} (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload)
      VALUES ('last', 'order', 'new', 1, 'OrderChanged', '{}')`,
   );
-  // selectDue has the lease claim's WHERE and ORDER BY without its write, so EXPLAIN ANALYZE changes nothing.
-  const plan = await pool.query<{ 'QUERY PLAN': string }>(
-    `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${relaySql(schemaRef(schema)).selectDue}`,
-    [500, []],
-  );
-  console.log(`${pinned ? 'horizon pinned' : 'unpinned, after VACUUM'}, ${rows} rows claimed and marked:`);
-  for (const row of plan.rows) console.log(`  ${row['QUERY PLAN']}`);
+  // selectDue has the lease claim's WHERE and ORDER BY without its write, so EXPLAIN ANALYZE changes
+  // nothing. A full scan starts at position 0; the relay's other claims start at its floor
+  // (src/relay/claim-floor.ts), here just above the last row it claimed.
+  for (const [label, floor] of [
+    ['full scan', '0'],
+    ['from the floor', String(rows + 1)],
+  ] as const) {
+    const plan = await pool.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${relaySql(schemaRef(schema)).selectDue}`,
+      [500, [], floor],
+    );
+    console.log(`${pinned ? 'horizon pinned' : 'unpinned, after VACUUM'}, ${rows} rows claimed and marked, ${label}:`);
+    for (const row of plan.rows) console.log(`  ${row['QUERY PLAN']}`);
+  }
 } finally {
   if (pinned) await holder.query('ROLLBACK').catch(() => undefined);
   holder.release();

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { runStatement } from '../db/statement.js';
 import type { Logger } from '../runtime/logger.js';
 import { isRowRefused } from '../runtime/row-refused.js';
+import { ClaimFloor, type ClaimScan } from './claim-floor.js';
 import { setAside, type SetAsideContext } from './set-aside.js';
 import type { ResolvedRelayOptions } from './options.js';
 import type { ClaimedRow, relaySql } from './sql.js';
@@ -35,24 +36,30 @@ export function createClaimer(ctx: ClaimerContext): Claimer {
 /** Writes the claim into each row (claimed_by and a lease) in a short transaction of its own. */
 class LeaseClaimer implements Claimer {
   readonly owner: string;
+  readonly #floor = new ClaimFloor();
 
   constructor(private readonly ctx: ClaimerContext) {
     this.owner = ctx.options.relayId;
   }
 
   async claim(): Promise<ClaimedRow[]> {
-    const excluded = this.ctx.setAside.skipped.excluded(performance.now());
+    const startedAt = performance.now();
+    const scan = this.#floor.next(startedAt);
+    const excluded = this.ctx.setAside.skipped.excluded(startedAt);
+    let rows: ClaimedRow[];
     try {
-      return await this.#claim(this.ctx.options.batchSize, excluded, null);
+      rows = await this.#claim(this.ctx.options.batchSize, excluded, null, scan);
     } catch (err) {
       // Writing the lease is an UPDATE, checked against every rule of the table (NOT VALID ones
       // too): one refused row would fail the claim of all others, so they are claimed one by one.
       if (!isRowRefused(err)) throw err;
-      return this.#claimEach(excluded);
+      rows = await this.#claimEach(excluded, scan);
     }
+    this.#floor.observed(rows[0]?.lowest_pending ?? null, scan, startedAt, performance.now());
+    return rows;
   }
 
-  async #claim(limit: number, excluded: string[], only: string | null): Promise<ClaimedRow[]> {
+  async #claim(limit: number, excluded: string[], only: string | null, scan: ClaimScan): Promise<ClaimedRow[]> {
     const { options } = this.ctx;
     const { rows } = await runStatement<ClaimedRow>(this.ctx.pool, this.ctx.sql.claim, [
       this.owner,
@@ -60,19 +67,21 @@ class LeaseClaimer implements Claimer {
       options.leaseMs,
       excluded,
       only,
+      scan.floor,
     ]);
     return rows;
   }
 
-  async #claimEach(excluded: string[]): Promise<ClaimedRow[]> {
+  async #claimEach(excluded: string[], scan: ClaimScan): Promise<ClaimedRow[]> {
     const { rows: candidates } = await runStatement<{ position: string }>(this.ctx.pool, this.ctx.sql.claimCandidates, [
       this.ctx.options.batchSize,
       excluded,
+      scan.floor,
     ]);
     const claimed: ClaimedRow[] = [];
     for (const { position } of candidates) {
       try {
-        claimed.push(...(await this.#claim(1, excluded, position)));
+        claimed.push(...(await this.#claim(1, excluded, position, scan)));
       } catch (err) {
         if (!isRowRefused(err)) throw err;
         await setAside(this.ctx.setAside, position, err);
@@ -104,6 +113,7 @@ class ExclusiveClaimer implements Claimer {
    */
   #onError: ((err: Error) => void) | undefined;
   readonly #inFlight = new Set<string>();
+  readonly #floor = new ClaimFloor();
 
   constructor(private readonly ctx: ClaimerContext) {}
 
@@ -111,11 +121,15 @@ class ExclusiveClaimer implements Claimer {
     const holder = this.#holder ?? (await this.#takeLock());
     if (!holder) return 'standby';
     try {
+      const startedAt = performance.now();
+      const scan = this.#floor.next(startedAt);
       const { rows } = await runStatement<ClaimedRow>(holder, this.ctx.sql.selectDue, [
         this.ctx.options.batchSize,
-        [...this.#inFlight, ...this.ctx.setAside.skipped.excluded(performance.now())],
+        [...this.#inFlight, ...this.ctx.setAside.skipped.excluded(startedAt)],
+        scan.floor,
       ]);
       for (const row of rows) this.#inFlight.add(row.position);
+      this.#floor.observed(rows[0]?.lowest_pending ?? null, scan, startedAt, performance.now());
       return rows;
     } catch (err) {
       this.#drop(holder, err);

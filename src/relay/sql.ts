@@ -34,11 +34,17 @@ export const relaySql = perSchema((schema: SchemaRef) => {
                     AND e.aggregate_id = o.aggregate_id
                     AND e.aggregate_version < o.aggregate_version
                     AND e.status <> 'published')`;
+  /**
+   * The lowest pending position at or above the claim's floor, due or not, in the claim's snapshot:
+   * where the next claim may start (claim-floor.ts). Computed once per statement (an InitPlan).
+   */
+  const lowestPending = (floor: string) =>
+    `(SELECT min(p.position) FROM ${outbox} p WHERE p.status = 'pending' AND p.position >= ${floor}::bigint)::text AS lowest_pending`;
   return {
     /**
      * Claims up to $2 due rows for owner $1 with a lease of $3 ms, leaving out positions $4 (rows
      * skipped with backoff, set-aside.ts); with $5, only that position (claiming row by row after
-     * the table refused one row of a batch). Only the earliest
+     * the table refused one row of a batch); none below position $6 (claim-floor.ts, 0 for all). Only the earliest
      * unpublished event of each aggregate is eligible, so a retrying (or failed) event
      * holds back later versions of its own aggregate and nothing else.
      *
@@ -56,6 +62,7 @@ export const relaySql = perSchema((schema: SchemaRef) => {
          WHERE ${claimable}
            AND o.position <> ALL ($4::bigint[])
            AND ($5::bigint IS NULL OR o.position = $5)
+           AND o.position >= $6::bigint
          ORDER BY o.position
          LIMIT $2
          FOR UPDATE SKIP LOCKED
@@ -66,25 +73,26 @@ export const relaySql = perSchema((schema: SchemaRef) => {
          SET claimed_by = $1, claim_expires_at = now() + make_interval(secs => $3::double precision / 1000)
        WHERE o.position = ANY (ARRAY(SELECT position FROM candidates))
          AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
-      RETURNING ${CLAIMED_COLUMNS}`,
+      RETURNING ${CLAIMED_COLUMNS}, ${lowestPending('$6')}`,
 
     /**
      * The exclusive relay's claim: the same rows the lease claim would take, minus the ones its
-     * own batches still wait on ($2), read without writing anything. Only the holder of the
+     * own batches still wait on ($2), from position $3 on (claim-floor.ts), read without writing anything. Only the holder of the
      * outbox's relay lock runs it, on the connection that holds the lock.
      */
     selectDue: `
-      SELECT ${CLAIMED_COLUMNS}
+      SELECT ${CLAIMED_COLUMNS}, ${lowestPending('$3')}
         FROM ${outbox} o
        WHERE ${claimable}
          AND o.position <> ALL ($2::bigint[])
+         AND o.position >= $3::bigint
        ORDER BY o.position
        LIMIT $1`,
 
-    /** The positions a claim of $1 rows would take, leaving out $2: to claim them one by one. */
+    /** The positions a claim of $1 rows would take, leaving out $2, from $3 on: to claim them one by one. */
     claimCandidates: `
       SELECT o.position FROM ${outbox} o
-       WHERE ${claimable} AND o.position <> ALL ($2::bigint[])
+       WHERE ${claimable} AND o.position <> ALL ($2::bigint[]) AND o.position >= $3::bigint
        ORDER BY o.position LIMIT $1`,
 
     /**
@@ -237,4 +245,6 @@ export interface ClaimedRow {
   sensitive_fields?: string | null;
   attempts: number;
   broker_retries: number;
+  /** The claim's view of where the next claim may start (claim-floor.ts); the same on every row. */
+  lowest_pending?: string | null;
 }
