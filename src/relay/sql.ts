@@ -24,16 +24,21 @@ export const relaySql = perSchema((schema: SchemaRef) => {
   /**
    * Due, not under another relay's lease, and the earliest unpublished event of its aggregate: the
    * condition both claims share, so a retrying (or failed) event holds back only its own aggregate.
+   * Only the immediate predecessor (the greatest lower version) is looked at: a version is claimed
+   * only once its predecessor is published, so a published predecessor means every earlier version
+   * is. One backward probe of the unique index, where checking every earlier version visited the
+   * entries of all of them, kept by a long transaction holding vacuum back (docs/performance.md).
    */
   const claimable = `o.status = 'pending'
            AND o.next_attempt_at <= now()
            AND (o.claimed_by IS NULL OR o.claim_expires_at < now())
-           AND NOT EXISTS (
-                 SELECT 1 FROM ${outbox} e
+           AND coalesce((
+                 SELECT e.status = 'published' FROM ${outbox} e
                   WHERE e.aggregate_type = o.aggregate_type
                     AND e.aggregate_id = o.aggregate_id
                     AND e.aggregate_version < o.aggregate_version
-                    AND e.status <> 'published')`;
+                  ORDER BY e.aggregate_version DESC
+                  LIMIT 1), true)`;
   /**
    * The lowest pending position at or above the claim's floor, due or not, in the claim's snapshot:
    * where the next claim may start (claim-floor.ts). Computed once per statement (an InitPlan).
