@@ -250,7 +250,8 @@ describe('hostile bytes through a plain AMQP publish', () => {
       assert.equal(stored.properties.messageId, 'm\u0000');
       channel.publish(exchange, ROUTING_KEY, json(orderEvent('P-1', 'o-park', 1)), {});
       await channel.waitForConfirms();
-      await waitFor(() => seen.length === 2, 'both events applied');
+      // The handler runs before its transaction commits; `drained` comes after the commit that unparks.
+      await waitFor(() => consumer.stats.drained === 1, 'the parked event drained');
       assert.deepEqual(seen, ['P-1', 'P-2']);
       assert.equal(consumer.stats.retried, 0, 'parking never failed');
       const { rows: left } = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${db.schema}".parked`);
