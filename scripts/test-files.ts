@@ -21,6 +21,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path, { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { failureDigest } from './env/test-output.js';
 import { groupsOf, longestFirst, nextToStart, shareOut, type TestFile } from './env/test-schedule.js';
 
 const { values, positionals } = parseArgs({
@@ -51,6 +52,7 @@ interface Ended {
   path: string;
   code: number;
   seconds: number;
+  output: string;
 }
 
 const running = new Set<ChildProcess>();
@@ -97,8 +99,9 @@ function runFile(file: TestFile): Promise<Ended> {
       const seconds = (Date.now() - fileStarted) / 1000;
       const verdict = code === 0 ? 'ok' : `FAILED (exit ${code})`;
       process.stdout.write(`\n# ${file.path}: ${verdict} in ${seconds.toFixed(1)} s${note}\n`);
-      process.stdout.write(Buffer.concat(chunks));
-      resolve({ path: file.path, code, seconds });
+      const output = Buffer.concat(chunks);
+      process.stdout.write(output);
+      resolve({ path: file.path, code, seconds, output: output.toString('utf8') });
     };
     child.once('error', (err) => finish(1, `, could not start: ${err.message}`));
     child.once('close', (code, signal) => finish(code ?? 1, signal ? `, ended by ${signal}` : ''));
@@ -146,6 +149,8 @@ process.stdout.write(
   `\n# test-files: ${ended.length} of ${files.length} files, ${concurrency} at a time, in ${wall.toFixed(0)} s; ` +
     `slowest: ${slowest.map((run) => `${run.path.replace(/^.*\//, '')} ${run.seconds.toFixed(0)} s`).join(', ')}\n`,
 );
+for (const run of failed)
+  process.stdout.write(`\n# ${run.path} failed; its failures again:\n${failureDigest(run.output).join('\n')}\n`);
 for (const run of failed) process.stderr.write(`test-files: FAILED ${run.path}\n`);
 if (ended.length < files.length)
   process.stderr.write(`test-files: stopped, ${files.length - ended.length} files not run\n`);
