@@ -2,9 +2,11 @@
  * PostgreSQL restarts in the chaos run. The shared server (127.0.0.1:5432) is never restarted:
  * with `--pg embedded` the whole run (producers, relays, consumers, the check) uses a
  * PostgreSQL of its own (kit/embedded-postgres.ts), and only then are the PG faults in the
- * default fault list. Naming a PG fault in `--faults` selects the embedded server too.
+ * default fault list. Naming a PG fault in `--faults` selects the embedded server too. `--pg pooler`
+ * (chaos/pooler-faults.ts) is the third mode: the shared server behind a PgBouncer of the run's own.
  */
 import { EmbeddedPostgres } from '../kit/embedded-postgres.js';
+import { CDC_THROUGH_POOLER, isPoolerFault } from './pooler-faults.js';
 import { between, type FaultKind } from './schedule.js';
 
 export const PG_FAULTS = ['pg-restart-fast', 'pg-restart-immediate'] as const satisfies readonly FaultKind[];
@@ -12,18 +14,49 @@ export type PgFault = (typeof PG_FAULTS)[number];
 
 export const isPgFault = (kind: FaultKind): kind is PgFault => (PG_FAULTS as readonly FaultKind[]).includes(kind);
 
-export type PgMode = 'shared' | 'embedded';
+/**
+ * shared: the usual server, never restarted. embedded: a PostgreSQL of the run's own, with PG restart
+ * faults. pooler: the usual server, the workers reaching it through a PgBouncer of the run's own
+ * (chaos/pooler-faults.ts), with the pooler's restart as a fault.
+ */
+export type PgMode = 'shared' | 'embedded' | 'pooler';
 
-/** `--pg` as given, or embedded when a PG fault was asked for by name. */
-export function pgMode(flag: string | undefined, chosen: readonly FaultKind[] | undefined): PgMode {
-  if (flag !== undefined && flag !== 'shared' && flag !== 'embedded')
-    throw new Error(`--pg must be shared or embedded, not ${flag}`);
-  if (flag === 'embedded' || chosen?.some(isPgFault)) {
-    if (flag === 'shared')
-      throw new Error('PG restart faults need --pg embedded: the shared server is never restarted');
-    return 'embedded';
-  }
-  return 'shared';
+const PG_MODES: readonly PgMode[] = ['shared', 'embedded', 'pooler'];
+
+/**
+ * `--pg` as given, or the mode a fault named in `--faults` needs: embedded for a PG restart, pooler
+ * for the pooler's. One mode per run, so asking for both kinds is an error, not a silent choice; so is
+ * --relay cdc with either (its relays stream from CDC_DATABASE_URL, over a replication connection).
+ */
+export function pgMode(
+  flag: string | undefined,
+  chosen: readonly FaultKind[] | undefined,
+  relayMode: 'polling' | 'exclusive' | 'cdc' = 'polling',
+): PgMode {
+  if (flag !== undefined && !PG_MODES.some((mode) => mode === flag))
+    throw new Error(`--pg must be ${PG_MODES.join(', ')}, not ${flag}`);
+  const embedded = flag === 'embedded' || chosen?.some(isPgFault) === true;
+  const pooler = flag === 'pooler' || chosen?.some(isPoolerFault) === true;
+  if (embedded && pooler)
+    throw new Error(
+      'PG restart faults need --pg embedded and pooler faults --pg pooler: one --pg mode per run, so not both',
+    );
+  if (flag === 'shared' && (embedded || pooler))
+    throw new Error(
+      `${embedded ? 'PG restart faults need --pg embedded' : 'pooler faults need --pg pooler'}: the shared server and the shared pooler are never restarted`,
+    );
+  const mode = embedded ? 'embedded' : pooler ? 'pooler' : 'shared';
+  if (relayMode === 'cdc' && mode === 'embedded')
+    throw new Error('--relay cdc runs on CDC_DATABASE_URL (wal_level=logical); PG restart faults need --pg embedded');
+  if (relayMode === 'cdc' && mode === 'pooler') throw new Error(CDC_THROUGH_POOLER);
+  return mode;
+}
+
+/** Whether a run in `mode` may draw `kind`: a PG restart only on its own server, a pooler restart only on its own pooler. */
+export function drawableIn(mode: PgMode, kind: FaultKind): boolean {
+  if (isPgFault(kind)) return mode === 'embedded';
+  if (isPoolerFault(kind)) return mode === 'pooler';
+  return true;
 }
 
 /** Keeps a restart from following the last one before the pipeline had a few seconds to catch up. */

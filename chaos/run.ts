@@ -40,7 +40,8 @@ import {
 } from '../kit/services.js';
 import { createCdcSlot, dropCdcSlot } from '../src/relay/index.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
-import { isPgFault, pgMode, PgFaults } from './pg-faults.js';
+import { drawableIn, pgMode, PgFaults } from './pg-faults.js';
+import { PoolerFaults, workerConnection } from './pooler-faults.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -54,7 +55,8 @@ const { values: flags } = parseArgs({
     quorum: { type: 'boolean', default: false },
     // A 3-node RabbitMQ cluster of spare nodes instead of the shared broker, with node faults (implies --quorum).
     cluster: { type: 'boolean', default: false },
-    // shared: the usual server (never restarted); embedded: one of the run's own, with PG restart faults.
+    // shared: the usual server (never restarted); embedded: one of the run's own, with PG restart faults;
+    // pooler: relays and consumers through a PgBouncer of the run's own (transaction mode), with its restarts.
     pg: { type: 'string' },
     // Goes on past --duration until each chosen fault kind ran once (a short CI pass on a slow machine).
     'every-kind': { type: 'boolean', default: false },
@@ -82,10 +84,25 @@ const RELAY_HEADER: Record<typeof relayMode, string> = {
   exclusive: 'exclusive (polling, claim exclusive: one active, one standby)',
   cdc: 'cdc (one active, one standby)',
 };
-if (relayMode === 'cdc' && (flags.pg === 'embedded' || chosenKinds?.some(isPgFault)))
-  throw new Error('--relay cdc runs on CDC_DATABASE_URL (wal_level=logical); PG restart faults need --pg embedded');
-const pgFaults = await PgFaults.start(pgMode(flags.pg, chosenKinds));
+const postgresMode = pgMode(flags.pg, chosenKinds, relayMode);
+const log = (message: string) => process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const random = seededRandom(seed);
+const quorum = flags.quorum || flags.cluster;
+const queueType = quorum ? 'quorum' : 'classic';
+// Checked before any server starts: a refused flag must not leave an embedded PostgreSQL or a PgBouncer behind.
+const kinds = faultKindsFor(
+  flags.cluster,
+  chosenKinds ??
+    FAULT_KINDS.filter((k) => !(flags['no-broker-restart'] && k === 'restart-broker') && drawableIn(postgresMode, k)),
+);
+for (const kind of kinds)
+  if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
+const pgFaults = await PgFaults.start(postgresMode);
+/** The producers', the injector's and the check's database: never through the pooler the run judges. */
 const databaseUrl = relayMode === 'cdc' ? CDC_DATABASE_URL : (pgFaults.server?.url ?? DATABASE_URL);
+const poolerFaults = await PoolerFaults.start(postgresMode, databaseUrl, log);
+/** The workers': the same database, or (--pg pooler) the run's PgBouncer in front of it. */
+const workerDatabase = workerConnection(postgresMode, relayMode, { direct: databaseUrl, pooler: poolerFaults.url });
 const amqpUrl = AMQP_URL;
 const schema = uniqueName('chaos');
 const runId = schema.slice('chaos_'.length);
@@ -94,21 +111,7 @@ const exchange = `chaos.${runId}`;
 /** --relay cdc: the slot and publication both relays share (one streams, the other waits as standby). */
 const cdcSlot = { slot: `chaos_${runId}`, publication: `chaos_${runId}` };
 const queue = `chaos.${runId}.projection`;
-const random = seededRandom(seed);
-const quorum = flags.quorum || flags.cluster;
-const queueType = quorum ? 'quorum' : 'classic';
-const kinds = faultKindsFor(
-  flags.cluster,
-  chosenKinds ??
-    FAULT_KINDS.filter(
-      (k) =>
-        !(flags['no-broker-restart'] && k === 'restart-broker') && (pgFaults.server !== undefined || !isPgFault(k)),
-    ),
-);
-for (const kind of kinds)
-  if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
 const nextFault = faultBag(random, kinds);
-const log = (message: string) => process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let clusterFaults: ClusterFaults | undefined;
@@ -146,7 +149,7 @@ function worker(role: WorkerConfig['role'], name: string): Worker {
       schema,
       exchange,
       queue,
-      databaseUrl,
+      ...workerDatabase,
       amqpUrl,
       appName: `chaos-${runId}-${name}`,
       armed: false,
@@ -343,13 +346,21 @@ async function inject(kind: FaultKind): Promise<void> {
       await rabbitmqctl('await_startup');
       brokerRestartedAt = Date.now();
       return;
-    case 'terminate-backends':
-      await pool.query(
+    case 'terminate-backends': {
+      // Through the pooler these are its server connections: PgBouncer sets each one's application_name
+      // to its linked client's and leaves it when the client lets go, and only this run's workers use the
+      // run's pooler, so every one of them matches. A worker's client connection to PgBouncer survives
+      // unless a transaction was under way on the server connection that ended.
+      const { rowCount } = await pool.query(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1 AND application_name NOT LIKE '%-injector'`,
         // Leading %: a CDC relay's replication connection is named `converge-cdc <relayId>`.
         [`%chaos-${runId}-%`],
       );
+      log(
+        `terminate-backends: ${rowCount ?? 0} backends${poolerFaults.url ? " (the pooler's server connections and any direct session)" : ''}`,
+      );
       return;
+    }
     case 'hold-hot-row-lock':
       return holdHotLock(between(random, 1_000, 4_000));
     case 'duplicate-storm':
@@ -367,6 +378,8 @@ async function inject(kind: FaultKind): Promise<void> {
     case 'pg-restart-fast':
     case 'pg-restart-immediate':
       return pgFaults.inject(kind, random, log);
+    case 'restart-pooler':
+      return poolerFaults.inject(kind, random, log);
     default:
       if (isClusterFault(kind) && clusterFaults) return clusterFaults.inject(kind);
       throw new Error(`${kind} needs --cluster`);
@@ -551,6 +564,8 @@ async function describeStuck(): Promise<void> {
     [`%chaos-${runId}-%`],
   );
   for (const session of sessions) log(`session: ${JSON.stringify(session)}`);
+  for (const line of await poolerFaults.describe().catch((err: unknown) => [`pooler: ${(err as Error).message}`]))
+    log(line);
   log(`workers alive: ${workers.map((w) => `${w.config.name.slice(-10)}=${w.child ? 'yes' : 'no'}`).join(' ')}`);
 }
 
@@ -688,13 +703,14 @@ async function cleanup(): Promise<void> {
     await dropCdcSlot(pool, cdcSlot).catch((err: unknown) => log(`slot: ${(err as Error).message}`));
   await pool.query(`DROP SCHEMA IF EXISTS ${q} CASCADE`).catch(() => undefined);
   await pool.end();
+  await poolerFaults.stop().catch((err: unknown) => log(`pooler: ${(err as Error).message}`));
   await pgFaults.stop();
 }
 
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
   log(
-    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${relayMode === 'cdc' ? 'cdc' : pgFaults.server ? `embedded:${pgFaults.server.port}` : 'shared'} relay=${RELAY_HEADER[relayMode]}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${relayMode === 'cdc' ? 'cdc' : pgFaults.server ? `embedded:${pgFaults.server.port}` : poolerFaults.url ? `shared, workers through pgbouncer:${poolerFaults.port} (transaction pooling)` : 'shared'} relay=${RELAY_HEADER[relayMode]}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
   );
   if (flags.cluster) {
     clusterFaults = await ClusterFaults.start(queue, random, log);
@@ -715,6 +731,7 @@ async function main(): Promise<number> {
         ...(Date.now() - brokerRestartedAt < 30_000 ? (['restart-broker'] as const) : []),
         ...(clusterFaults?.deferred() ?? []),
         ...pgFaults.deferred(),
+        ...poolerFaults.deferred(),
       ]),
     );
     log(`fault ${injected + 1}: ${kind}`);
@@ -731,6 +748,7 @@ async function main(): Promise<number> {
   await producing$;
   log(`faults stop; ${appended} events appended; waiting for quiescence (at most ${quiesceMs / 1000} s)`);
   await clusterFaults?.restoreNodes();
+  await poolerFaults.restore();
   await revive();
   const quiet = await waitUntil(settled, quiesceMs);
   if (!quiet) {

@@ -18,7 +18,9 @@ export type FaultKind =
   | 'kill-node'
   // --pg embedded only (chaos/pg-faults.ts): the run's own PostgreSQL restarted.
   | 'pg-restart-fast'
-  | 'pg-restart-immediate';
+  | 'pg-restart-immediate'
+  // --pg pooler only (chaos/pooler-faults.ts): the run's own PgBouncer killed and started again.
+  | 'restart-pooler';
 
 /** Relative frequency of each fault. A broker restart is the slowest, so it is the rarest; node faults only run with --cluster. */
 export const FAULT_WEIGHTS: Record<FaultKind, number> = {
@@ -39,6 +41,8 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
   // Only with --pg embedded (chaos/pg-faults.ts): the shared server is never restarted.
   'pg-restart-fast': 1,
   'pg-restart-immediate': 1,
+  // Only with --pg pooler (chaos/pooler-faults.ts). Twice as often as one PG restart: it is what that mode is for.
+  'restart-pooler': 2,
 };
 
 export const FAULT_KINDS = Object.keys(FAULT_WEIGHTS) as FaultKind[];
@@ -85,7 +89,7 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-/** A weighted draw among `kinds` (a run's kinds: never a cluster or PG fault the run cannot inject) minus `excluded`. */
+/** A weighted draw among `kinds` (a run's kinds: never a cluster, PG or pooler fault the run cannot inject) minus `excluded`. */
 export function pickFault(
   random: () => number,
   excluded: ReadonlySet<FaultKind> = new Set(),

@@ -17,6 +17,7 @@ import {
   type EventEnvelope,
   type HandlerContext,
 } from '../src/index.js';
+import { withApplicationName } from './pooler-faults.js';
 
 export interface WorkerConfig {
   role: 'relay' | 'consumer';
@@ -25,6 +26,10 @@ export interface WorkerConfig {
   exchange: string;
   queue: string;
   databaseUrl: string;
+  /** transaction: databaseUrl is a transaction-mode PgBouncer (--pg pooler), and converge is told so. */
+  poolMode: 'session' | 'transaction';
+  /** PostgreSQL itself beside the pooler, for what needs a session: an exclusive relay's lock and its LISTEN. */
+  directUrl?: string;
   /** One broker URL, or a cluster's node URLs to fail over between. */
   amqpUrl: string | string[];
   /** application_name of the worker's connections, so the injector can terminate exactly them. */
@@ -72,6 +77,9 @@ function runRelay(): () => Promise<void> {
     schema: config.schema,
     exchange: config.exchange,
     relayId: config.name,
+    // Through the pooler a lease relay polls (no session to LISTEN on); an exclusive one keeps its lock on directUrl.
+    poolMode: config.poolMode,
+    ...(config.directUrl ? { directConnectionString: withApplicationName(config.directUrl, config.appName) } : {}),
     // exclusive: one holds the schema's relay lock, the other waits. leaseMs is then the lock session's
     // idle limit, which must outlast a confirm wait (the options refuse less).
     claim: config.relayMode === 'exclusive' ? 'exclusive' : 'lease',
@@ -136,6 +144,7 @@ function runConsumer(): () => Promise<void> {
     consumer: 'chaos',
     exchange: config.exchange,
     pool,
+    poolMode: config.poolMode,
     schema: config.schema,
     queueType: config.queueType,
     prefetch: 200,
