@@ -25,7 +25,7 @@ export type { EventCatalog, EventOf, NewEventOf, DefineEventsOptions } from './e
 // Database seam
 export type { Executor, QueryResultLike } from './db/executor.js';
 export { withTransaction } from './db/transaction.js';
-export { usePreparedStatements } from './db/statement.js';
+export { usePreparedStatements, withoutPreparedStatements } from './db/statement.js';
 
 // Schema
 export { migrate, migrationSql } from './schema/migrate.js';

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import pg from 'pg';
 import { assertDatabaseUrl, databaseFailure, poolTarget } from '../db/pool.js';
+import { withoutPreparedStatements } from '../db/statement.js';
 import { createLogger } from '../runtime/logger.js';
 import { onShutdownSignals } from '../runtime/sleep.js';
 import { checkSchema } from '../schema/migrate.js';
@@ -12,14 +13,17 @@ import { withConnection } from '../transport/short-lived.js';
 /** What every command reads from the program: the global flags, resolved when the command runs. */
 export interface CommandContext {
   /** Connection strings are read here, at run time, so --help never prints a password from the environment. */
-  globals(): { databaseUrl: string; schema: string };
+  globals(): { databaseUrl: string; schema: string; poolMode: PoolMode };
 }
+
+/** How DATABASE_URL reaches PostgreSQL (the library's poolMode option). */
+export type PoolMode = 'session' | 'transaction';
 
 export function commandContext(program: Command): CommandContext {
   return {
     globals() {
-      const opts = program.opts<{ databaseUrl?: string; schema: string }>();
-      return { databaseUrl: databaseUrl(opts.databaseUrl), schema: opts.schema };
+      const opts = program.opts<{ databaseUrl?: string; schema: string; poolMode: PoolMode }>();
+      return { databaseUrl: databaseUrl(opts.databaseUrl), schema: opts.schema, poolMode: opts.poolMode };
     },
   };
 }
@@ -83,10 +87,10 @@ export function each<T>(parse: (value: string) => T): (value: string, previous?:
  * come out typed, naming PostgreSQL, host:port and the cause.
  */
 export async function withPool<T>(
-  target: { databaseUrl: string; schema?: string },
+  target: { databaseUrl: string; schema?: string; poolMode?: PoolMode },
   work: (pool: pg.Pool) => Promise<T>,
 ): Promise<T> {
-  const pool = openPool(target.databaseUrl, 1, 'converge-cli');
+  const pool = openPool(target.databaseUrl, 1, 'converge-cli', target.poolMode);
   try {
     if (target.schema !== undefined) await checkSchema(pool, target.schema);
     return await work(pool);
@@ -98,10 +102,16 @@ export async function withPool<T>(
 }
 
 /** A pool for a CLI command; the URL is checked first, and a lost idle connection does not crash the process. */
-export function openPool(databaseUrl: string, max: number, applicationName: string): pg.Pool {
+export function openPool(
+  databaseUrl: string,
+  max: number,
+  applicationName: string,
+  poolMode: PoolMode = 'session',
+): pg.Pool {
   assertDatabaseUrl(databaseUrl);
   const pool = new pg.Pool({ connectionString: databaseUrl, max, application_name: applicationName });
   pool.on('error', () => undefined);
+  if (poolMode === 'transaction') withoutPreparedStatements(pool);
   return pool;
 }
 

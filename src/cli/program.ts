@@ -1,4 +1,4 @@
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { ConvergeError } from '../runtime/errors.js';
 import { describeError } from '../runtime/logger.js';
@@ -48,7 +48,16 @@ export function createProgram(): Command {
       '--database-url <url>',
       `PostgreSQL connection string (default: env DATABASE_URL, else ${LOCAL_DATABASE_URL}, said on stderr)`,
     )
-    .option('--schema <name>', 'schema holding converge tables', DEFAULT_SCHEMA);
+    .option('--schema <name>', 'schema holding converge tables', DEFAULT_SCHEMA)
+    .addOption(
+      new Option(
+        '--pool-mode <mode>',
+        'session: DATABASE_URL reaches PostgreSQL directly or through a session-mode pooler; transaction: through a transaction-mode pooler such as PgBouncer (no named prepared statements, no LISTEN)',
+      )
+        .choices(['session', 'transaction'])
+        .env('CONVERGE_POOL_MODE')
+        .default('session'),
+    );
   const context = commandContext(program);
   for (const register of COMMAND_GROUPS) register(program, context);
   return program;

@@ -1,5 +1,7 @@
 import pg from 'pg';
 import type { Executor } from '../db/executor.js';
+import { withoutPreparedStatements } from '../db/statement.js';
+import { ConfigError } from '../runtime/errors.js';
 import type { NewEventOf, UntypedEvents } from '../envelope/events.js';
 import { Consumer, type ConsumerOptions } from '../inbox/index.js';
 import { readStatus, type ConvergeStatus } from '../ops/index.js';
@@ -44,6 +46,7 @@ export class Converge<M extends object = UntypedEvents, I extends object = M> {
     this.#ownsPool = this.options.pool === undefined;
     this.pool = this.options.pool ?? new pg.Pool({ connectionString: this.options.connectionString });
     if (this.#ownsPool) this.pool.on('error', () => undefined);
+    if (this.options.poolMode === 'transaction') withoutPreparedStatements(this.pool);
     this.#outbox = { schema: this.options.schema, ...(input.events ? { events: input.events } : {}) };
   }
 
@@ -65,12 +68,20 @@ export class Converge<M extends object = UntypedEvents, I extends object = M> {
   /** Starts a polling relay from the outbox of this schema to the broker. */
   startRelay(options: RelayOwnOptions = {}): Relay {
     refuseShared('startRelay', options);
-    return this.#track(new Relay({ ...options, ...this.#link() }).start());
+    return this.#track(new Relay({ ...options, ...this.#link(), poolMode: this.options.poolMode }).start());
   }
 
   /** Starts a relay fed by a logical replication slot instead of polling (docs/relay.md). */
   startCdcRelay(options: CdcRelayOwnOptions): CdcRelay {
     refuseShared('startCdcRelay', options);
+    if (this.options.poolMode === 'transaction')
+      throw new ConfigError([
+        {
+          path: 'poolMode',
+          message:
+            'the CDC relay streams from a replication slot, which a transaction-mode pooler cannot carry: start it with startCdcRelay on a direct connectionString',
+        },
+      ]);
     return this.#track(new CdcRelay({ ...options, ...this.#link() }).start());
   }
 
@@ -78,7 +89,8 @@ export class Converge<M extends object = UntypedEvents, I extends object = M> {
   startConsumer(options: ConsumerOwnOptions<M>): Consumer<M> {
     refuseShared('startConsumer', options);
     const events = this.options.events ? { events: this.options.events } : {};
-    return this.#track(new Consumer<M>({ ...options, ...events, ...this.#link() } as ConsumerOptions<M>).start());
+    const link = { ...this.#link(), poolMode: this.options.poolMode };
+    return this.#track(new Consumer<M>({ ...options, ...events, ...link } as ConsumerOptions<M>).start());
   }
 
   /** Compares a projection with its source in this schema (and repairs, if asked). */

@@ -6,6 +6,7 @@ import {
   amqpUrlOption,
   connectionRequired,
   connectionShape,
+  poolModeOption,
   defineOptions,
   requireConnection,
   schemaOption,
@@ -21,6 +22,7 @@ import { amqpSocketOptionsOption, exchangeOption, transportOption } from '../tra
  */
 const sharedShape = {
   ...connectionShape,
+  poolMode: poolModeOption,
   amqpUrl: amqpUrlOption.describe(
     "RabbitMQ URL, or a cluster's node URLs; needed only by what publishes or consumes (relay, consumer).",
   ),

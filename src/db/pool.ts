@@ -8,6 +8,7 @@ import {
 } from '../runtime/connection-failure.js';
 import { databaseTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import { describeError, type Logger } from '../runtime/logger.js';
+import { withoutPreparedStatements } from './statement.js';
 
 export interface PoolLease {
   pool: pg.Pool;
@@ -22,15 +23,26 @@ export interface PoolLease {
  */
 export function leasePool(
   given: pg.Pool | undefined,
-  open: { connectionString?: string | undefined; max: number; applicationName: string; logger: Logger },
+  open: {
+    connectionString?: string | undefined;
+    max: number;
+    applicationName: string;
+    logger: Logger;
+    /** 'transaction': the connections go through a transaction-mode pooler (no named statements). */
+    poolMode?: 'session' | 'transaction';
+  },
 ): PoolLease {
-  if (given) return { pool: given, release: async () => undefined };
+  if (given) {
+    if (open.poolMode === 'transaction') withoutPreparedStatements(given);
+    return { pool: given, release: async () => undefined };
+  }
   if (open.connectionString !== undefined) assertDatabaseUrl(open.connectionString);
   const pool = new pg.Pool({
     connectionString: open.connectionString,
     max: open.max,
     application_name: open.applicationName,
   });
+  if (open.poolMode === 'transaction') withoutPreparedStatements(pool);
   const target = poolTarget(pool);
   pool.on('error', (err) =>
     open.logger.warn(

@@ -9,6 +9,7 @@ import {
   backoffOption,
   connectionRequired,
   connectionShape,
+  poolModeOption,
   defineOptions,
   faultHooksOption,
   functionOption,
@@ -114,6 +115,7 @@ const processorShape = {
     .optional()
     .describe('One handler for all new events of a batch; used instead of handlers when given.'),
   ...connectionShape,
+  poolMode: poolModeOption,
   schema: schemaOption,
   maxEnvelopeBytes: z
     .number()

@@ -70,6 +70,7 @@ export class DeliveryProcessor<M extends object = UntypedEvents> {
       max: 4,
       applicationName: 'converge-consumer',
       logger: resolved.logger,
+      poolMode: resolved.poolMode,
     });
     this.#pool = lease.pool;
     this.#releasePool = () => lease.release();

@@ -21,6 +21,8 @@ export interface Claimer {
 
 interface ClaimerContext {
   pool: pg.Pool;
+  /** Where a session lasts (the exclusive claim's lock): the pool itself, or a direct one beside a pooler. */
+  sessionPool: pg.Pool | undefined;
   sql: ReturnType<typeof relaySql>;
   options: ResolvedRelayOptions;
   /** The exclusive claimer took the lock (true) or found it held by another relay (false). */
@@ -156,7 +158,8 @@ class ExclusiveClaimer implements Claimer {
   }
 
   async #takeLock(): Promise<pg.PoolClient | undefined> {
-    const client = await this.ctx.pool.connect();
+    // The options refuse claim exclusive where no session lasts.
+    const client = await (this.ctx.sessionPool ?? this.ctx.pool).connect();
     // A checked-out client with no 'error' listener would crash the process when its server goes away.
     this.#onError = (err) => this.#drop(client, err);
     client.on('error', this.#onError);

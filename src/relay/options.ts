@@ -19,6 +19,7 @@ import {
   schemaOption,
   faultHooksOption,
   hookOption,
+  poolModeOption,
 } from '../runtime/options.js';
 
 import { DEFAULT_ROUTING_KEY, routingKeyFromTemplate, type RoutingKeyFn } from '../transport/wire.js';
@@ -119,6 +120,14 @@ export const relayOptions = defineOptions(
   z
     .strictObject({
       ...publisherShape,
+      poolMode: poolModeOption,
+      directConnectionString: z
+        .string()
+        .min(1)
+        .optional()
+        .describe(
+          "A URL of PostgreSQL itself, not of a transaction-mode pooler, for what needs a session: LISTEN and claim exclusive's lock (at most 2 connections). With poolMode transaction and without it the relay polls every pollIntervalMs, and claim exclusive is refused.",
+        ),
       batchSize: z.number().int().min(1).max(10_000).default(500).describe('Rows claimed per cycle.'),
       concurrency: z
         .number()
@@ -130,7 +139,9 @@ export const relayOptions = defineOptions(
       listen: z
         .boolean()
         .default(true)
-        .describe('Wake up on NOTIFY from outbox inserts instead of waiting for the next poll.'),
+        .describe(
+          'Wake up on NOTIFY from outbox inserts instead of waiting for the next poll (on directConnectionString when given; with poolMode transaction only there).',
+        ),
       claim: z
         .enum(['lease', 'exclusive'])
         .default('lease')
@@ -163,6 +174,13 @@ export const relayOptions = defineOptions(
     })
     .refine(requireConnection, connectionRequired())
     .refine(brokerRequired, amqpUrlRequired())
+    // A session advisory lock taken through a transaction-mode pooler stays on a server connection other clients get next.
+    .refine((o) => o.claim !== 'exclusive' || o.poolMode !== 'transaction' || o.directConnectionString !== undefined, {
+      message:
+        'claim exclusive holds a session advisory lock, which a transaction-mode pooler cannot keep: give directConnectionString or use claim lease',
+      path: ['claim'],
+      when: () => true,
+    })
     // An exclusive relay's lock session is idle at most a poll or a confirm wait; longer means it is gone.
     .refine((o) => o.claim !== 'exclusive' || o.leaseMs > Math.max(o.pollIntervalMs, o.confirmTimeoutMs), {
       message: 'with claim exclusive, leaseMs must exceed pollIntervalMs and confirmTimeoutMs',

@@ -55,11 +55,13 @@ export class Relay extends EventEmitter<RelayEvents> {
     });
     const lease = leasePool(this.options.pool, {
       connectionString: this.options.connectionString,
+      poolMode: this.options.poolMode,
       max: this.options.concurrency + 1,
       applicationName: 'converge-relay',
       logger: this.options.logger,
     });
     this.#pool = lease.pool;
+    const direct = this.#directPool();
     this.#databaseTarget = poolTarget(lease.pool);
     this.#service = new Service({
       component: `relay ${this.options.relayId}`,
@@ -76,12 +78,18 @@ export class Relay extends EventEmitter<RelayEvents> {
         await this.#releasePool();
       },
     });
-    this.#releasePool = () => lease.release();
+    this.#releasePool = async () => {
+      await lease.release();
+      await direct?.release();
+    };
+    // What needs a session runs where one lasts: the direct connection, else the pool unless a pooler shares it out.
+    const sessionPool = direct?.pool ?? (this.options.poolMode === 'session' ? this.#pool : undefined);
     const schema = schemaRef(this.options.schema);
     this.#sql = relaySql(schema);
     const setAside = setAsideContext(this.#pool, this.#sql, this.options);
     this.#claimer = createClaimer({
       pool: this.#pool,
+      sessionPool,
       sql: this.#sql,
       options: this.options,
       ownership: (owned) => this.#ownership(owned),
@@ -95,8 +103,25 @@ export class Relay extends EventEmitter<RelayEvents> {
       owner: this.#claimer.owner,
       setAside,
     };
-    if (this.options.listen)
-      this.#listener = new OutboxListener(this.#pool, schema, () => this.#service.idle.wake(), this.options.logger);
+    if (this.options.listen && sessionPool)
+      this.#listener = new OutboxListener(sessionPool, schema, () => this.#service.idle.wake(), this.options.logger);
+    else if (this.options.listen)
+      this.options.logger.info(
+        { relayId: this.options.relayId, pollIntervalMs: this.options.pollIntervalMs },
+        'poolMode transaction: LISTEN needs a session, so the relay polls (give directConnectionString to be woken by NOTIFY)',
+      );
+  }
+
+  /** At most two connections straight to PostgreSQL: the LISTEN one and the exclusive claim's lock holder. */
+  #directPool() {
+    const url = this.options.directConnectionString;
+    if (url === undefined) return undefined;
+    return leasePool(undefined, {
+      connectionString: url,
+      max: 2,
+      applicationName: 'converge-relay',
+      logger: this.options.logger,
+    });
   }
 
   /** Starts the background loop and returns at once. */

@@ -185,6 +185,18 @@ export const signalOption = z
   )
   .meta({ typeName: 'AbortSignal' });
 
+/**
+ * How the pool's connections reach PostgreSQL. Through a pooler in transaction mode a connection
+ * may serve another client between two transactions, so nothing may be left on it: no named
+ * prepared statement, no LISTEN, no session advisory lock.
+ */
+export const poolModeOption = z
+  .enum(['session', 'transaction'])
+  .default('session')
+  .describe(
+    "How the connections reach PostgreSQL. session: directly, or through a pooler in session mode. transaction: through a pooler in transaction mode (PgBouncer pool_mode=transaction), where each transaction may run on another server connection; converge then keeps nothing on a connection between transactions: statements are not prepared by name, and what needs a session (the relay's LISTEN and its exclusive claim) needs the relay's directConnectionString (docs/deployment.md#connection-poolers).",
+  );
+
 /** A PostgreSQL connection: `pool` or `connectionString`; checked as one problem naming `connectionString`. */
 export const connectionShape = {
   pool: poolOption

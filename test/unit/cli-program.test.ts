@@ -54,6 +54,7 @@ const EXPECTED: Record<string, string[]> = {
     '--poll-ms',
     '--max-attempts',
     '--relay-id',
+    '--direct-url',
     '--metrics-port',
     '--metrics-host',
   ],
@@ -171,7 +172,7 @@ describe('converge program', () => {
     assert.equal(program.name(), 'converge');
     assert.deepEqual(
       program.options.map((o) => o.long),
-      ['--version', '--database-url', '--schema'],
+      ['--version', '--database-url', '--schema', '--pool-mode'],
     );
     assert.deepEqual([...commandsOf(program).keys()].sort(), Object.keys(EXPECTED).sort());
     assert.deepEqual([process.listenerCount('SIGTERM'), process.listenerCount('SIGINT')], signals);

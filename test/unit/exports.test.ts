@@ -60,6 +60,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'usePreparedStatements',
       'waitForVersion',
       'withTransaction',
+      'withoutPreparedStatements',
     ],
   },
   './ops': {
@@ -177,6 +178,7 @@ const ROOT_DOCS: Record<string, string> = {
   defineEvents: 'docs/typed-events.md',
   withTransaction: 'docs/outbox.md',
   usePreparedStatements: 'docs/outbox.md',
+  withoutPreparedStatements: 'docs/outbox.md',
   migrate: 'docs/operations.md',
   migrationSql: 'docs/outbox.md',
   grantsSql: 'docs/security.md',

@@ -108,6 +108,25 @@ describe('option validation', () => {
     }
   });
 
+  test('poolMode transaction: claim exclusive needs directConnectionString; lease and the consumer do not', () => {
+    const pooled = { ...connections, poolMode: 'transaction' as const };
+    const refused = configError(() => resolveRelayOptions({ ...pooled, claim: 'exclusive' }));
+    assert.equal(refused.field, 'claim');
+    assert.match(refused.message, /directConnectionString/);
+    const direct = 'postgres://direct@127.0.0.1:5432/x';
+    assert.equal(
+      resolveRelayOptions({ ...pooled, claim: 'exclusive', directConnectionString: direct }).directConnectionString,
+      direct,
+    );
+    assert.equal(resolveRelayOptions(pooled).poolMode, 'transaction');
+    assert.equal(resolveRelayOptions(connections).poolMode, 'session');
+    assert.equal(resolveConsumerOptions({ ...pooled, queue: 'q', handlers }).poolMode, 'transaction');
+    assert.equal(
+      configError(() => resolveRelayOptions({ ...connections, poolMode: 'statement' as never })).field,
+      'poolMode',
+    );
+  });
+
   test('migrate needs a pool or a connection string', async () => {
     await assert.rejects(
       migrate(undefined as never),

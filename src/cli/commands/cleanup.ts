@@ -59,8 +59,8 @@ export function addGuardedAction<O extends BrokerGuardCliOptions & { json?: bool
   report: (result: R, options: O) => string,
 ): void {
   addBrokerGuardFlags(command).action(async (options: O) => {
-    const { databaseUrl, schema } = context.globals();
-    const result = await withPool({ databaseUrl, schema }, (pool) =>
+    const { databaseUrl, schema, poolMode } = context.globals();
+    const result = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
       run(pool, { schema, broker: brokerGuard(options) }, options),
     );
     if (!options.json) reportBrokerCheck(result.broker);

@@ -58,9 +58,9 @@ export function registerCompat(program: Command, context: CommandContext): void 
     )
     .option('--json', 'one JSON document instead of text')
     .action(async (options: CompatCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
+      const { databaseUrl, schema, poolMode } = context.globals();
       checkFlags(options);
-      process.exitCode = await withPool({ databaseUrl, schema }, async (pool) => {
+      process.exitCode = await withPool({ databaseUrl, schema, poolMode }, async (pool) => {
         if (options.rollback) {
           const report = await findUnreadable(pool, {
             schema,

@@ -43,8 +43,8 @@ export function registerDashboard(program: Command, context: CommandContext): vo
     .option('--history <ms>', 'charts reach this far back', duration, dashboardDefault('historyMs'))
     .addOption(stallAfterOption(dashboardDefault('stallAfterMs')))
     .action(async (options: DashboardCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
-      const pool = openPool(databaseUrl, 4, 'converge-dashboard');
+      const { databaseUrl, schema, poolMode } = context.globals();
+      const pool = openPool(databaseUrl, 4, 'converge-dashboard', poolMode);
       const token = dashboardToken(options.token);
       // An unmigrated schema says "run converge migrate" here, not as a sampling error on the page.
       const dashboard = await checkSchema(pool, schema)

@@ -53,8 +53,8 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .option('--limit <n>', 'most rows', positiveInteger, schemaDefault<number>(quarantineFilterOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: DlqListCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
-      const rows = await withPool({ databaseUrl, schema }, (pool) =>
+      const { databaseUrl, schema, poolMode } = context.globals();
+      const rows = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
         listQuarantine(pool, {
           schema,
           olderThanMs: options.olderThan,
@@ -78,8 +78,10 @@ export function registerDlq(program: Command, context: CommandContext): void {
       'print the body and detail unmasked, personal data included (implies --body); a message without sensitivity information has its whole payload masked otherwise',
     )
     .action(async (id: string, options: { body?: boolean; showSensitive?: boolean }) => {
-      const { databaseUrl, schema } = context.globals();
-      const message = await withPool({ databaseUrl, schema }, (pool) => showQuarantined(pool, id, { schema }));
+      const { databaseUrl, schema, poolMode } = context.globals();
+      const message = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
+        showQuarantined(pool, id, { schema }),
+      );
       if (!message) throw new QuarantineNotFoundError(id);
       const { body, ...shown } = displayQuarantined(message, { showSensitive: options.showSensitive ?? false });
       const withBody = options.body || options.showSensitive ? { body } : {};
@@ -94,7 +96,7 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .option('--amqp-url <url>', AMQP_URL_HELP)
     .option('--note <text>', 'recorded with the replay')
     .action(async (ids: string[], options: { queue?: string; amqpUrl?: string; note?: string }) => {
-      const { databaseUrl, schema } = context.globals();
+      const { databaseUrl, schema, poolMode } = context.globals();
       const note = options.note ? { note: options.note } : {};
       const queue = options.queue ? { queue: options.queue } : {};
       const sentTo = new Set<string>();
@@ -102,7 +104,7 @@ export function registerDlq(program: Command, context: CommandContext): void {
       const omittedProperties: string[] = [];
       await withBroker(amqpUrl(options.amqpUrl), 'dlq-replay', async (connection) => {
         const publisher = await connection.openPublisher();
-        await withPool({ databaseUrl, schema }, async (pool) => {
+        await withPool({ databaseUrl, schema, poolMode }, async (pool) => {
           for (const id of ids) {
             const receipt = await replayQuarantined(pool, publisher, { id, schema, ...queue, ...note });
             sentTo.add(receipt.queue);
@@ -125,8 +127,8 @@ export function registerDlq(program: Command, context: CommandContext): void {
     .description('close quarantined messages without processing them; the reason is recorded')
     .requiredOption('--reason <text>', 'why (required, kept with the row)')
     .action(async (ids: string[], options: { reason: string }) => {
-      const { databaseUrl, schema } = context.globals();
-      await withPool({ databaseUrl, schema }, async (pool) => {
+      const { databaseUrl, schema, poolMode } = context.globals();
+      await withPool({ databaseUrl, schema, poolMode }, async (pool) => {
         for (const id of ids) await discardQuarantined(pool, { id, reason: options.reason, schema });
       });
       console.log(`discarded ${ids.length} message(s)`);

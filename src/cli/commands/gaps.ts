@@ -21,14 +21,14 @@ export function registerGaps(program: Command, context: CommandContext): void {
     .option('--limit <n>', 'most rows, oldest first', positiveInteger, schemaDefault<number>(gapQueryOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: { consumer?: string; olderThan: number; limit: number; json?: boolean }) => {
-      const { databaseUrl, schema } = context.globals();
+      const { databaseUrl, schema, poolMode } = context.globals();
       const query = {
         schema,
         olderThanMs: options.olderThan,
         limit: options.limit,
         ...(options.consumer ? { consumer: options.consumer } : {}),
       };
-      const gaps = await withPool({ databaseUrl, schema }, (pool) => readGaps(pool, query));
+      const gaps = await withPool({ databaseUrl, schema, poolMode }, (pool) => readGaps(pool, query));
       console.log(options.json ? JSON.stringify(gaps, null, 2) : gapTable(gaps));
       if (gaps.length > 0) process.exitCode = 3;
     });

@@ -25,8 +25,8 @@ export function registerMetrics(program: Command, context: CommandContext): void
       schemaDefault<number>(convergenceMetricsOptions, 'gapAfterMs'),
     )
     .action(async (options: { port: number; host: string; gapAfterMs: number }) => {
-      const { databaseUrl, schema } = context.globals();
-      const pool = openPool(databaseUrl, 2, 'converge-metrics');
+      const { databaseUrl, schema, poolMode } = context.globals();
+      const pool = openPool(databaseUrl, 2, 'converge-metrics', poolMode);
       const registry = registerConvergenceMetrics(pool, { schema, gapAfterMs: options.gapAfterMs });
       const server = await serveMetrics(registry, {
         port: options.port,

@@ -16,9 +16,9 @@ export function registerOutbox(program: Command, context: CommandContext): void 
     .option('--limit <n>', 'most rows', positiveInteger, schemaDefault<number>(listOutboxOptions, 'limit'))
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: { failed?: boolean; pending?: boolean; limit: number; json?: boolean }) => {
-      const { databaseUrl, schema } = context.globals();
+      const { databaseUrl, schema, poolMode } = context.globals();
       const status = options.pending && !options.failed ? 'pending' : 'failed';
-      const rows = await withPool({ databaseUrl, schema }, (pool) =>
+      const rows = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
         listOutbox(pool, { schema, status, limit: options.limit }),
       );
       console.log(options.json ? JSON.stringify(rows, null, 2) : outboxTable(rows));
@@ -42,9 +42,11 @@ function retryCommand(name: string, context: CommandContext): Command {
     .option('--event-id <id>', 'only this event')
     .option('--json', 'one JSON document (retried eventIds, refused rows) instead of text')
     .action(async (options: { eventId?: string; json?: boolean }) => {
-      const { databaseUrl, schema } = context.globals();
+      const { databaseUrl, schema, poolMode } = context.globals();
       const only = options.eventId ? { eventId: options.eventId } : {};
-      const result = await withPool({ databaseUrl, schema }, (pool) => retryFailedEvents(pool, { schema, ...only }));
+      const result = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
+        retryFailedEvents(pool, { schema, ...only }),
+      );
       console.log(options.json ? JSON.stringify(result, null, 2) : retryReport(result));
       if (result.refused.length > 0) process.exitCode = 3;
     });

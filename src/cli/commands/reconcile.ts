@@ -57,8 +57,7 @@ export function registerReconcile(program: Command, context: CommandContext): vo
     .option('--remove-sql <sql>', 'with --repair and --lookup-sql: removes one read-model row by $1 id')
     .option('--json', 'one JSON document instead of a table')
     .action(async (options: ReconcileCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
-      process.exitCode = await reconcileCommand(databaseUrl, schema, options);
+      process.exitCode = await reconcileCommand(context.globals(), options);
     });
 
   program
@@ -85,8 +84,7 @@ export function registerReconcile(program: Command, context: CommandContext): vo
     .option('--max-rate <n>', 'most rows written per second', positiveInteger)
     .option('--json', 'the report as JSON')
     .action(async (options: RebuildCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
-      process.exitCode = await rebuildCommand(databaseUrl, schema, options);
+      process.exitCode = await rebuildCommand(context.globals(), options);
     });
 }
 
@@ -108,14 +106,15 @@ export interface ReconcileCliOptions {
   json?: boolean;
 }
 
+type Globals = ReturnType<CommandContext['globals']>;
+
 /** The projection database's pool and the source's (the same pool when no source URL is given), closed after `work`. */
 async function withPools<T>(
-  databaseUrl: string,
-  schema: string,
+  { databaseUrl, schema, poolMode }: Globals,
   sourceUrl: string | undefined,
   work: (pool: pg.Pool, sourcePool: pg.Pool) => Promise<T>,
 ): Promise<T> {
-  const pool = openPool(databaseUrl, 2, 'converge-reconcile');
+  const pool = openPool(databaseUrl, 2, 'converge-reconcile', poolMode);
   const sourcePool = sourceUrl ? openPool(sourceUrl, 1, 'converge-reconcile') : pool;
   try {
     await checkSchema(pool, schema);
@@ -130,20 +129,16 @@ async function withPools<T>(
 }
 
 /** Runs `converge reconcile`; the exit code is 4 while differences remain unrepaired. */
-export async function reconcileCommand(
-  databaseUrl: string,
-  schema: string,
-  options: ReconcileCliOptions,
-): Promise<number> {
+export async function reconcileCommand(globals: Globals, options: ReconcileCliOptions): Promise<number> {
   if (options.repair && !options.applySql)
     throw new ConfigError('apply-sql', '--repair needs --apply-sql to write the read model');
-  return withPools(databaseUrl, schema, options.sourceDatabaseUrl, async (pool, sourcePool) => {
+  return withPools(globals, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const total = options.countSql
       ? Number((await sourcePool.query<{ count: string }>(options.countSql)).rows[0]?.count ?? 0)
       : null;
     const progress = process.stderr.isTTY ? progressLine(total) : undefined;
     const report = await reconcile(pool, {
-      ...projectionSource(schema, options, sourcePool),
+      ...projectionSource(globals.schema, options, sourcePool),
       ...(options.targetSql ? { target: sqlReader(pool, options.targetSql) } : {}),
       pageSize: options.pageSize,
       after: options.after ?? null,
@@ -229,11 +224,11 @@ export interface RebuildCliOptions {
 }
 
 /** Runs `converge rebuild`: forget and empty, then write every source row at its version. */
-export async function rebuildCommand(databaseUrl: string, schema: string, options: RebuildCliOptions): Promise<number> {
-  return withPools(databaseUrl, schema, options.sourceDatabaseUrl, async (pool, sourcePool) => {
+export async function rebuildCommand(globals: Globals, options: RebuildCliOptions): Promise<number> {
+  return withPools(globals, options.sourceDatabaseUrl, async (pool, sourcePool) => {
     const progress = process.stderr.isTTY ? progressLine(null) : undefined;
     const report = await rebuildProjection(pool, {
-      ...projectionSource(schema, options, sourcePool),
+      ...projectionSource(globals.schema, options, sourcePool),
       reset: async (tx) => void (await tx.query(options.resetSql)),
       apply: applyStatement(options.applySql),
       pageSize: options.pageSize,

@@ -3,6 +3,7 @@ import { serveRelayMetrics } from '../../metrics/index.js';
 import { DEFAULT_CDC_SLOT, startCdcRelay, startRelay, type CdcRelay, type Relay } from '../../relay/index.js';
 import type { Logger } from '../../runtime/logger.js';
 import { createLogger } from '../../runtime/logger.js';
+import { ConfigError } from '../../runtime/errors.js';
 import {
   duration,
   port,
@@ -28,6 +29,7 @@ interface RelayCliOptions {
   relayId?: string;
   metricsPort?: number;
   metricsHost: string;
+  directUrl?: string;
 }
 
 /** `relay`: runs a relay (and optionally its metrics endpoint) until SIGTERM/SIGINT; flag defaults are the relay's own. */
@@ -71,17 +73,30 @@ export function registerRelay(program: Command, context: CommandContext): void {
     )
     .option('--relay-id <id>', 'identity recorded in claimed_by')
     .addOption(
+      new Option(
+        '--direct-url <url>',
+        "polling: PostgreSQL itself, for LISTEN and the exclusive claim's lock when DATABASE_URL goes through a transaction-mode pooler",
+      ).env('DIRECT_DATABASE_URL'),
+    )
+    .addOption(
       new Option('--metrics-port <n>', 'serve /metrics, /healthz and /readyz on this port')
         .env('CONVERGE_METRICS_PORT')
         .argParser(port),
     )
     .option('--metrics-host <host>', 'address the metrics endpoint binds', '127.0.0.1')
     .action(async (options: RelayCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
+      const { databaseUrl, schema, poolMode } = context.globals();
       const logger = createLogger('converge-relay', logLevel());
+      if (options.mode === 'cdc' && poolMode === 'transaction')
+        throw new ConfigError(
+          'pool-mode',
+          'the CDC relay streams from a replication slot, which a transaction-mode pooler cannot carry: give it a --database-url of PostgreSQL itself',
+        );
       if (options.mode === 'cdc') return runCdcRelay(options, { databaseUrl, schema }, logger);
       const relay = startRelay({
         connectionString: databaseUrl,
+        poolMode,
+        ...(options.directUrl ? { directConnectionString: options.directUrl } : {}),
         amqpUrl: amqpUrl(options.amqpUrl),
         schema,
         exchange: options.exchange,

@@ -88,8 +88,10 @@ export function registerStatus(program: Command, context: CommandContext): void 
     )
     .option('--json', 'one JSON document instead of the table')
     .action(async (options: StatusCliOptions) => {
-      const { databaseUrl, schema } = context.globals();
-      process.exitCode = await withPool({ databaseUrl, schema }, (pool) => statusCommand(pool, schema, options));
+      const { databaseUrl, schema, poolMode } = context.globals();
+      process.exitCode = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
+        statusCommand(pool, schema, options),
+      );
     });
 }
 
