@@ -4,6 +4,8 @@
  * that nothing was lost, nothing applied twice, every aggregate equals its source and nothing
  * is stuck. The last line is `faults=N events=N lost=0 double_applied=0 mismatched=0 stuck=0`;
  * the exit code is 1 on any defect. The same --seed replays the same faults in the same order.
+ * `--pg pooler` puts a PgBouncer in transaction mode between the workers and PostgreSQL
+ * (chaos/pooler-faults.ts); the producers, the injector and the check always connect directly.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
