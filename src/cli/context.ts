@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import pg from 'pg';
-import { assertDatabaseUrl, databaseFailure, poolTarget } from '../db/pool.js';
+import { assertDatabaseUrl, databaseFailure, newPool, poolTarget } from '../db/pool.js';
 import { withoutPreparedStatements } from '../db/statement.js';
 import { createLogger } from '../runtime/logger.js';
 import { onShutdownSignals } from '../runtime/sleep.js';
@@ -109,7 +109,7 @@ export function openPool(
   poolMode: PoolMode = 'session',
 ): pg.Pool {
   assertDatabaseUrl(databaseUrl);
-  const pool = new pg.Pool({ connectionString: databaseUrl, max, application_name: applicationName });
+  const pool = newPool({ connectionString: databaseUrl, max, application_name: applicationName });
   pool.on('error', () => undefined);
   if (poolMode === 'transaction') withoutPreparedStatements(pool);
   return pool;

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Executor } from '../db/executor.js';
 import { withoutPreparedStatements } from '../db/statement.js';
+import { assertDatabaseUrl, newPool } from '../db/pool.js';
 import { ConfigError } from '../runtime/errors.js';
 import type { NewEventOf, UntypedEvents } from '../envelope/events.js';
 import { Consumer, type ConsumerOptions } from '../inbox/index.js';
@@ -44,7 +45,8 @@ export class Converge<M extends object = UntypedEvents, I extends object = M> {
   constructor(input: ConvergeOptions<M, I>) {
     this.options = convergeOptions.parse(input);
     this.#ownsPool = this.options.pool === undefined;
-    this.pool = this.options.pool ?? new pg.Pool({ connectionString: this.options.connectionString });
+    if (this.options.connectionString !== undefined) assertDatabaseUrl(this.options.connectionString);
+    this.pool = this.options.pool ?? newPool({ connectionString: this.options.connectionString });
     if (this.#ownsPool) this.pool.on('error', () => undefined);
     if (this.options.poolMode === 'transaction') withoutPreparedStatements(this.pool);
     this.#outbox = { schema: this.options.schema, ...(input.events ? { events: input.events } : {}) };

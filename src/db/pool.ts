@@ -9,6 +9,8 @@ import {
 import { databaseTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 import { withoutPreparedStatements } from './statement.js';
+import { failoverClientClass } from './failover-client.js';
+import { parseHostList } from '../runtime/host-list.js';
 
 export interface PoolLease {
   pool: pg.Pool;
@@ -37,7 +39,7 @@ export function leasePool(
     return { pool: given, release: async () => undefined };
   }
   if (open.connectionString !== undefined) assertDatabaseUrl(open.connectionString);
-  const pool = new pg.Pool({
+  const pool = newPool({
     connectionString: open.connectionString,
     max: open.max,
     application_name: open.applicationName,
@@ -56,6 +58,23 @@ export function leasePool(
   return { pool, release: () => pool.end() };
 }
 
+/** Where pools opened from a host list connect, for messages: every host, not only the first. */
+const listTargets = new WeakMap<pg.Pool, ConnectionTarget>();
+
+/**
+ * A pg.Pool for `config`, which also reads libpq's host lists (`host1:5432,host2:5432` with
+ * target_session_attrs) that node-postgres alone does not: its clients then connect to the first
+ * suitable host (failover-client.ts). Check the URL with assertDatabaseUrl first.
+ */
+export function newPool(config: pg.PoolConfig): pg.Pool {
+  const list = config.connectionString ? parseHostList(config.connectionString) : undefined;
+  if (!list) return new pg.Pool(config);
+  const first = { ...config, connectionString: list.urlFor(list.hosts[0]!) };
+  const pool = new pg.Pool({ ...first, Client: failoverClientClass(list, first) });
+  listTargets.set(pool, databaseTarget(config.connectionString!));
+  return pool;
+}
+
 /** Throws ConnectionConfigError (CONVERGE_DATABASE_URL_INVALID) for a connection string pg cannot use as meant. */
 export function assertDatabaseUrl(connectionString: string): void {
   const failure = checkDatabaseUrl(connectionString);
@@ -64,6 +83,8 @@ export function assertDatabaseUrl(connectionString: string): void {
 
 /** Where a pool connects, for messages: from its connection string, else its host and port options. */
 export function poolTarget(pool: pg.Pool): ConnectionTarget {
+  const listed = listTargets.get(pool);
+  if (listed) return listed;
   const options = (pool as { options?: pg.PoolConfig }).options ?? {};
   if (typeof options.connectionString === 'string') return databaseTarget(options.connectionString);
   const host = typeof options.host === 'string' ? options.host : 'localhost';

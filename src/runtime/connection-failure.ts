@@ -13,6 +13,7 @@ import {
 } from './errors.js';
 import type { ConnectionFailure, ConnectionFailureKind, ConnectionService } from './errors.js';
 import { describeError } from './logger.js';
+import { parseHostList, type HostList } from './host-list.js';
 import {
   brokerTarget,
   databaseTarget,
@@ -74,27 +75,26 @@ function failure(
 export function checkDatabaseUrl(connectionString: string): ConnectionFailure | undefined {
   if (connectionString.startsWith('/')) return undefined;
   const target = databaseTarget(connectionString);
-  if (severalHosts(connectionString))
+  let list: HostList | undefined;
+  try {
+    list = parseHostList(connectionString);
+  } catch (err) {
     return failure(
       'PostgreSQL',
       target,
       'invalid-url',
       'URL',
-      'the connection string names several hosts, which node-postgres cannot fail over between',
-      'name one host: a virtual IP, a DNS name or a pooler in front of the servers',
+      `the connection string's host list is not usable: ${(err as Error).message}`,
+      'write it as libpq does: postgres://user@host1:5432,host2:5432/database?target_session_attrs=read-write',
     );
-  return checkUrlScheme('PostgreSQL', target, parseDatabaseUrl(connectionString)?.url, {
+  }
+  const single = list ? list.urlFor(list.hosts[0]!) : connectionString;
+  return checkUrlScheme('PostgreSQL', target, parseDatabaseUrl(single)?.url, {
     noun: 'the connection string',
     schemes: ['postgres:', 'postgresql:', 'socket:'],
     expected: 'postgres: or postgresql:',
     hint: 'use postgres://user:password@host:5432/database (percent-encode special characters)',
   });
-}
-
-/** `host1:5432,host2:5432` in the authority, as libpq reads it (pg does not). */
-function severalHosts(connectionString: string): boolean {
-  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(connectionString)?.[1] ?? '';
-  return authority.slice(authority.lastIndexOf('@') + 1).includes(',');
 }
 
 /** An AMQP URL amqplib cannot use, as a permanent failure; undefined when it is fine. */
@@ -183,6 +183,15 @@ export function classifyDatabaseError(err: unknown, target: ConnectionTarget): C
       return failure('PostgreSQL', target, 'unavailable', code, 'the server is shutting down');
     case '57P03':
       return failure('PostgreSQL', target, 'unavailable', code, 'the server is starting up or in recovery');
+    case '08004':
+      // NoSuitableHostError (db/failover-client.ts): a standby not yet promoted, or every host down.
+      return failure(
+        'PostgreSQL',
+        target,
+        'unavailable',
+        code,
+        'the server rejected the session, or no host of the list gave the kind of session target_session_attrs asks for (a standby not yet promoted)',
+      );
     case '53300':
       return failure('PostgreSQL', target, 'unavailable', code, 'too many connections');
   }

@@ -12,6 +12,8 @@ export interface ConnectionTarget {
   name?: string;
 }
 
+import { parseHostList, type HostList } from './host-list.js';
+
 const UNPARSEABLE = '(unparseable url)';
 
 /** undefined rather than URL's TypeError, whose message quotes the input, password included. */
@@ -27,7 +29,7 @@ export function parseUrl(url: string): URL | undefined {
  * A PostgreSQL URL parsed as node-postgres parses it (pg-connection-string): spaces and stray `%`
  * encoded first, and an empty host (`postgres://user:pass@/db?host=/var/run/postgresql`, the
  * socket-directory form) read with a stand-in host, which `emptyHost` reports. undefined when pg
- * could not read it either, e.g. several hosts in one URL (`h1:5432,h2:5433`), which pg 8 does not support.
+ * could not read it either, e.g. several hosts in one URL (`h1:5432,h2:5433`), which converge reads itself (host-list.ts).
  */
 export function parseDatabaseUrl(connectionString: string): { url: URL; emptyHost: boolean } | undefined {
   const encoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(connectionString)
@@ -37,6 +39,15 @@ export function parseDatabaseUrl(connectionString: string): { url: URL; emptyHos
   if (url) return { url, emptyHost: false };
   const standIn = parseUrl(encoded.replace('@/', '@converge-empty-host/'));
   return standIn ? { url: standIn, emptyHost: true } : undefined;
+}
+
+/** A usable host list, else undefined (one host, or a list checkDatabaseUrl refuses with its reason). */
+function hostListOf(connectionString: string): HostList | undefined {
+  try {
+    return parseHostList(connectionString);
+  } catch {
+    return undefined;
+  }
 }
 
 function hostPort(url: URL, defaultPort: number): string {
@@ -49,6 +60,11 @@ function hostPort(url: URL, defaultPort: number): string {
  * host named `base`), so checkDatabaseUrl rejects it first.
  */
 export function databaseTarget(connectionString: string): ConnectionTarget {
+  const list = hostListOf(connectionString);
+  if (list) {
+    const first = databaseTarget(list.urlFor(list.hosts[0]!));
+    return { ...first, endpoint: list.hosts.map(({ host, port }) => `${host}:${port}`).join(',') };
+  }
   if (connectionString.startsWith('/')) {
     const [path, database] = connectionString.split(' ');
     return { endpoint: path!, ...(database ? { name: database } : {}) };

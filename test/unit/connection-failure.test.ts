@@ -246,11 +246,22 @@ describe('PostgreSQL connection strings: every form node-postgres reads', () => 
       assert.deepEqual(databaseTarget(url), target);
     });
 
-  it('refuses several hosts in one URL, which node-postgres 8 cannot use, naming why without the password', () => {
-    const failure = checkDatabaseUrl('postgres://app:s3cret@db1:5432,db2:5432/orders');
-    assert.ok(failure);
-    assert.equal(failure.kind, 'invalid-url');
-    assert.match(describeFailure(failure), /several hosts/);
-    assert.doesNotMatch(describeFailure(failure), /s3cret/);
+  it("accepts libpq's host lists, naming every host as the endpoint", () => {
+    const url = 'postgres://app:s3cret@db1:5432,db2:5433/orders?target_session_attrs=read-write';
+    assert.equal(checkDatabaseUrl(url), undefined);
+    assert.deepEqual(databaseTarget(url), { endpoint: 'db1:5432,db2:5433', name: 'orders' });
   });
+
+  for (const [url, why] of [
+    ['postgres://app:s3cret@db1:5432,/orders', /empty host/],
+    ['postgres://app:s3cret@db1:5432,db2:x/orders', /not a number/],
+    ['postgres://app:s3cret@db1,db2/orders?target_session_attrs=standby', /any, read-write or primary/],
+  ] as const)
+    it(`refuses the host list of ${url.replace('s3cret', '***')}, naming why without the password`, () => {
+      const failure = checkDatabaseUrl(url);
+      assert.ok(failure);
+      assert.equal(failure.kind, 'invalid-url');
+      assert.match(describeFailure(failure), why);
+      assert.doesNotMatch(describeFailure(failure), /s3cret/);
+    });
 });

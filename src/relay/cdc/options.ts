@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseHostList } from '../../runtime/host-list.js';
 
 import {
   amqpUrlRequired,
@@ -72,6 +73,13 @@ export const cdcRelayOptions = defineOptions(
     })
     .refine(requireConnection, connectionRequired())
     .refine(brokerRequired, amqpUrlRequired())
+    // The slot lives on one server; following it to a promoted standby is PostgreSQL 17's failover slots' job.
+    .refine((o) => o.connectionString === undefined || !namesSeveralHosts(o.connectionString), {
+      message:
+        'the CDC relay streams from one server: name one host (a host list is for the polling relay and the consumer)',
+      path: ['connectionString'],
+      when: () => true,
+    })
     .transform((o) => ({ ...o, amqpUrl: o.amqpUrl === undefined ? undefined : brokerUrls(o.amqpUrl) })),
 );
 
@@ -80,4 +88,13 @@ export type ResolvedCdcRelayOptions = OptionsOutput<typeof cdcRelayOptions>;
 
 export function resolveCdcRelayOptions(input: CdcRelayOptions): ResolvedCdcRelayOptions {
   return cdcRelayOptions.parse(input);
+}
+
+/** A host list, usable or not (checkDatabaseUrl gives the reason for an unusable one). */
+function namesSeveralHosts(connectionString: string): boolean {
+  try {
+    return parseHostList(connectionString) !== undefined;
+  } catch {
+    return true;
+  }
 }
