@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { describeError } from '../runtime/logger.js';
+import { classifyDatabaseError, failureFields } from '../runtime/connection-failure.js';
 import { Service } from '../runtime/service.js';
 import { poolTarget } from '../db/pool.js';
 import { checkSchema } from '../schema/migrate.js';
@@ -226,7 +227,13 @@ export class Consumer<M extends object = UntypedEvents> extends EventEmitter<Con
     } catch (err) {
       // Processing itself broke (not a handler error): leave the deliveries for redelivery. No retry relies
       // on it; with quorum queues a delivery that keeps breaking it ends in <queue>.dead, so in quarantine.
-      this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
+      // The database going away outside a delivery's transaction (the drain of parked events after a
+      // commit, say) is an outage like any other, not a defect: the redelivered copies wait for it.
+      const outage = classifyDatabaseError(err, poolTarget(this.pool));
+      if (outage?.kind === 'unavailable') {
+        this.options.logger.warn(failureFields(outage), 'database unavailable while processing; deliveries requeued');
+        this.#ramp?.begin();
+      } else this.options.logger.error(describeError(err), 'delivery processing failed unexpectedly');
       requeueBatch(messages);
       return;
     }
