@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { schemaRef } from '../runtime/identifier.js';
 import { SchemaNotMigratedError, SchemaTooNewError } from '../runtime/errors.js';
-import { assertDatabaseUrl, databaseFailure, poolTarget, schemaReadFailure } from '../db/pool.js';
+import { assertDatabaseUrl, databaseFailure, newPool, poolTarget, schemaReadFailure } from '../db/pool.js';
 import { commit } from '../db/transaction.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION } from './migrations.js';
@@ -45,7 +45,7 @@ export async function migrate(target: MigrateTarget, input: MigrateOptions = {})
   const schema = schemaRef(options.schema);
   const sql = migrateSql(schema);
   if (typeof connection === 'string') assertDatabaseUrl(connection);
-  const ownPool = typeof connection === 'string' ? new pg.Pool({ connectionString: connection, max: 1 }) : undefined;
+  const ownPool = typeof connection === 'string' ? newPool({ connectionString: connection, max: 1 }) : undefined;
   const pool = ownPool ?? (connection as pg.Pool);
   let client: pg.PoolClient | undefined;
   try {
