@@ -240,6 +240,8 @@ export interface PgPairOptions {
   synchronous: boolean;
   /** false leaves SIGINT/SIGTERM to the caller, as in EmbeddedPostgres.start; the exit hook stays. */
   signals?: boolean;
+  /** More postgresql.conf settings for one node or both, after the pair's own (so they win), e.g. `{ standby: { wal_receiver_timeout: '5s' } }`. */
+  settings?: Partial<Record<PairRole, Record<string, string | number>>>;
 }
 
 export class PgPair {
@@ -254,6 +256,7 @@ export class PgPair {
   readonly #standby: Node;
   /** initdb's postgresql.conf, the base of both nodes' own. */
   #baseConf = '';
+  #extra: Partial<Record<PairRole, Record<string, string | number>>> = {};
   #removed = false;
   readonly #onExit = () => this.#removeNow();
   readonly #onSignal = (signal: NodeJS.Signals) => {
@@ -333,6 +336,7 @@ export class PgPair {
       bin,
       owner,
     );
+    pair.#extra = options.settings ?? {};
     process.once('exit', pair.#onExit);
     if (options.signals !== false)
       for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, pair.#onSignal);
@@ -378,7 +382,9 @@ export class PgPair {
 
   async #writeConf(node: Node): Promise<void> {
     const ours = `\n# converge pg-pair: ${node.role}\n${renderSettings(pairSettings(node.role, this.#layout))}`;
-    await writeFile(path.join(node.data, 'postgresql.conf'), this.#baseConf + ours);
+    const extra = this.#extra[node.role];
+    const theirs = extra ? `# the caller's\n${renderSettings(extra)}` : '';
+    await writeFile(path.join(node.data, 'postgresql.conf'), this.#baseConf + ours + theirs);
   }
 
   async #copyStandby(): Promise<void> {
@@ -482,7 +488,11 @@ export class PgPair {
     try {
       await run(file, args, { ...this.#account, timeout: 90_000 });
     } catch (err) {
-      const { stderr, stdout } = err as { stderr?: string; stdout?: string };
+      const { code, stderr, stdout } = err as { code?: unknown; stderr?: string; stdout?: string };
+      if (code === 'ENOENT')
+        throw new Error(
+          `PgPair: ${file} not found${path.isAbsolute(file) ? '' : ` on PATH (${process.env.PATH ?? ''})`}`,
+        );
       throw new Error(
         `PgPair: ${path.basename(file)} ${args[0]}${role ? ` (${role})` : ''} failed: ${(stderr || stdout || (err as Error).message).trim()}`,
       );
