@@ -392,7 +392,6 @@ export class PgPair {
     await this.#as('cp', ['-a', this.#primary.data, this.#standby.data]);
     // pg_basebackup leaves slots out too: a copied slot would hold WAL on the standby that no one ever frees.
     await rm(path.join(this.#standby.data, 'pg_replslot', STANDBY_SLOT), { recursive: true, force: true });
-    await rm(path.join(this.#standby.data, 'postmaster.opts'), { force: true });
     await this.#writeConf(this.#standby);
     const signal = path.join(this.#standby.data, 'standby.signal');
     await writeFile(signal, '');
