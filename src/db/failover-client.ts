@@ -39,17 +39,30 @@ class HostChooser {
   }
 
   async #suitable(host: HostPort): Promise<boolean> {
-    const probe = new pg.Client({ ...this.config, connectionString: this.list.urlFor(host) });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      return await isSuitable(probe, this.list);
-    } catch {
-      return false;
-    } finally {
-      await probe.end().catch(() => undefined);
-    }
+    return suitable(this.list, host, this.config);
   }
+}
+
+async function suitable(list: HostList, host: HostPort, config: pg.ClientConfig): Promise<boolean> {
+  const probe = new pg.Client({ ...config, connectionString: list.urlFor(host) });
+  probe.on('error', () => undefined);
+  try {
+    await probe.connect();
+    return await isSuitable(probe, list);
+  } catch {
+    return false;
+  } finally {
+    await probe.end().catch(() => undefined);
+  }
+}
+
+/**
+ * The first host of `list` that gives a suitable session now, asked afresh each time (for a
+ * connection that is not pooled, such as the CDC relay's replication stream); throws NoSuitableHostError.
+ */
+export async function findSuitableHost(list: HostList, config: pg.ClientConfig = {}): Promise<HostPort> {
+  for (const host of list.hosts) if (await suitable(list, host, config)) return host;
+  throw new NoSuitableHostError(list.hosts.length, list.targetSessionAttrs);
 }
 
 async function isSuitable(client: pg.Client, list: HostList): Promise<boolean> {

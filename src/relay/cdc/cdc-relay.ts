@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { leasePool, poolTarget } from '../../db/pool.js';
+import { findSuitableHost } from '../../db/failover-client.js';
+import { parseHostList, type HostList } from '../../runtime/host-list.js';
 import { schemaRef } from '../../runtime/identifier.js';
 import { Service } from '../../runtime/service.js';
 import { SessionLink } from '../broker-link.js';
@@ -27,6 +29,8 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   readonly #pool: pg.Pool;
   readonly #releasePool: () => Promise<void>;
   readonly #context: SessionContext;
+  /** The connection string's host list, if it names several hosts (only with failoverSlot). */
+  readonly #hosts: HostList | undefined;
   #state: CdcRelayState = 'starting';
   #session: CdcSession | undefined;
   #setUp = false;
@@ -57,6 +61,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
       interrupt: () => this.#session?.stop(),
       close: () => this.#releasePool(),
     });
+    this.#hosts = this.options.connectionString ? parseHostList(this.options.connectionString) : undefined;
     const base: pg.ClientConfig = this.options.connectionString
       ? { connectionString: this.options.connectionString }
       : { ...(lease.pool.options as pg.ClientConfig) };
@@ -118,6 +123,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   async #step(succeeded: () => void): Promise<void> {
     try {
       await this.#setUpOnce();
+      await this.#streamFromWritableHost();
       const session = new CdcSession(this.#context);
       this.#session = session;
       if (this.#service.stopping) session.stop();
@@ -136,6 +142,17 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
     }
   }
 
+  /**
+   * With a host list, each session streams from the host that accepts writes now: after a failover
+   * that is the promoted standby, where the failover slot was kept. Throws NoSuitableHostError
+   * (an outage: the relay backs off) while none does.
+   */
+  async #streamFromWritableHost(): Promise<void> {
+    if (!this.#hosts) return;
+    const host = await findSuitableHost(this.#hosts, { connectionTimeoutMillis: 5_000 });
+    this.#context.client = { ...this.#context.client, connectionString: this.#hosts.urlFor(host) };
+  }
+
   async #setUpOnce(): Promise<void> {
     if (this.#setUp) return;
     await checkSchema(this.#pool, this.options.schema);
@@ -145,6 +162,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
         schema: this.options.schema,
         slot: this.options.slot,
         publication: this.options.publication,
+        failover: this.options.failoverSlot,
       });
     this.#setUp = true;
   }

@@ -37,6 +37,12 @@ export const cdcRelayOptions = defineOptions(
         .describe(
           'Create the publication and slot when missing (needs the REPLICATION attribute or superuser); else they must exist.',
         ),
+      failoverSlot: z
+        .boolean()
+        .default(false)
+        .describe(
+          'Create the slot with failover = true (PostgreSQL 17+): a standby with sync_replication_slots keeps it, and after a promotion the relay resumes from it there; connectionString may then list the primary and its standbys (target_session_attrs=read-write). An existing slot keeps the flag it was created with.',
+        ),
       maxInFlight: z
         .number()
         .int()
@@ -73,10 +79,10 @@ export const cdcRelayOptions = defineOptions(
     })
     .refine(requireConnection, connectionRequired())
     .refine(brokerRequired, amqpUrlRequired())
-    // The slot lives on one server; following it to a promoted standby is PostgreSQL 17's failover slots' job.
-    .refine((o) => o.connectionString === undefined || !namesSeveralHosts(o.connectionString), {
+    // The slot lives on one server; only a failover slot (PostgreSQL 17+) is there on a promoted standby too.
+    .refine((o) => o.failoverSlot || o.connectionString === undefined || !namesSeveralHosts(o.connectionString), {
       message:
-        'the CDC relay streams from one server: name one host (a host list is for the polling relay and the consumer)',
+        'a host list needs failoverSlot: true (PostgreSQL 17+): only a failover slot is kept on the standby a failover promotes',
       path: ['connectionString'],
       when: () => true,
     })

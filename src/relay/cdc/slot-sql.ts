@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { poolTarget } from '../../db/pool.js';
-import { WalLevelNotLogicalError } from '../../runtime/errors.js';
+import { ConfigError, WalLevelNotLogicalError } from '../../runtime/errors.js';
 import { quoteIdentifier, schemaRef } from '../../runtime/identifier.js';
 
 /** A replication slot as pg_replication_slots shows it, with the WAL it keeps on disk. */
@@ -39,11 +39,18 @@ export async function ensurePublication(pool: pg.Pool, schema: string, publicati
 }
 
 /** Creates the pgoutput slot unless it exists; it starts at the current WAL position (older rows are not replayed). */
-export async function ensureSlot(pool: pg.Pool, slot: string): Promise<boolean> {
+export async function ensureSlot(pool: pg.Pool, slot: string, failover = false): Promise<boolean> {
   const exists = await pool.query('SELECT 1 FROM pg_replication_slots WHERE slot_name = $1', [slot]);
   if ((exists.rowCount ?? 0) > 0) return false;
+  if (failover) await requireFailoverSlots(pool);
   try {
-    await pool.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+    // Arguments: name, plugin, temporary, two-phase, failover (the last since PostgreSQL 17).
+    await pool.query(
+      failover
+        ? `SELECT pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+        : `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`,
+      [slot],
+    );
     return true;
   } catch (err) {
     if ((err as { code?: string }).code === DUPLICATE_OBJECT) return false;
@@ -62,14 +69,31 @@ export async function requireLogicalWalLevel(pool: pg.Pool): Promise<void> {
   if (walLevel !== 'logical') throw new WalLevelNotLogicalError(poolTarget(pool).endpoint, walLevel);
 }
 
-/** Creates both; true for each that was created here. Throws WalLevelNotLogicalError on a server without logical decoding. */
+/** Failover slots came with PostgreSQL 17; an older server would only say its function signature is unknown. */
+async function requireFailoverSlots(pool: pg.Pool): Promise<void> {
+  const { rows } = await pool.query<{ version: number }>(
+    "SELECT current_setting('server_version_num')::int AS version",
+  );
+  const version = rows[0]?.version ?? 0;
+  if (version < 170_000)
+    throw new ConfigError(
+      'failoverSlot',
+      `failover slots need PostgreSQL 17 or later; this server is ${Math.floor(version / 10_000)}`,
+    );
+}
+
+/**
+ * Creates both; true for each that was created here. Throws WalLevelNotLogicalError on a server
+ * without logical decoding. `failover`: the slot is kept on standbys that sync slots (PostgreSQL 17+,
+ * ConfigError before); a slot that exists keeps the flag it was created with.
+ */
 export async function createCdcSlot(
   pool: pg.Pool,
-  names: { schema: string; slot: string; publication: string },
+  names: { schema: string; slot: string; publication: string; failover?: boolean },
 ): Promise<{ publication: boolean; slot: boolean }> {
   await requireLogicalWalLevel(pool);
   const publication = await ensurePublication(pool, names.schema, names.publication);
-  const slot = await ensureSlot(pool, names.slot);
+  const slot = await ensureSlot(pool, names.slot, names.failover ?? false);
   return { publication, slot };
 }
 
