@@ -1,7 +1,7 @@
 /**
  * Programs some tests drive that npm cannot ship: Debian's Chromium (the dashboard's browser test,
- * through playwright-core, which downloads no browser) and promtool from Debian's prometheus
- * package (checks the alert rules). Installed with apt-get when missing, so `npm test` needs no
+ * through playwright-core, which downloads no browser), promtool from Debian's prometheus
+ * package (checks the alert rules) and PgBouncer (the pooler pass, kit/pgbouncer.ts). Installed with apt-get when missing, so `npm test` needs no
  * manual step; a machine where that is impossible gets an error that says what to install.
  */
 import { execFile } from 'node:child_process';
@@ -19,8 +19,10 @@ export interface DebianTool {
 
 export const CHROMIUM: DebianTool = { path: '/usr/bin/chromium', pkg: 'chromium' };
 export const PROMTOOL: DebianTool = { path: '/usr/bin/promtool', pkg: 'prometheus' };
+/** The connection pooler of the integration suite's pooler pass (kit/pgbouncer.ts), in transaction mode. */
+export const PGBOUNCER: DebianTool = { path: '/usr/sbin/pgbouncer', pkg: 'pgbouncer' };
 
-// Keeps apt from starting the services a package brings (prometheus would listen on 9090).
+// Keeps apt from starting the services a package brings (prometheus would listen on 9090, pgbouncer on 6432).
 const POLICY_RC = '/usr/sbin/policy-rc.d';
 
 /** Installs the packages of the tools that are missing; resolves when every tool's path exists. */
