@@ -1,6 +1,6 @@
 /**
- * `tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] [--together] FILE...`: runs
- * node:test files N at a time, each in a process of its own (`node --import tsx --test FILE`), and
+ * `tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] [--together] [--skip-marked M]
+ * FILE...`: runs node:test files N at a time, each in a process of its own (`node --import tsx --test FILE`), and
  * fails if any failed. With --together the files share N processes instead (the unit suite: its files
  * need no process of their own, and loading src/ under tsx once per file was most of its time). The integration suite mostly waits on PostgreSQL and RabbitMQ, so files run side by
  * side; each uses schemas, queues and connection names of its own (test/support/rig.ts uniqueName),
@@ -14,6 +14,9 @@
  *   beside another of the same group (`cdc-server`: the logical-replication server's WAL and slots).
  * - Each file's output is printed whole when it ended, so no two interleave; then the slowest files
  *   and the wall time.
+ * - --skip-marked M leaves out the files marked `// test-files: M <reason>` and says how many (the
+ *   pooler pass: `session`, files that need a session of their own, which PgBouncer in transaction
+ *   mode cannot give).
  * - SIGINT/SIGTERM are passed to the running files, which clean up, and the run ends.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -22,7 +25,7 @@ import path, { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { failureDigest } from './env/test-output.js';
-import { groupsOf, longestFirst, nextToStart, shareOut, type TestFile } from './env/test-schedule.js';
+import { groupsOf, longestFirst, markerReason, nextToStart, shareOut, type TestFile } from './env/test-schedule.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -31,21 +34,34 @@ const { values, positionals } = parseArgs({
     timeout: { type: 'string', default: '120000' },
     label: { type: 'string', default: 'default' },
     together: { type: 'boolean', default: false },
+    'skip-marked': { type: 'string' },
   },
 });
 const concurrency = Number(values.concurrency);
 if (!Number.isInteger(concurrency) || concurrency < 1 || positionals.length === 0) {
   process.stderr.write(
-    'usage: tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] [--together] FILE...\n',
+    'usage: tsx scripts/test-files.ts [--concurrency N] [--timeout MS] [--label L] [--together] ' +
+      '[--skip-marked M] FILE...\n',
   );
   process.exit(2);
 }
 
+const skipMarked = values['skip-marked'];
+const leftOut = skipMarked
+  ? positionals.filter((file) => markerReason(readFileSync(file, 'utf8'), skipMarked) !== undefined)
+  : [];
+const chosen = positionals.filter((file) => !leftOut.includes(file));
+if (skipMarked)
+  process.stdout.write(
+    `# test-files: left out ${leftOut.length} of ${positionals.length} files, marked ${skipMarked}` +
+      `${leftOut.length ? `: ${leftOut.map((file) => file.replace(/^.*\//, '')).join(', ')}` : ''}\n`,
+  );
+
 const timesFile = `node_modules/.cache/converge-test-files/${values.label.replace(/[^\w-]/g, '_')}.json`;
 const previous = readTimes();
 const files: TestFile[] = values.together
-  ? shareOut(positionals, concurrency, previous).map((paths, i) => ({ path: shareEntry(paths, i), groups: [] }))
-  : positionals.map((file) => ({ path: file, groups: groupsOf(readFileSync(file, 'utf8')) }));
+  ? shareOut(chosen, concurrency, previous).map((paths, i) => ({ path: shareEntry(paths, i), groups: [] }))
+  : chosen.map((file) => ({ path: file, groups: groupsOf(readFileSync(file, 'utf8')) }));
 const waiting = longestFirst(files, previous);
 
 interface Ended {
@@ -145,8 +161,10 @@ writeFileSync(timesFile, `${JSON.stringify(times, null, 1)}\n`);
 const failed = ended.filter((run) => run.code !== 0);
 const slowest = [...ended].sort((a, b) => b.seconds - a.seconds).slice(0, 8);
 const wall = (Date.now() - started) / 1000;
+const skipped = skipMarked ? ` (${leftOut.length} marked ${skipMarked} left out)` : '';
 process.stdout.write(
-  `\n# test-files: ${ended.length} of ${files.length} files, ${concurrency} at a time, in ${wall.toFixed(0)} s; ` +
+  `\n# test-files: ${ended.length} of ${files.length} files${skipped}, ` +
+    `${concurrency} at a time, in ${wall.toFixed(0)} s; ` +
     `slowest: ${slowest.map((run) => `${run.path.replace(/^.*\//, '')} ${run.seconds.toFixed(0)} s`).join(', ')}\n`,
 );
 for (const run of failed)

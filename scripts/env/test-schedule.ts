@@ -33,6 +33,21 @@ export function groupsOf(source: string): string[] {
   return [...groups];
 }
 
+/**
+ * The reason after a marker a run may leave files out by (`--skip-marked session`), or undefined when
+ * the file does not carry it: `// test-files: session <reason>` (the file needs a session of its own,
+ * which a pooler in transaction mode cannot give), among its first 40 lines like the others.
+ */
+export function markerReason(source: string, marker: string): string | undefined {
+  const prefix = `// test-files: ${marker}`;
+  for (const line of source.split('\n', 40)) {
+    if (!line.startsWith(prefix)) continue;
+    const rest = line.slice(prefix.length);
+    if (rest === '' || /^[\s,]/.test(rest)) return rest.replace(/^[\s,]+/, '').trim();
+  }
+  return undefined;
+}
+
 export function isHeavy(source: string): boolean {
   return groupsOf(source).includes('heavy');
 }

@@ -5,6 +5,7 @@ import {
   groupsOf,
   isHeavy,
   longestFirst,
+  markerReason,
   nextToStart,
   shareOut,
   type TestFile,
@@ -48,6 +49,26 @@ test('the heavy marker counts only as a line of its own near the top', () => {
   assert.equal(isHeavy('// test-files: heavy, starts a server\nimport x from "y";\n'), true);
   assert.equal(isHeavy('/** mentions // test-files: heavy inside a comment */\n'), false);
   assert.equal(isHeavy(`${'\n'.repeat(50)}// test-files: heavy\n`), false);
+});
+
+test('a marker a run may leave files out by: a line of its own near the top, with its reason', () => {
+  const source = '// test-files: heavy, starts a server\n// test-files: session holds LISTEN on one connection\n';
+  assert.equal(markerReason(source, 'session'), 'holds LISTEN on one connection');
+  assert.equal(markerReason('// test-files: session, asserts on backend pids\n', 'session'), 'asserts on backend pids');
+  assert.equal(markerReason('// test-files: session\n', 'session'), '');
+  assert.equal(markerReason(source, 'heavy'), 'starts a server');
+  assert.equal(markerReason('// test-files: sessions of their own\n', 'session'), undefined, 'another word');
+  assert.equal(markerReason('/** // test-files: session in a comment */\n', 'session'), undefined);
+  assert.equal(markerReason(`${'\n'.repeat(50)}// test-files: session late\n`, 'session'), undefined);
+  assert.deepEqual(groupsOf(source), ['heavy'], 'not a group: files marked session still run beside any other');
+});
+
+test('every file marked session says why', () => {
+  const dir = new URL('../integration/', import.meta.url);
+  for (const name of readdirSync(dir).filter((n) => n.endsWith('.test.ts'))) {
+    const reason = markerReason(readFileSync(new URL(name, dir), 'utf8'), 'session');
+    if (reason !== undefined) assert.ok(reason.length > 10, `${name}: // test-files: session <reason>`);
+  }
 });
 
 test('the files that start servers or browsers of their own are marked heavy', () => {
