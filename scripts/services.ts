@@ -7,7 +7,9 @@
  * starts it when it does not answer, creates the database when missing, enables the consistent-hash
  * plugin. A remote one is only checked. Prints one line on stderr; exits 1 with what to do on failure.
  * CDC_DATABASE_URL (default 127.0.0.1:5433) is a PostgreSQL with wal_level=logical for the CDC relay:
- * locally a second cluster, created when missing (prepareLogicalPostgres).
+ * locally a second cluster, created when missing (prepareLogicalPostgres). POOLER_DATABASE_URL (default
+ * 127.0.0.1:6432) is a PgBouncer in transaction mode in front of DATABASE_URL, for the pooler pass
+ * (`npm run test:pooler`): started once PostgreSQL answers, when it is local and not up (kit/pgbouncer.ts).
  *
  *   tsx scripts/services.ts                    prepare both
  *   tsx scripts/services.ts --is-local amqp    exit 0 if AMQP_URL is local (for .ci/run), else 1
@@ -19,6 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
+import { POOLER_DATABASE_URL, pgBouncerSetup, preparePgBouncer } from '../kit/pgbouncer.js';
 import { AMQP_URL, CDC_DATABASE_URL, DATABASE_URL, redactUrl } from '../kit/services.js';
 import { BrokerPluginMissingError } from '../src/runtime/errors.js';
 import { CONSISTENT_HASH, probeExchangeType } from '../src/transport/topology.js';
@@ -435,6 +438,21 @@ export async function prepareRabbit(url: string, options: PrepareOptions = {}): 
 }
 
 // ---------------------------------------------------------------------------------------------
+// PgBouncer
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The pooler goes up once its PostgreSQL answers (its start waits for a query through it). When
+ * DATABASE_URL is the pooler itself (a command of the pooler pass runs this script), there is
+ * nothing behind it to configure: the PostgreSQL line already checked it.
+ */
+async function withPooler(postgres: string, url: string, poolerUrl: string): Promise<string> {
+  const pooler = parsed(poolerUrl, 'POOLER_DATABASE_URL', (value) => pgBouncerSetup(value, url));
+  if (pooler.frontsItself) return postgres;
+  return `${postgres}; ${await preparePgBouncer(poolerUrl, url)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
 
 async function main(args: string[]): Promise<number> {
   if (args[0] === '--is-local') {
@@ -442,7 +460,7 @@ async function main(args: string[]): Promise<number> {
     return target.local ? 0 : 1;
   }
   const results = await Promise.allSettled([
-    preparePostgres(DATABASE_URL),
+    preparePostgres(DATABASE_URL).then(async (done) => withPooler(done, DATABASE_URL, POOLER_DATABASE_URL)),
     prepareRabbit(AMQP_URL),
     prepareLogicalPostgres(CDC_DATABASE_URL),
   ]);

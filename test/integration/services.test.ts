@@ -1,4 +1,5 @@
 // test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
+// test-files: session, needs PostgreSQL itself at DATABASE_URL: scripts/services.ts creates databases there
 /**
  * scripts/services.ts against the real local services, without disturbing them: the fast path when
  * everything is up, and the database-creation path on a uniquely named scratch database.
@@ -44,7 +45,7 @@ describe('npm run services', () => {
     assert.equal(code, 0, stderr);
     assert.match(
       stderr,
-      /^services: PostgreSQL \S+:\d+\/\S+ ok; RabbitMQ \S+:\d+ ok; PostgreSQL \(CDC\) \S+:\d+\/\S+ ok\n$/,
+      /^services: PostgreSQL \S+:\d+\/\S+ ok; PgBouncer \S+:\d+ ok; RabbitMQ \S+:\d+ ok; PostgreSQL \(CDC\) \S+:\d+\/\S+ ok\n$/,
     );
   });
 
