@@ -7,6 +7,8 @@
  * - With CONVERGE_KEEP_FAILED=1 a failed test keeps them instead and prints their names.
  * - After the file, it asserts that nothing this file created is left: no schema, queue or
  *   exchange (kept ones aside), no open pool or broker connection, no extra timer.
+ * - Under CONVERGE_TEST_POOL_MODE=transaction (the pooler pass, `npm run test:pooler`: DATABASE_URL is
+ *   a PgBouncer in transaction mode) converge's statements are not prepared by name.
  */
 import assert from 'node:assert/strict';
 import {
@@ -21,6 +23,7 @@ import {
 import type amqp from 'amqplib';
 import amqplib from 'amqplib';
 import pg from 'pg';
+import { usePreparedStatements } from '../../src/index.js';
 import { migrate } from '../../src/schema/migrate.js';
 import { ConfirmPublisher } from '../../src/transport/publisher.js';
 import type { TransportPublisher } from '../../src/transport/transport.js';
@@ -44,6 +47,13 @@ export * from './builders.js';
 
 /** Set to keep the schema, queues and exchange of a failed test for inspection. */
 export const KEEP_FAILED = process.env.CONVERGE_KEEP_FAILED === '1';
+
+/**
+ * 'transaction' in the pooler pass: DATABASE_URL is a PgBouncer in transaction mode, where the next
+ * transaction may run on a server connection that never saw a statement prepared on another.
+ */
+export const POOL_MODE = process.env.CONVERGE_TEST_POOL_MODE === 'transaction' ? 'transaction' : 'session';
+if (POOL_MODE === 'transaction') usePreparedStatements(false);
 
 // ---------------------------------------------------------------------------------------------
 // Admin connections of the rig itself: not recorded, closed after the file.
