@@ -45,6 +45,7 @@ const EXPECTED: Record<string, string[]> = {
     '--mode',
     '--slot',
     '--publication',
+    '--failover-slot',
     '--amqp-url',
     '--exchange',
     '--routing-key',
@@ -60,7 +61,7 @@ const EXPECTED: Record<string, string[]> = {
   ],
   cdc: [],
   'cdc slot': [],
-  'cdc slot create': ['--slot', '--publication'],
+  'cdc slot create': ['--slot', '--publication', '--failover'],
   'cdc slot drop': ['--slot', '--publication'],
   'cdc slot show': ['--slot', '--publication', '--json'],
   topology: [

@@ -6,6 +6,7 @@ interface SlotCliOptions {
   slot: string;
   publication: string;
   json?: boolean;
+  failover?: boolean;
 }
 
 /** `cdc slot create|drop|show`: the replication slot and publication the CDC relay reads through. */
@@ -23,15 +24,22 @@ export function registerCdc(program: Command, context: CommandContext): void {
       .description(
         "create the publication of the outbox's inserts and the pgoutput slot (needs wal_level=logical); events are streamed from now on",
       ),
-  ).action(async (options: SlotCliOptions) => {
-    const { databaseUrl, schema } = context.globals();
-    const created = await withPool({ databaseUrl, schema }, (pool) =>
-      createCdcSlot(pool, { schema, slot: options.slot, publication: options.publication }),
-    );
-    console.log(
-      `publication ${options.publication} ${created.publication ? 'created' : 'exists'}, slot ${options.slot} ${created.slot ? 'created' : 'exists'}`,
-    );
-  });
+  )
+    .option('--failover', 'create the slot with failover = true (PostgreSQL 17+): standbys that sync slots keep it')
+    .action(async (options: SlotCliOptions) => {
+      const { databaseUrl, schema } = context.globals();
+      const created = await withPool({ databaseUrl, schema }, (pool) =>
+        createCdcSlot(pool, {
+          schema,
+          slot: options.slot,
+          publication: options.publication,
+          failover: options.failover === true,
+        }),
+      );
+      console.log(
+        `publication ${options.publication} ${created.publication ? 'created' : 'exists'}, slot ${options.slot} ${created.slot ? 'created' : 'exists'}`,
+      );
+    });
 
   names(
     slot

@@ -30,6 +30,7 @@ interface RelayCliOptions {
   metricsPort?: number;
   metricsHost: string;
   directUrl?: string;
+  failoverSlot?: boolean;
 }
 
 /** `relay`: runs a relay (and optionally its metrics endpoint) until SIGTERM/SIGINT; flag defaults are the relay's own. */
@@ -51,6 +52,10 @@ export function registerRelay(program: Command, context: CommandContext): void {
       DEFAULT_CDC_SLOT,
     )
     .option('--publication <name>', "cdc: publication of the outbox's inserts", DEFAULT_CDC_SLOT)
+    .option(
+      '--failover-slot',
+      'cdc: create the slot with failover = true (PostgreSQL 17+), kept on standbys that sync slots; the database URL may then list the primary and its standbys',
+    )
     .option('--amqp-url <url>', AMQP_URL_HELP)
     .option('--exchange <name>', 'topic exchange to publish to', relayFlagDefaults.exchange)
     .option('--routing-key <template>', 'routing key template', relayFlagDefaults.routingKey)
@@ -128,6 +133,7 @@ async function runCdcRelay(
     routingKey: options.routingKey,
     slot: options.slot,
     publication: options.publication,
+    ...(options.failoverSlot ? { failoverSlot: true } : {}),
     ...(options.relayId ? { relayId: options.relayId } : {}),
     logger,
   });
