@@ -1,4 +1,5 @@
 // test-files: group cdc-server, uses the logical-replication server (its WAL positions and slots)
+// test-files: session, `relay --mode cdc` needs a replication session, which CONVERGE_POOL_MODE=transaction refuses
 /** The CDC relay from the command line: `converge cdc slot create|show|drop` and `converge relay --mode cdc`. */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

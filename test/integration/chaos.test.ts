@@ -1,4 +1,5 @@
 // test-files: heavy, runs a chaos pass: relays and consumers as processes, kills and restarts
+// test-files: session, its workers prepare statements by name (session pool mode) and its faults kill backends
 /**
  * The chaos suite's check must be able to fail: a short run with a few kills, then one defect
  * of each kind planted after quiescence, must be reported as exactly those defects (and exit 1).

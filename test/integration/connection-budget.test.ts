@@ -1,3 +1,4 @@
+// test-files: session, counts each component's backends in pg_stat_activity by application_name
 /**
  * The connection budget of docs/deployment.md, measured: while a polling relay (lease and exclusive
  * claims) and a consumer drain a backlog, the server connections each holds, counted in

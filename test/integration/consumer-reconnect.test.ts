@@ -1,3 +1,4 @@
+// test-files: session, terminates the consumer's backends found by application_name
 /**
  * Connections lost and regained: an unreachable broker, a broker-side close, the ramp-up after it,
  * and database connections terminated while idle or mid-transaction.

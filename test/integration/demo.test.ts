@@ -1,4 +1,5 @@
 // test-files: heavy, runs the demo's fleet of processes
+// test-files: session, the demo's processes prepare statements by name (the demo sets no pool mode)
 /**
  * `npm run demo` in a short mode against the real services: the orders API under load for a few
  * seconds, then the projections converge to the source and the demo removes what it created.

@@ -1,3 +1,4 @@
+// test-files: session, scripts/drift.ts runs as a process of its own that prepares statements by name
 /** `npm run scenario:drift` end to end (smaller), so the drift repair stays part of every test run. */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

@@ -1,4 +1,5 @@
 // test-files: heavy, runs each example as a process of its own
+// test-files: session, each example is a program of its own that prepares statements by name (none sets a pool mode)
 /**
  * The programs in examples/ run as a user would run them: each as its own process (tsx, with
  * examples/tsconfig.json mapping `converge-events` to src/), against the real services, on a

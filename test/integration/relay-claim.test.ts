@@ -1,3 +1,4 @@
+// test-files: session, claim 'exclusive' holds a session advisory lock on one connection
 /**
  * The relay's two ways to claim rows (src/relay/claim.ts): `lease` writes each claim into the row,
  * `exclusive` holds the schema's relay lock and claims by reading. These tests are about the

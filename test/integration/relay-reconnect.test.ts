@@ -1,3 +1,4 @@
+// test-files: session, only an outbox NOTIFY (LISTEN) starts the relay's cycles: its poll is an hour
 /**
  * The relay losing RabbitMQ for a while: its reconnect backoff is a floor that outbox NOTIFYs
  * do not cut short, and it publishes what was written meanwhile once the broker is back. The

@@ -1,3 +1,4 @@
+// test-files: session, kills the relay's backends by application_name and waits on LISTEN/NOTIFY wake-ups
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import pg from 'pg';

@@ -1,3 +1,4 @@
+// test-files: session, the previous release (library, CLI and workers) prepares statements by name and has no pool mode
 /**
  * A rolling upgrade from the previous release (test/fixtures/previous-release.tgz, built by
  * scripts/fixtures/previous-release.ts) to this code, on one schema, one exchange and one queue,

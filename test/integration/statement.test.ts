@@ -1,3 +1,4 @@
+// test-files: session, asserts on the statements prepared by name on its connection (pg_prepared_statements)
 import assert from 'node:assert/strict';
 import { usePreparedStatements } from '../../src/index.js';
 import { runStatement } from '../../src/db/statement.js';
