@@ -366,6 +366,29 @@ export class PgPair {
   }
 
   /** Stops the primary: `fast` ends sessions and checkpoints (the standby receives all of it); `immediate` is a crash. */
+  /**
+   * The standby stops receiving WAL: the primary refuses replication connections from now on and ends
+   * the one streaming. With asynchronous replication, what the primary commits afterwards exists only
+   * there, so a failover loses it, which is what a test of that case needs, deterministically.
+   */
+  async cutReplication(timeoutMs = 30_000): Promise<void> {
+    const hba = path.join(this.#primary.data, 'pg_hba.conf');
+    await writeFile(hba, `${pairHba().split('\n')[0]}\n`);
+    await this.#own(hba);
+    await query(this.primaryUrl, 'SELECT pg_reload_conf()');
+    await until(
+      async () => {
+        const rows = await query<{ pid: number }>(
+          this.primaryUrl,
+          'SELECT pid, pg_terminate_backend(pid) FROM pg_stat_replication',
+        );
+        return rows.length === 0 ? undefined : `${rows.length} walsender(s) still streaming`;
+      },
+      timeoutMs,
+      'replication cut',
+    );
+  }
+
   async failPrimary(mode: FailMode): Promise<void> {
     await this.#pgCtl(this.#primary, ['stop', '-w', '-t', '60', '-m', mode]);
   }

@@ -34,8 +34,19 @@ class HostChooser {
     throw new NoSuitableHostError(this.list.hosts.length, this.list.targetSessionAttrs);
   }
 
+  #lostPreferred = false;
+
   forget(host: HostPort): void {
-    if (this.#preferred === host) this.#preferred = undefined;
+    if (this.#preferred !== host) return;
+    this.#preferred = undefined;
+    this.#lostPreferred = true;
+  }
+
+  /** The last failure dropped the host that had been good: the next connection looks at every host. Asked once. */
+  lostPreferred(): boolean {
+    const lost = this.#lostPreferred;
+    this.#lostPreferred = false;
+    return lost;
   }
 
   async #suitable(host: HostPort): Promise<boolean> {
@@ -73,14 +84,13 @@ async function isSuitable(client: pg.Client, list: HostList): Promise<boolean> {
 }
 
 /**
- * A node-postgres Client class for pg.Pool's `Client` option that connects to the hosts of `list`
+ * A node-postgres Client class (for pg.Pool's `Client` option) that connects to the hosts of `list`
  * as libpq would: in order, keeping the first whose session is what target_session_attrs asks
  * for, and afterwards that host first. A connection that turns out unsuitable (the primary was
  * demoted, a standby promoted elsewhere) is closed and fails, so the pool's caller retries and the
  * next connection looks again.
  */
-export function failoverClientClass(list: HostList, config: pg.ClientConfig): typeof pg.Client {
-  const chooser = new HostChooser(list, config);
+function failoverClientClass(list: HostList, config: pg.ClientConfig, chooser: HostChooser): typeof pg.Client {
   class FailoverClient extends pg.Client {
     override connect(): Promise<pg.Client>;
     override connect(callback: (err: Error | null, client?: pg.Client) => void): void;
@@ -111,4 +121,37 @@ export function failoverClientClass(list: HostList, config: pg.ClientConfig): ty
     }
   }
   return FailoverClient;
+}
+
+type ConnectCallback = (err: Error | undefined, client?: pg.PoolClient, done?: (release?: unknown) => void) => void;
+
+/**
+ * A pg.Pool over the hosts of `list` (failoverClientClass). The first connection after the good host
+ * went away fails on that host; as libpq tries the next host within one connect, the pool tries once
+ * more at once, which looks at every host, instead of handing the caller an error a failover explains.
+ */
+export function failoverPool(list: HostList, config: pg.PoolConfig): pg.Pool {
+  const chooser = new HostChooser(list, config);
+  class FailoverPool extends pg.Pool {
+    async #connectOnce(): Promise<pg.PoolClient> {
+      try {
+        return await super.connect();
+      } catch (err) {
+        if (!chooser.lostPreferred()) throw err;
+        return super.connect();
+      }
+    }
+
+    override connect(): Promise<pg.PoolClient>;
+    override connect(callback: ConnectCallback): void;
+    override connect(callback?: ConnectCallback): Promise<pg.PoolClient> | void {
+      const connected = this.#connectOnce();
+      if (!callback) return connected;
+      connected.then(
+        (client) => callback(undefined, client, (release) => client.release(release as Error | boolean | undefined)),
+        (err: Error) => callback(err),
+      );
+    }
+  }
+  return new FailoverPool({ ...config, Client: failoverClientClass(list, config, chooser) });
 }

@@ -9,7 +9,7 @@ import {
 import { databaseTarget, type ConnectionTarget } from '../runtime/connection-target.js';
 import { describeError, type Logger } from '../runtime/logger.js';
 import { withoutPreparedStatements } from './statement.js';
-import { failoverClientClass } from './failover-client.js';
+import { failoverPool } from './failover-client.js';
 import { parseHostList } from '../runtime/host-list.js';
 
 export interface PoolLease {
@@ -69,8 +69,7 @@ const listTargets = new WeakMap<pg.Pool, ConnectionTarget>();
 export function newPool(config: pg.PoolConfig): pg.Pool {
   const list = config.connectionString ? parseHostList(config.connectionString) : undefined;
   if (!list) return new pg.Pool(config);
-  const first = { ...config, connectionString: list.urlFor(list.hosts[0]!) };
-  const pool = new pg.Pool({ ...first, Client: failoverClientClass(list, first) });
+  const pool = failoverPool(list, { ...config, connectionString: list.urlFor(list.hosts[0]!) });
   listTargets.set(pool, databaseTarget(config.connectionString!));
   return pool;
 }
