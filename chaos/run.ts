@@ -6,6 +6,8 @@
  * the exit code is 1 on any defect. The same --seed replays the same faults in the same order.
  * `--pg pooler` puts a PgBouncer in transaction mode between the workers and PostgreSQL
  * (chaos/pooler-faults.ts); the producers, the injector and the check always connect directly.
+ * `--pg failover` runs everything on a synchronous primary/standby pair of the run's own through its
+ * host list, and crashes the primary and promotes the standby once (chaos/failover-faults.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -13,7 +15,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import amqp from 'amqplib';
-import pg from 'pg';
 import { appendToOutbox, migrate, reconcile, withTransaction, type ReconcileRow } from '../src/index.js';
 import {
   encodeMessage,
@@ -29,7 +30,7 @@ import {
   queueSetArguments,
   retryTiers,
 } from '../src/transport/queue-arguments.js';
-import { between, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
+import { between, everyKindRan, faultBag, FAULT_KINDS, seededRandom, type FaultKind } from './schedule.js';
 import { ClusterFaults, faultKindsFor, isClusterFault, rotated } from './cluster-faults.js';
 import type { WorkerConfig } from './worker.js';
 import {
@@ -44,6 +45,8 @@ import { createCdcSlot, dropCdcSlot } from '../src/relay/index.js';
 import { rabbitmqctl as brokerctl } from '../kit/broker-admin.js';
 import { drawableIn, pgMode, PgFaults } from './pg-faults.js';
 import { PoolerFaults, workerConnection } from './pooler-faults.js';
+import { FailoverFaults } from './failover-faults.js';
+import { newPool } from '../src/db/pool.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -59,6 +62,7 @@ const { values: flags } = parseArgs({
     cluster: { type: 'boolean', default: false },
     // shared: the usual server (never restarted); embedded: one of the run's own, with PG restart faults;
     // pooler: relays and consumers through a PgBouncer of the run's own (transaction mode), with its restarts.
+    // failover: everything on a synchronous primary/standby pair's host list, with one failover (pg-failover).
     pg: { type: 'string' },
     // Goes on past --duration until each chosen fault kind ran once (a short CI pass on a slow machine).
     'every-kind': { type: 'boolean', default: false },
@@ -100,8 +104,13 @@ const kinds = faultKindsFor(
 for (const kind of kinds)
   if (!FAULT_KINDS.includes(kind)) throw new Error(`unknown fault ${kind}; known: ${FAULT_KINDS.join(', ')}`);
 const pgFaults = await PgFaults.start(postgresMode);
-/** The producers', the injector's and the check's database: never through the pooler the run judges. */
-const databaseUrl = relayMode === 'cdc' ? CDC_DATABASE_URL : (pgFaults.server?.url ?? DATABASE_URL);
+const failoverFaults = await FailoverFaults.start(postgresMode, log);
+/**
+ * The producers', the injector's and the check's database: never through the pooler the run judges.
+ * With --pg failover the pair's host list (wal_level=logical, so CDC relays stream from it too).
+ */
+const databaseUrl =
+  failoverFaults.url ?? (relayMode === 'cdc' ? CDC_DATABASE_URL : (pgFaults.server?.url ?? DATABASE_URL));
 const poolerFaults = await PoolerFaults.start(postgresMode, databaseUrl, log);
 /** The workers': the same database, or (--pg pooler) the run's PgBouncer in front of it. */
 const workerDatabase = workerConnection(postgresMode, relayMode, { direct: databaseUrl, pooler: poolerFaults.url });
@@ -120,7 +129,8 @@ let clusterFaults: ClusterFaults | undefined;
 /** The injector's own broker connection: the shared broker, or any running node of the cluster. */
 const connectBroker = () => (clusterFaults ? clusterFaults.connect() : amqp.connect(amqpUrl));
 
-const pool = new pg.Pool({ connectionString: databaseUrl, max: 8, application_name: `chaos-${runId}-injector` });
+// newPool reads the failover pair's host list (pg.Pool alone cannot): each new connection goes to the writable server.
+const pool = newPool({ connectionString: databaseUrl, max: 8, application_name: `chaos-${runId}-injector` });
 pool.on('error', () => undefined);
 
 function relayModeOf(flag: string): WorkerConfig['relayMode'] {
@@ -159,6 +169,7 @@ function worker(role: WorkerConfig['role'], name: string): Worker {
       queueType,
       relayMode,
       ...cdcSlot,
+      failover: postgresMode === 'failover',
       logFile: flags['worker-logs'] ? path.join(flags['worker-logs'], `${name}.log`) : undefined,
     },
     child: undefined,
@@ -225,7 +236,8 @@ async function setup(): Promise<void> {
   await pool.query(`INSERT INTO ${q}.chaos_source (id) SELECT 'o' || i FROM generate_series(1, $1::int) i`, [orders]);
   await pool.query(`INSERT INTO ${q}.chaos_projection (id) SELECT id FROM ${q}.chaos_source`);
   // Before the first event: a slot streams only what commits after it exists.
-  if (relayMode === 'cdc') await createCdcSlot(pool, { schema, ...cdcSlot });
+  // On the pair, a failover slot: the standby keeps a copy, from which the relays resume after the promotion.
+  if (relayMode === 'cdc') await createCdcSlot(pool, { schema, ...cdcSlot, failover: postgresMode === 'failover' });
   const connection = await connectBroker();
   const channel = await connection.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: true });
@@ -244,36 +256,77 @@ async function setup(): Promise<void> {
 }
 
 let producing = true;
-let appended = 0;
+/**
+ * Event ids whose transaction is known committed: its COMMIT returned, or it failed and the writable
+ * server (the new primary, after a failover) has the event. The check counts each one missing from
+ * the outbox as lost: what the database alone holds cannot show a committed transaction that vanished.
+ */
+const produced = new Set<string>();
+/** Transactions whose COMMIT failed, by what the writable server then said; `unknown`: it never answered, never counted. */
+const commitInDoubt = { committed: 0, rolledBack: 0, unknown: 0 };
+/** How long a producer asks about a failed COMMIT: a failover leaves no writable server for a few seconds. */
+const IN_DOUBT_MS = 60_000;
 
 /**
  * One business change and its event in one transaction; every tenth change of an order is a
- * snapshot. A failed COMMIT may still have committed: the source row and its event commit
- * together or not at all, so the check (which reads both from the database) stays exact.
+ * snapshot. The source row and its event commit together or not at all, so the check (which reads
+ * both from the database) stays exact whatever a failed COMMIT did; `produced` gets the event only
+ * when it is known to be there.
  */
 async function change(id: string, delta: number): Promise<void> {
-  await withTransaction(pool, async (client) => {
-    const { rows, rowCount } = await client.query<{ version: string; total: string }>(
-      `UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`,
-      [id, delta],
-    );
-    if (rowCount !== 1) throw new Error(`expected one source row for ${id}`);
-    const version = Number(rows[0]!.version);
-    const snapshot = version % 10 === 0;
-    await appendToOutbox(
-      client,
-      {
-        aggregateType: 'order',
-        aggregateId: id,
-        aggregateVersion: version,
-        eventType: snapshot ? 'TotalSnapshot' : 'AmountAdded',
-        kind: snapshot ? 'snapshot' : 'incremental',
-        payload: snapshot ? { total: Number(rows[0]!.total) } : { delta },
-      },
-      { schema },
-    );
-  });
-  appended++;
+  // An object, not a local: TypeScript does not see a closure's assignment to a local.
+  const attempt: { eventId?: string } = {};
+  try {
+    await withTransaction(pool, async (client) => {
+      const { rows, rowCount } = await client.query<{ version: string; total: string }>(
+        `UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`,
+        [id, delta],
+      );
+      if (rowCount !== 1) throw new Error(`expected one source row for ${id}`);
+      const version = Number(rows[0]!.version);
+      const snapshot = version % 10 === 0;
+      const appended = await appendToOutbox(
+        client,
+        {
+          aggregateType: 'order',
+          aggregateId: id,
+          aggregateVersion: version,
+          eventType: snapshot ? 'TotalSnapshot' : 'AmountAdded',
+          kind: snapshot ? 'snapshot' : 'incremental',
+          payload: snapshot ? { total: Number(rows[0]!.total) } : { delta },
+        },
+        { schema },
+      );
+      attempt.eventId = appended.eventId;
+    });
+  } catch (err) {
+    // Failed before the append returned: no COMMIT was sent, so the transaction rolled back whole.
+    if (attempt.eventId === undefined) throw err;
+    // The COMMIT was sent and its answer lost (a crashed primary cuts it off): the event is there or not.
+    const outcome = await commitOutcome(attempt.eventId);
+    commitInDoubt[outcome]++;
+    if (outcome === 'committed') produced.add(attempt.eventId);
+    throw err;
+  }
+  produced.add(attempt.eventId!);
+}
+
+/**
+ * Whether the writable server has `eventId`, asked until one answers: with the host list each new
+ * connection goes to the server that accepts writes now, so after a failover this is the promoted
+ * standby, which has every transaction whose COMMIT the old primary could have confirmed.
+ */
+async function commitOutcome(eventId: string): Promise<'committed' | 'rolledBack' | 'unknown'> {
+  const deadline = Date.now() + IN_DOUBT_MS;
+  while (Date.now() < deadline) {
+    try {
+      const { rowCount } = await pool.query(`SELECT 1 FROM ${q}.outbox WHERE event_id = $1`, [eventId]);
+      return rowCount ? 'committed' : 'rolledBack';
+    } catch {
+      await sleep(200);
+    }
+  }
+  return 'unknown';
 }
 
 async function produce(): Promise<void> {
@@ -288,7 +341,7 @@ async function produce(): Promise<void> {
           // o1 is the hot aggregate: a tenth of all changes, and the one whose rows get locked.
           await change(draw() < 0.1 ? 'o1' : `o${between(draw, 1, orders)}`, between(draw, 1, 9));
         } catch {
-          // A terminated backend or a lock timeout: the transaction rolled back whole; go on.
+          // Rolled back, or committed and counted by change(): either way the next change is a new one.
         }
         await sleep(pause);
       }
@@ -352,7 +405,8 @@ async function inject(kind: FaultKind): Promise<void> {
       // Through the pooler these are its server connections: PgBouncer sets each one's application_name
       // to its linked client's and leaves it when the client lets go, and only this run's workers use the
       // run's pooler, so every one of them matches. A worker's client connection to PgBouncer survives
-      // unless a transaction was under way on the server connection that ended.
+      // unless a transaction was under way on the server connection that ended. On the failover pair the
+      // injector's pool connects to the writable server: the workers are found on whichever node is primary now.
       const { rowCount } = await pool.query(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1 AND application_name NOT LIKE '%-injector'`,
         // Leading %: a CDC relay's replication connection is named `converge-cdc <relayId>`.
@@ -382,6 +436,8 @@ async function inject(kind: FaultKind): Promise<void> {
       return pgFaults.inject(kind, random, log);
     case 'restart-pooler':
       return poolerFaults.inject(kind, random, log);
+    case 'pg-failover':
+      return failoverFaults.inject(kind, random, log, relayMode === 'cdc' ? cdcSlot.slot : undefined);
     default:
       if (isClusterFault(kind) && clusterFaults) return clusterFaults.inject(kind);
       throw new Error(`${kind} needs --cluster`);
@@ -568,6 +624,7 @@ async function describeStuck(): Promise<void> {
   for (const session of sessions) log(`session: ${JSON.stringify(session)}`);
   for (const line of await poolerFaults.describe().catch((err: unknown) => [`pooler: ${(err as Error).message}`]))
     log(line);
+  for (const line of await failoverFaults.describe()) log(line);
   log(`workers alive: ${workers.map((w) => `${w.config.name.slice(-10)}=${w.child ? 'yes' : 'no'}`).join(' ')}`);
 }
 
@@ -585,6 +642,12 @@ async function check(): Promise<Verdict> {
   const effects = await count(`SELECT count(*) AS n FROM ${q}.chaos_effects`);
   const doubleApplied = await count(
     `SELECT count(*) AS n FROM (SELECT event_id FROM ${q}.chaos_effects GROUP BY event_id HAVING count(*) > 1) d`,
+  );
+  // A transaction the producers know committed (change()) whose event is not in the outbox now: with
+  // --pg failover, a commit the promoted standby never had. A set of ids the database alone cannot give.
+  const producedMissing = await count(
+    `SELECT count(*) AS n FROM unnest($1::text[]) AS p(event_id) WHERE NOT EXISTS (SELECT 1 FROM ${q}.outbox o WHERE o.event_id = p.event_id)`,
+    [[...produced]],
   );
   // An event without an effect of its own is fine only if a later snapshot of its aggregate (which contains it) applied.
   const lost = await count(`
@@ -614,7 +677,7 @@ async function check(): Promise<Verdict> {
   );
   return {
     events,
-    lost: lost + inboxMissing,
+    lost: lost + inboxMissing + producedMissing,
     doubleApplied,
     mismatched:
       projectionMismatch +
@@ -624,6 +687,11 @@ async function check(): Promise<Verdict> {
       Math.abs(quarantined - unexpectedQuarantine - injectedBad.length),
     stuck: unpublished + parked + Math.max(0, queued) + (queued < 0 ? 1 : 0),
     details: {
+      produced: produced.size,
+      producedMissing,
+      commitInDoubtThere: commitInDoubt.committed,
+      commitInDoubtAbsent: commitInDoubt.rolledBack,
+      commitInDoubtUnknown: commitInDoubt.unknown,
       effects,
       coveredBySnapshot,
       inboxMissing,
@@ -707,12 +775,13 @@ async function cleanup(): Promise<void> {
   await pool.end();
   await poolerFaults.stop().catch((err: unknown) => log(`pooler: ${(err as Error).message}`));
   await pgFaults.stop();
+  await failoverFaults.stop();
 }
 
 async function main(): Promise<number> {
   log(`faults: ${kinds.join(', ')}`);
   log(
-    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${relayMode === 'cdc' ? 'cdc' : pgFaults.server ? `embedded:${pgFaults.server.port}` : poolerFaults.url ? `shared, workers through pgbouncer:${poolerFaults.port} (transaction pooling)` : 'shared'} relay=${RELAY_HEADER[relayMode]}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
+    `seed=${seed} duration=${durationMs / 1000}s orders=${orders} rate=${ratePerSecond}/s schema=${schema} queue=${quorum ? 'quorum' : 'classic durable'} postgres=${failoverFaults.pair ? `failover pair :${failoverFaults.pair.ports.primary} -> :${failoverFaults.pair.ports.standby} (synchronous, host list)${relayMode === 'cdc' ? ', cdc failover slot' : ''}` : relayMode === 'cdc' ? 'cdc' : pgFaults.server ? `embedded:${pgFaults.server.port}` : poolerFaults.url ? `shared, workers through pgbouncer:${poolerFaults.port} (transaction pooling)` : 'shared'} relay=${RELAY_HEADER[relayMode]}${flags.cluster ? ' rabbitmq=cluster' : ''}`,
   );
   if (flags.cluster) {
     clusterFaults = await ClusterFaults.start(queue, random, log);
@@ -724,7 +793,7 @@ async function main(): Promise<number> {
   const faults: Record<string, number> = {};
   let injected = 0;
   const end = Date.now() + durationMs;
-  while (Date.now() < end || (flags['every-kind'] && kinds.some((kind) => !faults[kind]))) {
+  while (Date.now() < end || (flags['every-kind'] && !everyKindRan(kinds, faults))) {
     await sleep(between(random, 1_000, 3_000));
     // A broker restart waits while the last one is recent (it is slow and hits every connection);
     // a node fault waits while a node boots, a PG restart while the last one is recent.
@@ -736,6 +805,8 @@ async function main(): Promise<number> {
         ...poolerFaults.deferred(),
       ]),
     );
+    // Nothing left to draw: the run named only once-per-run faults (pg-failover), and they ran.
+    if (kind === undefined) continue;
     log(`fault ${injected + 1}: ${kind}`);
     try {
       await inject(kind);
@@ -748,11 +819,14 @@ async function main(): Promise<number> {
   }
   producing = false;
   await producing$;
-  log(`faults stop; ${appended} events appended; waiting for quiescence (at most ${quiesceMs / 1000} s)`);
+  log(
+    `faults stop; ${produced.size} events committed (COMMIT in doubt: ${commitInDoubt.committed} there, ${commitInDoubt.rolledBack} not, ${commitInDoubt.unknown} unknown); waiting for quiescence (at most ${quiesceMs / 1000} s)`,
+  );
   await clusterFaults?.restoreNodes();
   await poolerFaults.restore();
   await revive();
-  const quiet = await waitUntil(settled, quiesceMs);
+  // A query that fails (a server still finding its feet after a failover) means not settled yet, not the end of the run.
+  const quiet = await waitUntil(() => settled().catch(() => false), quiesceMs);
   if (!quiet) {
     log('no quiescence within the bound: the check below counts what is left as stuck');
     await describeStuck().catch((err: unknown) => log(`could not describe what is stuck: ${(err as Error).message}`));

@@ -20,7 +20,9 @@ export type FaultKind =
   | 'pg-restart-fast'
   | 'pg-restart-immediate'
   // --pg pooler only (chaos/pooler-faults.ts): the run's own PgBouncer killed and started again.
-  | 'restart-pooler';
+  | 'restart-pooler'
+  // --pg failover only (chaos/failover-faults.ts): the pair's primary crashed, its standby promoted; once per run.
+  | 'pg-failover';
 
 /** Relative frequency of each fault. A broker restart is the slowest, so it is the rarest; node faults only run with --cluster. */
 export const FAULT_WEIGHTS: Record<FaultKind, number> = {
@@ -43,30 +45,55 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
   'pg-restart-immediate': 1,
   // Only with --pg pooler (chaos/pooler-faults.ts). Twice as often as one PG restart: it is what that mode is for.
   'restart-pooler': 2,
+  // Only with --pg failover (chaos/failover-faults.ts), and at most once per run (ONCE_PER_RUN).
+  'pg-failover': 1,
 };
 
 export const FAULT_KINDS = Object.keys(FAULT_WEIGHTS) as FaultKind[];
 
 /**
+ * Faults a run can inject only once: a failover promotes the one standby the pair has, and nothing
+ * makes the crashed primary a standby again, so a second one would have no server to fail over to.
+ */
+export const ONCE_PER_RUN: ReadonlySet<FaultKind> = new Set<FaultKind>(['pg-failover']);
+
+/**
  * Faults drawn from a shuffled bag holding each kind `weight` times, refilled when empty: a
  * run of one bag's length meets every kind, in an order only the seed decides. `deferred`
- * kinds (e.g. a broker restart shortly after the last one) stay in the bag for later.
+ * kinds (e.g. a broker restart shortly after the last one) stay in the bag for later. A kind in
+ * `once` leaves the bag for good when drawn (its other copies too, and it is not put back at a
+ * refill); undefined once every kind is spent, so a run of only such kinds goes on without faults.
  */
 export function faultBag(
   random: () => number,
   kinds: readonly FaultKind[] = FAULT_KINDS,
-): (deferred?: ReadonlySet<FaultKind>) => FaultKind {
+  once: ReadonlySet<FaultKind> = ONCE_PER_RUN,
+): (deferred?: ReadonlySet<FaultKind>) => FaultKind | undefined {
   let bag: FaultKind[] = [];
+  let live = [...kinds];
   return (deferred = new Set()) => {
+    if (live.length === 0) return undefined;
     if (bag.length === 0)
       bag = shuffle(
-        kinds.flatMap((kind) => Array<FaultKind>(FAULT_WEIGHTS[kind]).fill(kind)),
+        live.flatMap((kind) => Array<FaultKind>(FAULT_WEIGHTS[kind]).fill(kind)),
         random,
       );
     const index = bag.findIndex((kind) => !deferred.has(kind));
-    if (index < 0) return pickFault(random, deferred, kinds);
-    return bag.splice(index, 1)[0]!;
+    const kind = index < 0 ? pickFault(random, deferred, live) : bag.splice(index, 1)[0]!;
+    if (once.has(kind)) {
+      live = live.filter((k) => k !== kind);
+      bag = bag.filter((k) => k !== kind);
+    }
+    return kind;
   };
+}
+
+/** --every-kind's end: each of the run's kinds drawn at least once (a once-per-run kind needs no more than that). */
+export function everyKindRan(
+  kinds: readonly FaultKind[],
+  counts: Readonly<Partial<Record<FaultKind, number>>>,
+): boolean {
+  return kinds.every((kind) => (counts[kind] ?? 0) > 0);
 }
 
 function shuffle<T>(items: T[], random: () => number): T[] {

@@ -5,7 +5,6 @@
  * batch and before it is marked published (relay), and after the consumer committed and
  * before it acked (consumer).
  */
-import pg from 'pg';
 import { pino } from 'pino';
 import {
   applyIncrement,
@@ -17,6 +16,7 @@ import {
   type EventEnvelope,
   type HandlerContext,
 } from '../src/index.js';
+import { newPool } from '../src/db/pool.js';
 import { withApplicationName } from './pooler-faults.js';
 
 export interface WorkerConfig {
@@ -44,6 +44,11 @@ export interface WorkerConfig {
   relayMode: 'polling' | 'exclusive' | 'cdc';
   slot: string;
   publication: string;
+  /**
+   * --pg failover: databaseUrl is the pair's host list, and a CDC relay's slot is a failover slot,
+   * so the relay is given the list itself (its replication stream follows the writable host).
+   */
+  failover: boolean;
   /** Where the library's log goes (--worker-logs); none: silent. */
   logFile?: string;
 }
@@ -54,7 +59,8 @@ const die = () => process.kill(process.pid, 'SIGKILL');
 const logger = config.logFile
   ? pino({ level: 'debug' }, pino.destination({ dest: config.logFile, sync: true, append: true }))
   : silentLogger;
-const pool = new pg.Pool({ connectionString: config.databaseUrl, application_name: config.appName, max: 6 });
+// newPool, not pg.Pool: with --pg failover databaseUrl is a host list, which only converge's pool reads.
+const pool = newPool({ connectionString: config.databaseUrl, application_name: config.appName, max: 6 });
 // A terminated backend surfaces here for idle clients; the components retry on their own.
 pool.on('error', () => undefined);
 
@@ -112,6 +118,8 @@ function runCdcRelay(): () => Promise<void> {
     slot: config.slot,
     publication: config.publication,
     createSlot: false,
+    // The pool follows the writable host already; the replication stream needs the list itself.
+    ...(config.failover ? { connectionString: config.databaseUrl, failoverSlot: true } : {}),
     confirmTimeoutMs: 5_000,
     standbyRetryMs: 200,
     backoff: { initialDelayMs: 50, maxDelayMs: 1_000 },

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { faultKindsFor } from '../../chaos/cluster-faults.js';
+import { FAILOVER_FAULTS } from '../../chaos/failover-faults.js';
 import { drawableIn, pgMode, PG_FAULTS } from '../../chaos/pg-faults.js';
 import { POOLER_FAULTS } from '../../chaos/pooler-faults.js';
 import { FAULT_KINDS, FAULT_WEIGHTS, faultBag, seededRandom } from '../../chaos/schedule.js';
@@ -18,7 +19,7 @@ test('--pg picks the mode; a fault named in --faults picks the mode it needs', (
 });
 
 test('--pg refuses an unknown mode and combinations no run can honour, saying why', () => {
-  assert.throws(() => pgMode('bouncer', undefined), /--pg must be shared, embedded, pooler, not bouncer/);
+  assert.throws(() => pgMode('bouncer', undefined), /--pg must be shared, embedded, pooler, failover, not bouncer/);
   assert.throws(() => pgMode('shared', ['pg-restart-fast']), /need --pg embedded/);
   assert.throws(() => pgMode('shared', ['restart-pooler']), /need --pg pooler/);
   assert.throws(() => pgMode('embedded', ['restart-pooler']), /one --pg mode per run/);
@@ -43,9 +44,10 @@ test('PG restarts are drawn only on the run’s own server, pooler restarts only
     assert.ok(!drawableIn('embedded', kind));
   }
   // Every other fault keeps running in every mode (terminate-backends and the kills through the pooler too).
-  const special = new Set<string>([...PG_FAULTS, ...POOLER_FAULTS]);
+  const special = new Set<string>([...PG_FAULTS, ...POOLER_FAULTS, ...FAILOVER_FAULTS]);
   for (const kind of FAULT_KINDS.filter((k) => !special.has(k)))
-    for (const mode of ['shared', 'embedded', 'pooler'] as const) assert.ok(drawableIn(mode, kind), `${kind} ${mode}`);
+    for (const mode of ['shared', 'embedded', 'pooler', 'failover'] as const)
+      assert.ok(drawableIn(mode, kind), `${kind} ${mode}`);
 });
 
 test('a pooler run meets the pooler restart within one bag; a shared run never draws it', () => {
