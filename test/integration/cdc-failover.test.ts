@@ -9,37 +9,13 @@
 import assert from 'node:assert/strict';
 import type amqp from 'amqplib';
 import pg from 'pg';
-import { appendToOutbox, CdcRelay, createConverge, silentLogger, withTransaction } from '../../src/index.js';
+import { CdcRelay, createConverge, silentLogger } from '../../src/index.js';
 import { ConfigError } from '../../src/errors.js';
 import { PgPair } from '../../kit/pg-pair.js';
+import { appendUntilCommitted, FAST_BACKOFF } from '../support/failover.js';
 import { AMQP_URL, connectRabbit, dropTestBroker, test, uniqueName, waitFor } from '../support/rig.js';
 
-const FAST = { initialDelayMs: 50, maxDelayMs: 500, factor: 2 };
-
-async function appendUntilCommitted(pool: pg.Pool, schema: string, aggregateId: string, version: number) {
-  for (let tries = 0; ; tries++) {
-    try {
-      return await withTransaction(pool, async (tx) => {
-        const done = await tx.query<{ event_id: string }>(
-          `SELECT event_id FROM "${schema}".outbox WHERE aggregate_id = $1 AND aggregate_version = $2`,
-          [aggregateId, version],
-        );
-        if (done.rows[0]) return done.rows[0].event_id;
-        const event = {
-          aggregateType: 'order',
-          aggregateId,
-          aggregateVersion: version,
-          eventType: 'OrderChanged',
-          payload: {},
-        };
-        return (await appendToOutbox(tx, event, { schema })).eventId;
-      });
-    } catch (err) {
-      assert.ok(tries < 600, `the append never went through: ${(err as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
+const FAST = FAST_BACKOFF;
 
 async function slotOnStandby(url: string, slot: string): Promise<{ synced: boolean; temporary: boolean } | undefined> {
   const client = new pg.Client({ connectionString: url });

@@ -22,6 +22,7 @@ import {
 } from '../../src/index.js';
 import { listQuarantine, replayQuarantined } from '../../src/ops/index.js';
 import { PgPair } from '../../kit/pg-pair.js';
+import { appendUntilCommitted, FAST_BACKOFF } from '../support/failover.js';
 import {
   AMQP_URL,
   connectRabbit,
@@ -35,35 +36,7 @@ import {
 const AGGREGATES = 8;
 const VERSIONS = 25;
 const FAIL_AFTER = 60;
-const FAST = { initialDelayMs: 50, maxDelayMs: 500 };
-
-/**
- * Appends one event; a failure during the failover leaves it unknown whether the COMMIT took, so
- * the outbox on whichever server now accepts writes says: present means committed.
- */
-async function appendUntilCommitted(pool: pg.Pool, schema: string, aggregateId: string, version: number) {
-  for (let tries = 0; ; tries++) {
-    try {
-      return await withTransaction(pool, async (tx) => {
-        const done = await tx.query<{ event_id: string }>(
-          `SELECT event_id FROM "${schema}".outbox WHERE aggregate_id = $1 AND aggregate_version = $2`,
-          [aggregateId, version],
-        );
-        if (done.rows[0]) return done.rows[0].event_id;
-        const appended = await appendToOutbox(
-          tx,
-          { aggregateType: 'order', aggregateId, aggregateVersion: version, eventType: 'OrderChanged', payload: {} },
-          { schema },
-        );
-        return appended.eventId;
-      });
-    } catch (err) {
-      assert.ok(tries < 600, `the append never went through: ${(err as Error).message}`);
-      // The next attempt opens a new connection, which the host list sends to a writable server.
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
+const FAST = FAST_BACKOFF;
 
 test('a synchronous standby promoted mid-run: every event whose COMMIT returned is published and applied exactly once on the new primary', async () => {
   const pair = await PgPair.start({ synchronous: true, signals: false });
