@@ -114,7 +114,8 @@ export class FailoverFaults {
   }
 
   async #waitSlotSynced(slot: string, log: (message: string) => void): Promise<void> {
-    const deadline = Date.now() + SLOT_SYNC_MS;
+    const started = Date.now();
+    const deadline = started + SLOT_SYNC_MS;
     let last = 'not on the standby';
     while (Date.now() < deadline) {
       const [row] = await query<{ synced: boolean; temporary: boolean }>(
@@ -123,7 +124,12 @@ export class FailoverFaults {
         [slot],
       ).catch(() => []);
       // A temporary synced slot is dropped at promotion: only a persistent one carries over.
-      if (row?.synced && !row.temporary) return;
+      if (row?.synced && !row.temporary) {
+        // Early in a run the sync worker may not have copied the slot yet: worth seeing how long that took.
+        if (Date.now() - started > 500)
+          log(`pg-failover: slot ${slot} synced on the standby after ${Date.now() - started} ms`);
+        return;
+      }
       last = row ? `synced=${row.synced} temporary=${row.temporary}` : 'not on the standby';
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
