@@ -53,6 +53,24 @@ describe('classifyDatabaseError', () => {
     });
   }
 
+  // PgBouncer 1.18 hands on the server's refusal with its own 08P01: the messages are what it sent, seen through a real one.
+  const throughPgBouncer: [string, string][] = [
+    ['database "nosuchdb" does not exist', 'not-found'],
+    ['no such user', 'access-denied'],
+    ['password authentication failed for user "app"', 'auth-failed'],
+  ];
+  for (const [message, kind] of throughPgBouncer)
+    it(`08P01 from PgBouncer with "${message}" is the server's refusal: ${kind}, permanent`, () => {
+      const failure = classifyDatabaseError(pgError('08P01', message), db)!;
+      assert.equal(failure.kind, kind);
+      assert.equal(failure.permanent, true);
+    });
+
+  it('any other 08P01 stays a transient connection failure', () => {
+    const failure = classifyDatabaseError(pgError('08P01', 'server login has been failing, try again later'), db)!;
+    assert.equal(failure.kind, 'unavailable');
+  });
+
   it('names the missing database, which the message may show', () => {
     assert.match(
       describeFailure(classifyDatabaseError(pgError('3D000', 'x'), db)!),
