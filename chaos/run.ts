@@ -47,6 +47,7 @@ import { drawableIn, pgMode, PgFaults } from './pg-faults.js';
 import { PoolerFaults, workerConnection } from './pooler-faults.js';
 import { FailoverFaults } from './failover-faults.js';
 import { newPool } from '../src/db/pool.js';
+import { countedCommit } from './commit-outcome.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -262,8 +263,8 @@ let producing = true;
  * the outbox as lost: what the database alone holds cannot show a committed transaction that vanished.
  */
 const produced = new Set<string>();
-/** Transactions whose COMMIT failed, by what the writable server then said; `unknown`: it never answered, never counted. */
-const commitInDoubt = { committed: 0, rolledBack: 0, unknown: 0 };
+/** Transactions whose COMMIT failed, by what the writable server then said (chaos/commit-outcome.ts). */
+const commitInDoubt = { there: 0, absent: 0, unknown: 0 };
 /** How long a producer asks about a failed COMMIT: a failover leaves no writable server for a few seconds. */
 const IN_DOUBT_MS = 60_000;
 
@@ -271,62 +272,46 @@ const IN_DOUBT_MS = 60_000;
  * One business change and its event in one transaction; every tenth change of an order is a
  * snapshot. The source row and its event commit together or not at all, so the check (which reads
  * both from the database) stays exact whatever a failed COMMIT did; `produced` gets the event only
- * when it is known to be there.
+ * when it is known to be committed. With the host list the question after a failed COMMIT goes to
+ * the server that accepts writes now: after a failover the promoted standby, which has every
+ * transaction whose COMMIT the old primary could have confirmed.
  */
 async function change(id: string, delta: number): Promise<void> {
-  // An object, not a local: TypeScript does not see a closure's assignment to a local.
-  const attempt: { eventId?: string } = {};
-  try {
-    await withTransaction(pool, async (client) => {
-      const { rows, rowCount } = await client.query<{ version: string; total: string }>(
-        `UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`,
-        [id, delta],
-      );
-      if (rowCount !== 1) throw new Error(`expected one source row for ${id}`);
-      const version = Number(rows[0]!.version);
-      const snapshot = version % 10 === 0;
-      const appended = await appendToOutbox(
-        client,
-        {
-          aggregateType: 'order',
-          aggregateId: id,
-          aggregateVersion: version,
-          eventType: snapshot ? 'TotalSnapshot' : 'AmountAdded',
-          kind: snapshot ? 'snapshot' : 'incremental',
-          payload: snapshot ? { total: Number(rows[0]!.total) } : { delta },
-        },
-        { schema },
-      );
-      attempt.eventId = appended.eventId;
-    });
-  } catch (err) {
-    // Failed before the append returned: no COMMIT was sent, so the transaction rolled back whole.
-    if (attempt.eventId === undefined) throw err;
-    // The COMMIT was sent and its answer lost (a crashed primary cuts it off): the event is there or not.
-    const outcome = await commitOutcome(attempt.eventId);
-    commitInDoubt[outcome]++;
-    if (outcome === 'committed') produced.add(attempt.eventId);
-    throw err;
-  }
-  produced.add(attempt.eventId!);
-}
-
-/**
- * Whether the writable server has `eventId`, asked until one answers: with the host list each new
- * connection goes to the server that accepts writes now, so after a failover this is the promoted
- * standby, which has every transaction whose COMMIT the old primary could have confirmed.
- */
-async function commitOutcome(eventId: string): Promise<'committed' | 'rolledBack' | 'unknown'> {
-  const deadline = Date.now() + IN_DOUBT_MS;
-  while (Date.now() < deadline) {
-    try {
-      const { rowCount } = await pool.query(`SELECT 1 FROM ${q}.outbox WHERE event_id = $1`, [eventId]);
-      return rowCount ? 'committed' : 'rolledBack';
-    } catch {
-      await sleep(200);
-    }
-  }
-  return 'unknown';
+  const counted = await countedCommit(
+    (written) =>
+      withTransaction(pool, async (client) => {
+        const { rows, rowCount } = await client.query<{ version: string; total: string }>(
+          `UPDATE ${q}.chaos_source SET version = version + 1, total = total + $2 WHERE id = $1 RETURNING version, total`,
+          [id, delta],
+        );
+        if (rowCount !== 1) throw new Error(`expected one source row for ${id}`);
+        const version = Number(rows[0]!.version);
+        const snapshot = version % 10 === 0;
+        const appended = await appendToOutbox(
+          client,
+          {
+            aggregateType: 'order',
+            aggregateId: id,
+            aggregateVersion: version,
+            eventType: snapshot ? 'TotalSnapshot' : 'AmountAdded',
+            kind: snapshot ? 'snapshot' : 'incremental',
+            payload: snapshot ? { total: Number(rows[0]!.total) } : { delta },
+          },
+          { schema },
+        );
+        written(appended.eventId);
+      }),
+    {
+      present: async (eventId) =>
+        ((await pool.query(`SELECT 1 FROM ${q}.outbox WHERE event_id = $1`, [eventId])).rowCount ?? 0) > 0,
+      timeoutMs: IN_DOUBT_MS,
+      retryMs: 200,
+    },
+  );
+  if (counted.eventId !== undefined) produced.add(counted.eventId);
+  if (counted.outcome === 'in-doubt-there') commitInDoubt.there++;
+  if (counted.outcome === 'in-doubt-absent') commitInDoubt.absent++;
+  if (counted.outcome === 'in-doubt-unknown') commitInDoubt.unknown++;
 }
 
 async function produce(): Promise<void> {
@@ -341,7 +326,7 @@ async function produce(): Promise<void> {
           // o1 is the hot aggregate: a tenth of all changes, and the one whose rows get locked.
           await change(draw() < 0.1 ? 'o1' : `o${between(draw, 1, orders)}`, between(draw, 1, 9));
         } catch {
-          // Rolled back, or committed and counted by change(): either way the next change is a new one.
+          // change() settles its own failures; anything else (a bug) must not stop the producers mid-run.
         }
         await sleep(pause);
       }
@@ -689,8 +674,8 @@ async function check(): Promise<Verdict> {
     details: {
       produced: produced.size,
       producedMissing,
-      commitInDoubtThere: commitInDoubt.committed,
-      commitInDoubtAbsent: commitInDoubt.rolledBack,
+      commitInDoubtThere: commitInDoubt.there,
+      commitInDoubtAbsent: commitInDoubt.absent,
       commitInDoubtUnknown: commitInDoubt.unknown,
       effects,
       coveredBySnapshot,
@@ -820,7 +805,7 @@ async function main(): Promise<number> {
   producing = false;
   await producing$;
   log(
-    `faults stop; ${produced.size} events committed (COMMIT in doubt: ${commitInDoubt.committed} there, ${commitInDoubt.rolledBack} not, ${commitInDoubt.unknown} unknown); waiting for quiescence (at most ${quiesceMs / 1000} s)`,
+    `faults stop; ${produced.size} events committed (COMMIT in doubt: ${commitInDoubt.there} there, ${commitInDoubt.absent} not, ${commitInDoubt.unknown} unknown); waiting for quiescence (at most ${quiesceMs / 1000} s)`,
   );
   await clusterFaults?.restoreNodes();
   await poolerFaults.restore();
