@@ -11,8 +11,7 @@
  * synchronous replication every transaction whose COMMIT returned is on the standby before the
  * client hears of it, so the usual check (nothing lost, nothing applied twice) holds across it.
  */
-import pg from 'pg';
-import { PgPair } from '../kit/pg-pair.js';
+import { PgPair, queryOnce } from '../kit/pg-pair.js';
 import type { PgMode } from './pg-faults.js';
 import { between, type FaultKind } from './schedule.js';
 
@@ -100,7 +99,7 @@ export class FailoverFaults {
     return Promise.all(
       nodes.map(async ([name, url]) => {
         try {
-          const [row] = await query<{ recovery: boolean }>(url, 'SELECT pg_is_in_recovery() AS recovery');
+          const [row] = await queryOnce<{ recovery: boolean }>(url, 'SELECT pg_is_in_recovery() AS recovery');
           return `pair ${name} node: up, ${row?.recovery ? 'in recovery (read-only)' : 'accepting writes'}`;
         } catch (err) {
           return `pair ${name} node: ${(err as Error).message}`;
@@ -118,7 +117,7 @@ export class FailoverFaults {
     const deadline = started + SLOT_SYNC_MS;
     let last = 'not on the standby';
     while (Date.now() < deadline) {
-      const [row] = await query<{ synced: boolean; temporary: boolean }>(
+      const [row] = await queryOnce<{ synced: boolean; temporary: boolean }>(
         this.pair!.standbyUrl,
         'SELECT synced, temporary FROM pg_replication_slots WHERE slot_name = $1',
         [slot],
@@ -134,17 +133,5 @@ export class FailoverFaults {
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
     log(`pg-failover: slot ${slot} still ${last} on the standby after ${SLOT_SYNC_MS} ms; failing over anyway`);
-  }
-}
-
-async function query<R extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
-  // A server that goes away under the client emits 'error' with no query to reject.
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return (await client.query<R>(sql, values)).rows;
-  } finally {
-    await client.end().catch(() => undefined);
   }
 }

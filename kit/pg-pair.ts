@@ -145,7 +145,12 @@ function logTail(file: string, lines = 8): string {
   }
 }
 
-async function query<R extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<R[]> {
+/** One statement on a connection of its own (a server may be going away: nothing is kept open). */
+export async function queryOnce<R extends pg.QueryResultRow>(
+  url: string,
+  sql: string,
+  values: unknown[] = [],
+): Promise<R[]> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
   // A server stopped under an idle client emits 'error' with no query to reject; without a listener that would crash.
   client.on('error', () => undefined);
@@ -281,7 +286,7 @@ export class PgPair {
     try {
       await pair.#initPrimary();
       await pair.#startNode(pair.#primary);
-      await query(pair.primaryUrl, 'SELECT pg_create_physical_replication_slot($1, true)', [STANDBY_SLOT]);
+      await queryOnce(pair.primaryUrl, 'SELECT pg_create_physical_replication_slot($1, true)', [STANDBY_SLOT]);
       // fast, not immediate: only a shutdown checkpoint leaves a directory the copy can start from as it is.
       await pair.#pgCtl(pair.#primary, ['stop', '-w', '-t', '60', '-m', 'fast']);
       await pair.#copyStandby();
@@ -351,7 +356,7 @@ export class PgPair {
       await until(
         async () =>
           streamingGap(
-            await query<ReplicationRow>(
+            await queryOnce<ReplicationRow>(
               this.primaryUrl,
               'SELECT application_name, state, sync_state FROM pg_stat_replication',
             ),
@@ -375,10 +380,10 @@ export class PgPair {
     const hba = path.join(this.#primary.data, 'pg_hba.conf');
     await writeFile(hba, `${pairHba().split('\n')[0]}\n`);
     await this.#own(hba);
-    await query(this.primaryUrl, 'SELECT pg_reload_conf()');
+    await queryOnce(this.primaryUrl, 'SELECT pg_reload_conf()');
     await until(
       async () => {
-        const rows = await query<{ pid: number }>(
+        const rows = await queryOnce<{ pid: number }>(
           this.primaryUrl,
           'SELECT pid, pg_terminate_backend(pid) FROM pg_stat_replication',
         );
@@ -398,7 +403,7 @@ export class PgPair {
     await this.#pgCtl(this.#standby, ['promote', '-w', '-t', String(Math.ceil(timeoutMs / 1000))]);
     await until(
       async () => {
-        const [row] = await query<{ recovery: boolean }>(this.standbyUrl, 'SELECT pg_is_in_recovery() AS recovery');
+        const [row] = await queryOnce<{ recovery: boolean }>(this.standbyUrl, 'SELECT pg_is_in_recovery() AS recovery');
         return row?.recovery === false ? undefined : 'pg_is_in_recovery() is still true';
       },
       timeoutMs,

@@ -126,7 +126,8 @@ export function pgBouncerUsers(setup: PgBouncerSetup): string {
   return `"${setup.authUser.replaceAll('"', '""')}" ""\n`;
 }
 
-async function ping(url: string): Promise<void> {
+/** Connects and runs SELECT 1, rejecting with the driver's error; never waits more than 5 s for either. */
+export async function ping(url: string): Promise<void> {
   // query_timeout: a pooler whose server is down holds the query (query_wait_timeout, 120 s).
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000, query_timeout: 5000 });
   client.on('error', () => undefined);

@@ -21,7 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { POOLER_DATABASE_URL, pgBouncerSetup, preparePgBouncer } from '../kit/pgbouncer.js';
+import { POOLER_DATABASE_URL, pgBouncerSetup, ping, preparePgBouncer } from '../kit/pgbouncer.js';
 import { AMQP_URL, CDC_DATABASE_URL, DATABASE_URL, redactUrl } from '../kit/services.js';
 import { BrokerPluginMissingError } from '../src/runtime/errors.js';
 import { CONSISTENT_HASH, probeExchangeType } from '../src/transport/topology.js';
@@ -141,17 +141,6 @@ async function command(file: string, args: string[]): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL
 // ---------------------------------------------------------------------------------------------
-
-async function ping(url: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
 
 interface Cluster {
   version: string;
