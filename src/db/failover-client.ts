@@ -21,6 +21,7 @@ export class NoSuitableHostError extends Error {
 /** The host that last gave a suitable session, per host list: a new connection tries it first. */
 class HostChooser {
   #preferred: HostPort | undefined;
+  #lostPreferred = false;
 
   constructor(
     private readonly list: HostList,
@@ -29,12 +30,9 @@ class HostChooser {
 
   /** The preferred host, else the first that gives a suitable session to a throwaway probe. */
   async pick(): Promise<HostPort> {
-    if (this.#preferred) return this.#preferred;
-    for (const host of this.list.hosts) if (await this.#suitable(host)) return (this.#preferred = host);
-    throw new NoSuitableHostError(this.list.hosts.length, this.list.targetSessionAttrs);
+    this.#preferred ??= await findSuitableHost(this.list, this.config);
+    return this.#preferred;
   }
-
-  #lostPreferred = false;
 
   forget(host: HostPort): void {
     if (this.#preferred !== host) return;
@@ -47,10 +45,6 @@ class HostChooser {
     const lost = this.#lostPreferred;
     this.#lostPreferred = false;
     return lost;
-  }
-
-  async #suitable(host: HostPort): Promise<boolean> {
-    return suitable(this.list, host, this.config);
   }
 }
 
