@@ -11,7 +11,8 @@
  * synchronous replication every transaction whose COMMIT returned is on the standby before the
  * client hears of it, so the usual check (nothing lost, nothing applied twice) holds across it.
  */
-import { PgPair, queryOnce } from '../kit/pg-pair.js';
+import { PgPair } from '../kit/pg-pair.js';
+import { queryOnce } from '../kit/services.js';
 import type { PgMode } from './pg-faults.js';
 import { between, type FaultKind } from './schedule.js';
 

@@ -17,9 +17,9 @@ import { chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
 import { embeddedBinaries, serverAccount, type Account, type Binaries } from './embedded-postgres.js';
 import { freePort } from './ports.js';
+import { queryOnce } from './services.js';
 
 const run = promisify(execFile);
 
@@ -142,23 +142,6 @@ function logTail(file: string, lines = 8): string {
     return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
   } catch {
     return '(no log)';
-  }
-}
-
-/** One statement on a connection of its own (a server may be going away: nothing is kept open). */
-export async function queryOnce<R extends pg.QueryResultRow>(
-  url: string,
-  sql: string,
-  values: unknown[] = [],
-): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
-  // A server stopped under an idle client emits 'error' with no query to reject; without a listener that would crash.
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return (await client.query<R>(sql, values)).rows;
-  } finally {
-    await client.end().catch(() => undefined);
   }
 }
 

@@ -82,6 +82,23 @@ export function redactUrl(url: string): string {
   return parsed.toString();
 }
 
+/** One statement on a connection of its own (a server may be going away: nothing is kept open). */
+export async function queryOnce<R extends pg.QueryResultRow>(
+  url: string,
+  sql: string,
+  values: unknown[] = [],
+): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  // A server stopped under an idle client emits 'error' with no query to reject; without a listener that would crash.
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.query<R>(sql, values)).rows;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 /** Opens a pool and proves the server answers; a missing service fails with how to start it. */
 export async function connectPostgres(max = 5, options: pg.PoolConfig = {}): Promise<pg.Pool> {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max, connectionTimeoutMillis: 5000, ...options });

@@ -22,7 +22,7 @@ import { promisify } from 'node:util';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { POOLER_DATABASE_URL, pgBouncerSetup, ping, preparePgBouncer } from '../kit/pgbouncer.js';
-import { AMQP_URL, CDC_DATABASE_URL, DATABASE_URL, redactUrl } from '../kit/services.js';
+import { AMQP_URL, CDC_DATABASE_URL, DATABASE_URL, queryOnce, redactUrl } from '../kit/services.js';
 import { BrokerPluginMissingError } from '../src/runtime/errors.js';
 import { CONSISTENT_HASH, probeExchangeType } from '../src/transport/topology.js';
 
@@ -282,15 +282,8 @@ export async function prepareLogicalPostgres(url: string): Promise<string> {
 }
 
 async function walLevel(url: string): Promise<string> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    const { rows } = await client.query<{ wal_level: string }>('SHOW wal_level');
-    return rows[0]!.wal_level;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
+  const [row] = await queryOnce<{ wal_level: string }>(url, 'SHOW wal_level');
+  return row!.wal_level;
 }
 
 /** Returns what it did, or undefined when a cluster already listens on the port (it is started as usual). */
@@ -320,14 +313,7 @@ async function newestInstalledVersion(clusters: Cluster[]): Promise<string> {
 }
 
 async function setLogical(url: string, cluster: Cluster): Promise<void> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await client.query('ALTER SYSTEM SET wal_level = logical');
-  } finally {
-    await client.end().catch(() => undefined);
-  }
+  await queryOnce(url, 'ALTER SYSTEM SET wal_level = logical');
   await command('pg_ctlcluster', ['--skip-systemctl-redirect', cluster.version, cluster.name, 'restart']);
   await waitUntilUp(() => ping(url), 'PostgreSQL (CDC)');
 }
