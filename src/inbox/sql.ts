@@ -13,13 +13,14 @@ export const inboxSql = perSchema((ref: SchemaRef) => {
   return {
     /**
      * One statement for a whole batch; the unique key arbitrates concurrent deliveries of one
-     * event, and RETURNING names the events that are new to this consumer.
+     * event, and RETURNING names the events that are new to this consumer. No conflict target: a
+     * partitioned inbox has its (consumer, event_id) key in each partition, not on the parent.
      */
     insert: `
       INSERT INTO ${schema}.inbox (consumer, event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type, occurred_at)
       SELECT $1, e.* FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::timestamptz[])
                           AS e(event_id, fingerprint, aggregate_type, aggregate_id, aggregate_version, event_type, occurred_at)
-      ON CONFLICT (consumer, event_id) DO NOTHING
+      ON CONFLICT DO NOTHING
       RETURNING event_id`,
     storedFingerprints: `SELECT event_id, fingerprint FROM ${schema}.inbox WHERE consumer = $1 AND event_id = ANY($2::text[])`,
     /** $1 consumer, $2 type, $3 id, $4 total cap: parked rows of this aggregate, and of the consumer up to the cap. */

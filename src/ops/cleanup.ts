@@ -14,6 +14,8 @@ import {
 } from '../runtime/options.js';
 import { opsSql } from './sql.js';
 import { brokerRetentionOption, checkBroker, type BrokerCheck } from './broker-retention.js';
+import { dropProcessedPartitions, type PartitionRetentionResult } from './partition-retention.js';
+import { readPartitionLayout } from '../schema/partitioning.js';
 
 export interface CleanupResult {
   outboxDeleted: number;
@@ -21,6 +23,8 @@ export interface CleanupResult {
   batches: number;
   /** With inboxRetentionMs: how the messages still waiting in the broker bounded the inbox deletion. */
   broker?: BrokerCheck;
+  /** A partitioned schema: the partitions dropped, and those past retention kept (rows are then never deleted one by one). */
+  partitions?: PartitionRetentionResult;
 }
 
 /** The windows and batching that inbox deletion and compaction share; each says when it requires them. */
@@ -116,7 +120,7 @@ export function validateRetention(
 }
 
 /**
- * Deletes what retention allows in bounded batches; inbox rows younger than the oldest message still
+ * Deletes what retention allows in bounded batches (a partitioned schema drops whole processed partitions instead); inbox rows younger than the oldest message still
  * waiting in the consumers' queues (`broker`) stay, however old the retention would let them be, each its own short autocommit DELETE that
  * skips rows another cleaner holds, so any number of processes can run it at once and none
  * holds long locks or builds one huge transaction.
@@ -130,12 +134,21 @@ export async function cleanup(pool: pg.Pool, input: CleanupOptions): Promise<Cle
 
 /** One cleanup pass with options already validated (scheduleCleanup validates once, up front). */
 async function runCleanup(pool: pg.Pool, options: ResolvedCleanup): Promise<CleanupResult> {
-  const sql = opsSql(schemaRef(options.schema));
+  const schema = schemaRef(options.schema);
+  const sql = opsSql(schema);
   const { batchSize } = options;
   const result: CleanupResult = { outboxDeleted: 0, inboxDeleted: 0, batches: 0 };
   // Before anything is deleted: a broker that cannot be read fails the run instead of deleting blind.
   if (options.inboxRetentionMs !== undefined)
     result.broker = await checkBroker(options.inboxRetentionMs, options.broker);
+  if ((await readPartitionLayout(pool, schema)).length > 0) {
+    const inboxRetentionMs = result.broker?.appliedRetentionMs ?? null;
+    result.partitions = await dropProcessedPartitions(pool, schema, {
+      outboxRetentionMs: options.outboxRetentionMs,
+      inboxRetentionMs,
+    });
+    return result;
+  }
   const drain = async (text: string, retentionMs: number): Promise<number> => {
     let deleted = 0;
     for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {

@@ -5,6 +5,7 @@
  */
 import { cdcSlotFindings } from './diagnose-cdc.js';
 import { horizonFindings } from './diagnose-horizon.js';
+import { partitionFindings } from './partition-facts.js';
 import {
   round,
   type FailureFacts,
@@ -68,6 +69,7 @@ export function diagnose(facts: PipelineFacts): Finding[] {
     ...quarantineFindings(facts.failures),
     ...effectFindings(facts.failures, facts.stallAfterSeconds),
     ...horizonFindings(facts.horizon),
+    ...partitionFindings(facts.partitions),
   ];
 }
 

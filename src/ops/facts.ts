@@ -110,6 +110,19 @@ export interface HorizonFacts {
   warnAfterSeconds: number;
 }
 
+/** A partitioned outbox or inbox: inserts need a partition for now, so how far ahead they reach matters. */
+export interface PartitionFacts {
+  table: 'outbox' | 'inbox';
+  intervalMs: number;
+  /** Partitions kept ready after the current one. */
+  ahead: number;
+  partitions: number;
+  /** Where the partitions from now on end without a gap, in ms since the epoch; null: none covers now. */
+  coveredUntilMs: number | null;
+  /** The database's clock when read. */
+  nowMs: number;
+}
+
 export interface PipelineFacts {
   windowSeconds: number;
   sampleSeconds: number;
@@ -124,6 +137,8 @@ export interface PipelineFacts {
   gaps: GapFacts;
   failures: FailureFacts;
   horizon: HorizonFacts;
+  /** The partitioned tables (none for the plain layout). */
+  partitions: PartitionFacts[];
 }
 
 export type Stage = 'producer' | 'relay' | 'broker' | 'consumer' | 'projection' | 'ordering' | 'database';
@@ -145,7 +160,8 @@ export interface Finding {
     | 'effects-failed'
     | 'effects-outcome-unknown'
     | 'lag-over-budget'
-    | 'vacuum-horizon-held';
+    | 'vacuum-horizon-held'
+    | 'partitions-not-ahead';
   severity: 'stalled' | 'warning';
   stage: Stage;
   /** What the finding is about when a stage has several: the source table or the queue. */

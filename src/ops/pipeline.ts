@@ -19,6 +19,7 @@ import type {
   Finding,
   GapFacts,
   HorizonFacts,
+  PartitionFacts,
   HorizonHolder,
   OutboxFacts,
   PipelineFacts,
@@ -28,6 +29,7 @@ import type {
 import { readFailedReasons, readLag, readReorderBuffer, type ConsumerLag } from './gauges.js';
 import { judgeLagBudgets, lagBudgetFindings, type LagBudgetFacts } from './lag-budget.js';
 import { horizonHoldersSql, opsSql, sourceAheadSql } from './sql.js';
+import { partitionFacts } from './partition-facts.js';
 
 export type { ConsumerLag } from './gauges.js';
 export type { LagBudgetFacts } from './lag-budget.js';
@@ -46,6 +48,8 @@ export interface PipelineStatus {
   failures: PipelineFacts['failures'];
   /** What holds back vacuum's xmin horizon, the furthest behind first. */
   horizon: HorizonFacts;
+  /** A partitioned outbox and inbox: how far ahead their partitions reach (empty for the plain layout). */
+  partitions: PartitionFacts[];
   lag: ConsumerLag[];
   /** Each lag budget asked for, against the lag of the consumer it names. */
   lagBudgets: LagBudgetFacts[];
@@ -158,6 +162,7 @@ async function readWith(
       effects: await effectFacts(pool, sql, stallAfterMs),
     },
     horizon: { holders: await horizonHolders(pool), warnAfterSeconds: options.horizonWarnAfterMs / 1000 },
+    partitions: await partitionFacts(pool, schema),
   };
   const lag = await readLag(pool, schema, windowMs);
   const lagBudgets = judgeLagBudgets(options.lagBudgets, lag, queues);
@@ -178,6 +183,7 @@ async function readWith(
     gaps: facts.gaps,
     failures: facts.failures,
     horizon: facts.horizon,
+    partitions: facts.partitions,
     lag,
     lagBudgets,
     findings,

@@ -65,7 +65,7 @@ export const opsSql = perSchema((schema: SchemaRef) => {
     /** One bounded batch of inbox rows received more than $1 ms ago; $2 rows at most. */
     deleteOldInbox: `
       DELETE FROM ${schema.quoted}.inbox
-       WHERE ctid IN (SELECT ctid FROM ${schema.quoted}.inbox
+       WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM ${schema.quoted}.inbox
                        WHERE received_at < now() - make_interval(secs => $1::double precision / 1000)
                        LIMIT $2
                        FOR UPDATE SKIP LOCKED)`,

@@ -8,6 +8,7 @@ import type { JudgedFailure } from '../runtime/connection-failure.js';
 import { Service } from '../runtime/service.js';
 import type { ConnectionTarget } from '../runtime/connection-target.js';
 import { checkSchema } from '../schema/migrate.js';
+import { PartitionKeeper } from '../schema/partition-keeper.js';
 import type { TransportPublisher } from '../transport/transport.js';
 import { encodeMessage } from '../transport/wire.js';
 import { resolveRelayOptions, type RelayOptions, type ResolvedRelayOptions } from './options.js';
@@ -19,9 +20,8 @@ import { BrokerLink } from './broker-link.js';
 import { setAsideContext } from './set-aside.js';
 import { publishableEnvelope } from './row.js';
 import type { RelayCycleResult, RelayEvents } from './types.js';
-
-export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './types.js';
 import { tracePublish } from '../telemetry/index.js';
+export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './types.js';
 
 /**
  * Moves committed outbox rows to RabbitMQ: claim (short transaction, SKIP LOCKED, lease),
@@ -44,7 +44,7 @@ export class Relay extends EventEmitter<RelayEvents> {
   readonly #inFlight = new Set<Promise<void>>();
   #schemaChecked = false;
   #databaseUp = false;
-
+  readonly #partitions: PartitionKeeper;
   /** Throws a typed error for options that can never work (ConfigError, an unusable database or AMQP URL). */
   constructor(options: RelayOptions = {}) {
     super();
@@ -61,6 +61,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       logger: this.options.logger,
     });
     this.#pool = lease.pool;
+    this.#partitions = new PartitionKeeper(lease.pool, schemaRef(this.options.schema), this.options.logger);
     const direct = this.#directPool();
     this.#databaseTarget = poolTarget(lease.pool);
     this.#service = new Service({
@@ -74,6 +75,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       interrupt: () => this.#broker.interrupt(),
       close: async () => {
         await this.#broker.close();
+        await this.#partitions.settled();
         await this.#claimer.close();
         await this.#releasePool();
       },
@@ -104,7 +106,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       setAside,
     };
     if (this.options.listen && sessionPool)
-      this.#listener = new OutboxListener(sessionPool, schema, () => this.#service.idle.wake(), this.options.logger);
+      this.#listener = new OutboxListener(sessionPool, (s) => s === schema.name && this.wake(), this.options.logger);
     else if (this.options.listen)
       this.options.logger.info(
         { relayId: this.options.relayId, pollIntervalMs: this.options.pollIntervalMs },
@@ -180,6 +182,11 @@ export class Relay extends EventEmitter<RelayEvents> {
    */
   stop(): Promise<void> {
     return this.#service.stop();
+  }
+
+  /** Cuts the poll sleep short: rows were committed (a listener shared by several relays calls it). */
+  wake(): void {
+    this.#service.idle.wake();
   }
 
   /** One claim → publish → mark cycle, awaited whole. Callable directly in tests and tools. */
@@ -272,6 +279,7 @@ export class Relay extends EventEmitter<RelayEvents> {
       await this.#checkSchemaOnce();
     }
     await this.#listener?.ensure();
+    this.#partitions.tick();
     const cycle = await this.#startCycle();
     succeeded();
     if (cycle.standby) return idle.sleep(this.options.standbyRetryMs);

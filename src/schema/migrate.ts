@@ -6,6 +6,8 @@ import { commit } from '../db/transaction.js';
 import { DEFAULT_SCHEMA } from '../runtime/defaults.js';
 import { LATEST_MIGRATION } from './migrations.js';
 import { migrateSql } from './sql.js';
+import { convertToPartitions, databaseNow } from './partitioning.js';
+import { partitionedOption } from './partition-options.js';
 import { z } from 'zod';
 import { schemaNameOption } from '../runtime/option-fields.js';
 import { defineOptions, parseOptions, poolOption } from '../runtime/options.js';
@@ -19,6 +21,7 @@ export const migrateOptions = defineOptions(
   z.strictObject({
     // Checked by schemaRef() below, which names the option in an InvalidIdentifierError.
     schema: schemaNameOption.describe("Schema to create or upgrade converge's tables in."),
+    partitioned: partitionedOption,
   }),
 );
 
@@ -31,6 +34,8 @@ export interface MigrateResult {
   schema: string;
   applied: number[];
   version: number;
+  /** With `partitioned`: the tables this run turned into partitions (none when they already were). */
+  partitioned?: string[];
 }
 
 /**
@@ -70,8 +75,11 @@ export async function migrate(target: MigrateTarget, input: MigrateOptions = {})
       await client.query(sql.recordMigration, [step.version, step.name]);
       applied.push(step.version);
     }
+    const partitioned = options.partitioned
+      ? await convertToPartitions(client, schema, options.partitioned, await databaseNow(client))
+      : undefined;
     await commit(client);
-    return { schema: schema.name, applied, version: LATEST_MIGRATION };
+    return { schema: schema.name, applied, version: LATEST_MIGRATION, ...(partitioned ? { partitioned } : {}) };
   } catch (err) {
     await client?.query('ROLLBACK').catch(() => undefined);
     throw err;

@@ -39,6 +39,7 @@ function healthy(): PipelineFacts {
       holders: [{ kind: 'transaction', holder: '4242 app', ageSeconds: 0.05, transactionsBehind: 3, state: 'active' }],
       warnAfterSeconds: 300,
     },
+    partitions: [],
   };
 }
 

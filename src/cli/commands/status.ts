@@ -12,6 +12,7 @@ import { formatBytes } from '../../runtime/bytes.js';
 import { duration, withPool, type CommandContext } from '../context.js';
 import { amqpUrl, LOCAL_AMQP_URL, schemaDefault } from '../env.js';
 import { rate, seconds, table } from '../format.js';
+import { tenantStatus } from './status-tenants.js';
 
 export interface StatusCliOptions {
   source: SourceTable[];
@@ -88,7 +89,13 @@ export function registerStatus(program: Command, context: CommandContext): void 
     )
     .option('--json', 'one JSON document instead of the table')
     .action(async (options: StatusCliOptions) => {
-      const { databaseUrl, schema, poolMode } = context.globals();
+      const { databaseUrl, schema, schemas, poolMode } = context.globals({ several: true });
+      if (schemas.length > 1)
+        return void (process.exitCode = await tenantStatus({ databaseUrl, poolMode }, schemas, {
+          read: (pool, name) => pipelineStatusOf(pool, name, options),
+          format: formatStatus,
+          json: options.json === true,
+        }));
       process.exitCode = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
         statusCommand(pool, schema, options),
       );
@@ -97,7 +104,14 @@ export function registerStatus(program: Command, context: CommandContext): void 
 
 /** Exit code 2 while any stage is stalled, so a cron job or a probe can alert on it. */
 export async function statusCommand(pool: pg.Pool, schema: string, options: StatusCliOptions): Promise<number> {
-  const status = await readPipelineStatus(pool, {
+  const status = await pipelineStatusOf(pool, schema, options);
+  console.log(options.json ? JSON.stringify(status, null, 2) : formatStatus(status));
+  return status.stalled ? 2 : 0;
+}
+
+/** The pipeline status of one schema, as the flags ask for it. */
+export function pipelineStatusOf(pool: pg.Pool, schema: string, options: StatusCliOptions): Promise<PipelineStatus> {
+  return readPipelineStatus(pool, {
     schema,
     sources: options.source,
     queues: options.queue,
@@ -111,8 +125,6 @@ export async function statusCommand(pool: pg.Pool, schema: string, options: Stat
     horizonWarnAfterMs: options.horizonWarnAfterMs,
     lagBudgets: options.lagBudget,
   });
-  console.log(options.json ? JSON.stringify(status, null, 2) : formatStatus(status));
-  return status.stalled ? 2 : 0;
 }
 
 function byteCount(value: string): number {
@@ -299,6 +311,14 @@ function checkRows(status: PipelineStatus): string[][] {
       `${status.failures.effects.failed} failed, ${status.failures.effects.stalePending} pending over ${seconds(status.stallAfterSeconds)}`,
     ],
     ['database', 'vacuum horizon', state((f) => f.kind === 'vacuum-horizon-held'), horizonDetail(status)],
+    ...status.partitions.map((table) => [
+      'database',
+      `${table.table} partitions`,
+      state((f) => f.kind === 'partitions-not-ahead' && f.subject === table.table),
+      table.coveredUntilMs === null
+        ? 'none covers now'
+        : `${table.partitions} partitions, ready until ${seconds((table.coveredUntilMs - table.nowMs) / 1000)} from now`,
+    ]),
   ];
 }
 
