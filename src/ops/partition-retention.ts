@@ -49,8 +49,9 @@ export async function dropProcessedPartitions(
 }
 
 /**
- * One partition in one transaction: the partition is locked first, so no relay claims or marks
- * its rows while they are checked, and the check and the drop see the same rows.
+ * One partition in one transaction, locked (parent, then partition) before its rows are checked, so
+ * no relay claims or marks them meanwhile and the check and the drop see the same rows. DETACH needs
+ * the parent's exclusive lock anyway; lock_timeout bounds how long appends queue behind it.
  */
 async function dropOne(
   pool: pg.Pool,
@@ -63,7 +64,9 @@ async function dropOne(
   try {
     await client.query('BEGIN');
     await client.query(`SET LOCAL lock_timeout = ${DROP_LOCK_TIMEOUT_MS}`);
-    await client.query(sql.lockPartition(partition.name));
+    // Parent first, as every query on the table takes them: the other order deadlocks with a relay's claim.
+    await client.query(sql.lockExclusive(table));
+    await client.query(sql.lockExclusive(partition.name));
     if (table === 'outbox') {
       const { rows } = await client.query<{ held: boolean }>(sql.unpublishedIn(partition.name));
       if (rows[0]!.held) {

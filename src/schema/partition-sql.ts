@@ -136,7 +136,7 @@ export const partitionSql = perSchema((s: SchemaRef) => {
     /** $1 the partition's quoted name: rows that keep an outbox partition (pending or failed). */
     unpublishedIn: (partition: string) =>
       `SELECT EXISTS (SELECT 1 FROM ${table(partition)} WHERE status <> 'published') AS held`,
-    lockPartition: (partition: string) => `LOCK TABLE ${table(partition)} IN ACCESS EXCLUSIVE MODE`,
+    lockExclusive: (partition: string) => `LOCK TABLE ${table(partition)} IN ACCESS EXCLUSIVE MODE`,
     detach: (name: PartitionedTable, partition: string) =>
       `ALTER TABLE ${table(name)} DETACH PARTITION ${table(partition)}`,
     drop: (partition: string) => `DROP TABLE ${table(partition)}`,
