@@ -17,6 +17,7 @@ const LAYERS = [
   ['effects'],
   ['reconcile'],
   ['ops'],
+  ['tenants'],
   ['metrics'],
   ['dashboard', 'converge'],
   ['cli'],
@@ -38,6 +39,7 @@ const FACADES = {
   effects: [],
   ops: ['gauges', 'compat', 'pipeline-options'],
   metrics: [],
+  tenants: [],
   dashboard: [],
   converge: [],
 };

@@ -73,6 +73,10 @@ export type { CompatGuard, GuardedEvent } from './ops/compat.js';
 export { declarePartitionedTopology } from './transport/topology.js';
 export type { PartitionedTopology, PartitionedTopologyOptions } from './transport/topology.js';
 
+// Tenants: a relay (and consumer) per schema, one broker connection and one bounded pool (docs/tenants.md)
+export { startTenants, Tenants } from './tenants/index.js';
+export type { TenantsOptions, TenantRelayOptions, TenantConsumerOptions, TenantState } from './tenants/index.js';
+
 // Transports: RabbitMQ by default; in-process for development and tests, NOT a broker (docs/transports.md)
 export { createInProcessTransport } from './transport/in-process.js';
 export type { InProcessTransport } from './transport/in-process.js';

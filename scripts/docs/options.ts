@@ -10,6 +10,7 @@ import { relayOptions } from '../../src/relay/options.js';
 import { convergeOptions } from '../../src/converge/options.js';
 import { cdcRelayOptions } from '../../src/relay/cdc/options.js';
 import { consumerOptions, processorOptions } from '../../src/inbox/options.js';
+import { tenantsOptions } from '../../src/tenants/options.js';
 import { partitionedConsumerOptions } from '../../src/inbox/partitioned.js';
 import { partitionedTopologyOptions } from '../../src/transport/topology.js';
 import { migrateOptions } from '../../src/schema/migrate.js';
@@ -54,6 +55,11 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [cdcRelayOptions, 'new CdcRelay(options) / startCdcRelay(options)'],
   [consumerOptions, 'new Consumer(options) / startConsumer(options)'],
   [processorOptions, "new DeliveryProcessor(options) (from 'converge-events/internal')"],
+  [
+    tenantsOptions,
+    'startTenants(options) / new Tenants(options)',
+    'A relay (and consumer) per tenant schema on one broker connection and one pool (docs/tenants.md).',
+  ],
   [effectOptions, 'performEffect(executor, options)'],
   [effectRefOptions, 'readEffect(executor, options) / retryFailedEffect(executor, options)'],
   [partitionedTopologyOptions, 'declarePartitionedTopology(channel, options)'],
@@ -88,7 +94,10 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [gapRepairOptions, 'repairGaps(consumer, options)'],
   [sourceSnapshotOptions, 'sourceSnapshot(pool, read, options)'],
   [convergenceMetricsOptions, 'registerConvergenceMetrics(pool, options)'],
-  [metricsEndpointOptions, 'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint)'],
+  [
+    metricsEndpointOptions,
+    'serveRelayMetrics(relay, endpoint) / serveConsumerMetrics(consumer, endpoint) / serveTenantMetrics(tenants, endpoint)',
+  ],
   [serveMetricsOptions, 'serveMetrics(registry, options)'],
   [dashboardOptions, "startDashboard(options) (from 'converge-events/dashboard')"],
 ];

@@ -2,6 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import pg from 'pg';
 import { assertDatabaseUrl, databaseFailure, newPool, poolTarget } from '../db/pool.js';
 import { withoutPreparedStatements } from '../db/statement.js';
+import { ConfigError } from '../runtime/errors.js';
 import { createLogger } from '../runtime/logger.js';
 import { onShutdownSignals } from '../runtime/sleep.js';
 import { checkSchema } from '../schema/migrate.js';
@@ -12,8 +13,16 @@ import { withConnection } from '../transport/short-lived.js';
 
 /** What every command reads from the program: the global flags, resolved when the command runs. */
 export interface CommandContext {
-  /** Connection strings are read here, at run time, so --help never prints a password from the environment. */
-  globals(): { databaseUrl: string; schema: string; poolMode: PoolMode };
+  /**
+   * Connection strings are read here, at run time, so --help never prints a password from the environment.
+   * `--schema a,b,c` (tenants) only where the command says `several`; `schema` is then the first.
+   */
+  globals(options?: { several?: boolean }): {
+    databaseUrl: string;
+    schema: string;
+    schemas: string[];
+    poolMode: PoolMode;
+  };
 }
 
 /** How DATABASE_URL reaches PostgreSQL (the library's poolMode option). */
@@ -21,9 +30,13 @@ export type PoolMode = 'session' | 'transaction';
 
 export function commandContext(program: Command): CommandContext {
   return {
-    globals() {
+    globals(options = {}) {
       const opts = program.opts<{ databaseUrl?: string; schema: string; poolMode: PoolMode }>();
-      return { databaseUrl: databaseUrl(opts.databaseUrl), schema: opts.schema, poolMode: opts.poolMode };
+      const schemas = opts.schema.split(',').map((name) => name.trim());
+      if (schemas.length > 1 && !options.several)
+        throw new ConfigError('schema', 'names several schemas; only relay and status take a list (one per tenant)');
+      const url = databaseUrl(opts.databaseUrl);
+      return { databaseUrl: url, schema: schemas[0]!, schemas, poolMode: opts.poolMode };
     },
   };
 }

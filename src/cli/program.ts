@@ -6,7 +6,7 @@ import { commandContext, type CommandContext } from './context.js';
 import { LOCAL_DATABASE_URL } from './env.js';
 import { packageVersion } from './version.js';
 import { registerCdc } from './commands/cdc.js';
-import { registerCleanup } from './commands/cleanup.js';
+import { registerCleanup, registerMaintain } from './commands/cleanup.js';
 import { registerCompaction } from './commands/compaction.js';
 import { registerCompat } from './commands/compat.js';
 import { registerDashboard } from './commands/dashboard.js';
@@ -32,6 +32,7 @@ const COMMAND_GROUPS: ((program: Command, context: CommandContext) => void)[] = 
   registerMetrics,
   registerDashboard,
   registerCleanup,
+  registerMaintain,
   registerCompaction,
   registerOutbox,
   registerDlq,
@@ -48,7 +49,11 @@ export function createProgram(): Command {
       '--database-url <url>',
       `PostgreSQL connection string (default: env DATABASE_URL, else ${LOCAL_DATABASE_URL}, said on stderr)`,
     )
-    .option('--schema <name>', 'schema holding converge tables', DEFAULT_SCHEMA)
+    .option(
+      '--schema <name>',
+      'schema holding converge tables; relay and status take several, comma-separated (a schema per tenant)',
+      DEFAULT_SCHEMA,
+    )
     .addOption(
       new Option(
         '--pool-mode <mode>',

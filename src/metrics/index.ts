@@ -9,5 +9,6 @@ export {
   convergenceMetricsOptions,
 } from './metrics.js';
 export { instrumentRelay, serveRelayMetrics } from './relay.js';
+export { serveTenantMetrics } from './tenants.js';
 export { serveMetrics, serveMetricsOptions } from './server.js';
 export type { ConvergenceMetricsOptions, MetricsEndpoint, ServedMetrics } from './metrics.js';

@@ -38,6 +38,9 @@ export { replayQuarantined } from './replay.js';
 export type { ReplayQuarantinedOptions, ReplayReceipt } from './replay.js';
 export { cleanup, scheduleCleanup, cleanupOptions } from './cleanup.js';
 export type { CleanupOptions, CleanupResult, ScheduledCleanupOptions } from './cleanup.js';
+// The partitioned layout (migrate's `partitioned`): partitions ahead; cleanup drops the processed ones.
+export { createPartitionsAhead, createPartitionsAheadOptions } from './partitions.js';
+export type { PartitionRetentionResult, KeptPartition } from './partition-retention.js';
 export { compactInbox, compactionOptions } from './compaction.js';
 export { boundInboxRetention, DEFAULT_BROKER_MARGIN_MS } from './broker-retention.js';
 export type { BrokerCheck, BrokerRetentionOptions } from './broker-retention.js';

@@ -1,5 +1,6 @@
 export { Relay, startRelay } from './relay.js';
 export { outboxRowToEnvelope } from './row.js';
+export { OutboxListener } from './wakeup.js';
 export type { OutboxEnvelopeRow } from './sql.js';
 export type { RelayCycleResult, RelayEvents, RelayRetryInfo } from './relay.js';
 export type { PublishEvents } from './types.js';

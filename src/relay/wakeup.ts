@@ -1,20 +1,19 @@
 import type pg from 'pg';
 import { OUTBOX_CHANNEL } from '../runtime/defaults.js';
-import type { SchemaRef } from '../runtime/identifier.js';
 import type { Logger } from '../runtime/logger.js';
 import { describeError } from '../runtime/logger.js';
 import { classifyDatabaseError, failureFields } from '../runtime/connection-failure.js';
 import { poolTarget } from '../db/pool.js';
 
 /**
- * Holds one pooled connection in LISTEN on the outbox channel and calls `onInsert` when a
- * transaction that inserted into this schema's outbox commits. Polling stays as the
- * fallback: a lost listener only costs latency, never an event.
+ * Holds one pooled connection in LISTEN on the outbox channel and calls `onInsert` with the
+ * schema when a transaction that inserted into an outbox commits (the trigger's payload): a
+ * relay wakes for its own schema, and the relays of several tenants share one listener
+ * (src/tenants). Polling stays as the fallback: a lost listener only costs latency, never an event.
  */
 export class OutboxListener {
   readonly #pool: pg.Pool;
-  readonly #schema: SchemaRef;
-  readonly #onInsert: () => void;
+  readonly #onInsert: (schema: string) => void;
   readonly #logger: Logger;
   #client: pg.PoolClient | undefined;
   #connecting: Promise<void> | undefined;
@@ -26,9 +25,8 @@ export class OutboxListener {
     return failure ? { ...failureFields(failure), listener: true } : { ...describeError(err), listener: true };
   }
 
-  constructor(pool: pg.Pool, schema: SchemaRef, onInsert: () => void, logger: Logger) {
+  constructor(pool: pg.Pool, onInsert: (schema: string) => void, logger: Logger) {
     this.#pool = pool;
-    this.#schema = schema;
     this.#onInsert = onInsert;
     this.#logger = logger;
   }
@@ -51,7 +49,7 @@ export class OutboxListener {
     try {
       client = await this.#pool.connect();
       client.on('notification', (message) => {
-        if (message.channel === OUTBOX_CHANNEL && message.payload === this.#schema.name) this.#onInsert();
+        if (message.channel === OUTBOX_CHANNEL && message.payload !== undefined) this.#onInsert(message.payload);
       });
       client.on('error', (err) => {
         this.#logger.warn(this.#fields(err), 'outbox listener lost; falling back to polling until it reconnects');

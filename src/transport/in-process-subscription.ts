@@ -59,6 +59,11 @@ export class InProcessSubscription implements Subscription, QueueSubscriber {
     return Promise.resolve();
   }
 
+  close(): Promise<void> {
+    this.end();
+    return Promise.resolve();
+  }
+
   /** The connection ended: every unacked delivery goes back to the queue, redelivered. */
   end(): void {
     this.#detach();

@@ -170,6 +170,8 @@ class RabbitMqConnection implements TransportConnection {
           () => undefined,
         );
       },
+      // A channel close is ordered after the acks sent on it; the broker then returns the rest.
+      close: () => channel.close().catch(() => undefined),
     };
   }
 

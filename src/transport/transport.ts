@@ -110,6 +110,12 @@ export interface TransportDelivery {
 export interface Subscription {
   /** Stops new deliveries; those already handed out can still be settled. */
   cancel(): Promise<void>;
+  /**
+   * Ends the subscription as its connection's end would: what it holds unsettled goes back to the
+   * queue (redelivered). For a connection shared by several owners (shared-connection.ts), where
+   * one owner's close must not take the others' subscriptions with it.
+   */
+  close?(): Promise<void>;
 }
 
 export interface SubscribeOptions {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { encodeMessage, routingKeyFromTemplate, DEFAULT_ROUTING_KEY } from '../../src/transport/wire.js';
 import { outboxRowToEnvelope, type OutboxEnvelopeRow } from '../../src/relay/index.js';
-import { withTransaction, appendToOutbox, createCdcSlot, CdcRelay } from '../../src/index.js';
+import { withTransaction, appendToOutbox, createCdcSlot, CdcRelay, migrate } from '../../src/index.js';
 import { SchemaNotMigratedError, WalLevelNotLogicalError } from '../../src/errors.js';
 import { parseLsn } from '../../src/relay/cdc/lsn.js';
 import client from 'prom-client';
@@ -298,5 +298,27 @@ test('the CDC relay publishes through a transport it is given (in-process): the 
       return rows.length === 2 && rows.every((r) => r.status === 'published');
     }, 'both rows marked published');
     await connection.close();
+  });
+});
+
+test('a schema converted to partitions while its slot exists streams on through the partition root', async () => {
+  await withCdcRig(async (rig) => {
+    let relay = rig.started();
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot');
+    await rig.append(orderEvent('p', 1), orderEvent('p', 2));
+    await waitFor(() => allPublished(rig), 'the plain outbox rows published');
+    await relay.stop();
+    await migrate(rig.pool, { schema: rig.schema, partitioned: { intervalMs: 86_400_000, ahead: 1 } });
+    relay = rig.started();
+    await waitFor(() => relay.state === 'active', 'the relay to hold the slot again');
+    await rig.append(orderEvent('p', 3), orderEvent('q', 1));
+    await waitFor(async () => (await allPublished(rig)) && (await rig.rows()).length === 4, 'every row published');
+    await waitFor(() => new Set(rig.arrivals()).size === 4 || undefined, 'four events at the broker');
+    const kind = await rig.pool.query<{ relkind: string }>(`SELECT relkind FROM pg_class WHERE oid = to_regclass($1)`, [
+      `"${rig.schema}".outbox`,
+    ]);
+    assert.equal(kind.rows[0]?.relkind, 'p', 'the outbox the relay streams from is partitioned now');
+    assert.deepEqual(Object.fromEntries(firstArrivalOrder(rig)), { 'order/p': [1, 2, 3], 'order/q': [1] });
+    await relay.stop();
   });
 });

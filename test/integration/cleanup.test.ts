@@ -1,3 +1,4 @@
+// test-files: plain-layout, retention here deletes rows one by one; a partitioned schema drops whole partitions instead (partitions.test.ts)
 /** Retention against the real PostgreSQL: bounded batches, concurrent cleaners, windows validated first. */
 import assert from 'node:assert/strict';
 import { appendToOutbox, Relay, silentLogger, withTransaction } from '../../src/index.js';

@@ -23,6 +23,7 @@ import {
   registry,
   uniqueName,
   waitFor,
+  PARTITIONED,
   type TestDatabase,
 } from './rig.js';
 import { CleanupSteps } from './cleanup.js';
@@ -87,7 +88,7 @@ export class CdcRig {
   static async open(bind: string | undefined = '#', databaseUrl = CDC_DATABASE_URL): Promise<CdcRig> {
     const pool = await connectCdcPostgres(5, databaseUrl);
     const schema = uniqueName('cvt_cdc');
-    await migrate(pool, { schema });
+    await migrate(pool, { schema, ...(PARTITIONED ? { partitioned: true as const } : {}) });
     const connection = await connectRabbit();
     connection.on('error', () => undefined);
     const channel = await connection.createChannel();

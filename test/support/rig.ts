@@ -52,6 +52,9 @@ export const KEEP_FAILED = process.env.CONVERGE_KEEP_FAILED === '1';
  * 'transaction' in the pooler pass: DATABASE_URL is a PgBouncer in transaction mode, where the next
  * transaction may run on a server connection that never saw a statement prepared on another.
  */
+/** CONVERGE_TEST_PARTITIONED=1: every test schema gets the partitioned outbox and inbox (npm run test:partitioned). */
+export const PARTITIONED = process.env.CONVERGE_TEST_PARTITIONED === '1';
+
 export const POOL_MODE = process.env.CONVERGE_TEST_POOL_MODE === 'transaction' ? 'transaction' : 'session';
 if (POOL_MODE === 'transaction') usePreparedStatements(false);
 
@@ -245,7 +248,7 @@ export interface TestDatabase {
 export async function createTestSchema(prefix = 'cvt', max = 10): Promise<TestDatabase> {
   const pool = await connectPostgres(max);
   const schema = uniqueName(prefix);
-  await migrate(pool, { schema });
+  await migrate(pool, { schema, ...(PARTITIONED ? { partitioned: true as const } : {}) });
   return {
     pool,
     schema,

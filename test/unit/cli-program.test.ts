@@ -39,7 +39,7 @@ function option(cmd: Command, long: string): Option {
 
 /** Long flags per command; `!` marks a mandatory one. */
 const EXPECTED: Record<string, string[]> = {
-  migrate: ['--print-sql'],
+  migrate: ['--print-sql', '--partitioned', '--partition-interval', '--partitions-ahead'],
   grants: ['--relay-role', '--consumer-role', '--producer-role', '--projection-table'],
   relay: [
     '--mode',
@@ -58,6 +58,7 @@ const EXPECTED: Record<string, string[]> = {
     '--direct-url',
     '--metrics-port',
     '--metrics-host',
+    '--max-connections',
   ],
   cdc: [],
   'cdc slot': [],
@@ -121,6 +122,18 @@ const EXPECTED: Record<string, string[]> = {
   dashboard: ['--host', '--port', '--token', '--queue', '--amqp-url', '--interval', '--history', '--stall-after-ms'],
   cleanup: [
     '--outbox-older-than!',
+    '--inbox-older-than',
+    '--retry-horizon-ms',
+    '--quarantine-window-ms',
+    '--batch-size',
+    '--max-batches',
+    '--queue',
+    '--amqp-url',
+    '--retry-tiers',
+    '--broker-margin-ms',
+  ],
+  maintain: [
+    '--outbox-older-than',
     '--inbox-older-than',
     '--retry-horizon-ms',
     '--quarantine-window-ms',

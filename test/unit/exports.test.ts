@@ -21,6 +21,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'Converge',
       'RabbitMqTransport',
       'Relay',
+      'Tenants',
       'appendManyToOutbox',
       'appendToOutbox',
       'applyIncrement',
@@ -56,6 +57,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'startConsumer',
       'startPartitionedConsumers',
       'startRelay',
+      'startTenants',
       'updateExactlyOne',
       'usePreparedStatements',
       'waitForVersion',
@@ -75,6 +77,8 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'compactionOptions',
       'compatOptions',
       'countedEntries',
+      'createPartitionsAhead',
+      'createPartitionsAheadOptions',
       'diagnose',
       'discardQuarantined',
       'displayQuarantined',
@@ -106,6 +110,7 @@ const ENTRY_POINTS: Record<string, { source: string; names: string[] }> = {
       'serveMetrics',
       'serveMetricsOptions',
       'serveRelayMetrics',
+      'serveTenantMetrics',
     ],
   },
   './dashboard': {
@@ -218,6 +223,8 @@ const ROOT_DOCS: Record<string, string> = {
   sourceSnapshot: 'docs/reconcile.md',
   snapshotPages: 'docs/reconcile.md',
   silentLogger: 'docs/observability.md',
+  startTenants: 'docs/tenants.md',
+  Tenants: 'docs/tenants.md',
 };
 
 /** The optional peer dependencies: only their own adapter subpath may need them. */

@@ -13,8 +13,10 @@ const DELIBERATELY_DIFFERENT: Record<string, [declarations: number, why: string]
   apply: [2, 'rebuild writes one aggregate from its source row; gap repair writes from a snapshot on its transaction'],
   backoff: [3, "the relays' retry schedule, the consumer's delay between attempts, an effect's between calls"],
   batchSize: [3, 'rows a relay claims, deliveries per consumer transaction, rows per retention statement'],
+  consumer: [2, "the inbox scope, and startTenants' consumer options per tenant schema"],
   eventType: [2, 'a quarantine filter, and the type a producer is about to write in a compat check'],
   hooks: [4, "each engine's own fault-injection points"],
+  listen: [2, "a relay's own LISTEN connection, and the one LISTEN connection startTenants' relays share"],
   limit: [4, 'each list has its own page size and order'],
   maxAttempts: [
     2,
@@ -23,6 +25,7 @@ const DELIBERATELY_DIFFERENT: Record<string, [declarations: number, why: string]
   olderThanMs: [4, 'the age of quarantine rows, of gaps, of inbox rows to compact: each its own filter'],
   queue: [2, "a consumer's queue (its retry tiers are named after it) and any queue a replay is sent to"],
   reason: [2, 'a quarantine filter, and the required note of a discard'],
+  schemas: [2, "a consumer's schema evolution per eventType, and the tenant schemas startTenants serves"],
   schema: [2, 'appendToOutbox and migrate take a plain string that throws InvalidIdentifierError where it is used'],
   timeoutMs: [2, 'one remote call of an effect, and the wait for a projection version'],
 };

@@ -1,6 +1,13 @@
 import type { Command } from 'commander';
 import type pg from 'pg';
-import { cleanup, cleanupOptions, DEFAULT_BROKER_MARGIN_MS, type BrokerCheck } from '../../ops/index.js';
+import {
+  cleanup,
+  cleanupOptions,
+  createPartitionsAhead,
+  DEFAULT_BROKER_MARGIN_MS,
+  type BrokerCheck,
+  type CleanupResult,
+} from '../../ops/index.js';
 import { AMQP_URL_HELP, duration, positiveInteger, withPool, type CommandContext } from '../context.js';
 import { amqpUrl, schemaDefault } from '../env.js';
 import { DEFAULT_RETRY_TIERS_MS } from '../../transport/queue-arguments.js';
@@ -85,7 +92,7 @@ export function reportBrokerCheck(check: BrokerCheck | undefined): void {
 }
 
 interface CleanupCliOptions extends BrokerGuardCliOptions {
-  outboxOlderThan: number;
+  outboxOlderThan?: number;
   inboxOlderThan?: number;
   retryHorizonMs?: number;
   quarantineWindowMs?: number;
@@ -102,36 +109,81 @@ export function addReplayWindowFlags(command: Command, required: boolean): Comma
   return command;
 }
 
+/** The retention flags of `cleanup` (and of `maintain`, where the outbox window is optional). */
+function addRetentionFlags(command: Command, outboxRequired: boolean): Command {
+  const outbox = ['--outbox-older-than <ms>', 'published outbox rows older than this go', duration] as const;
+  if (outboxRequired) command.requiredOption(...outbox);
+  else command.option(...outbox);
+  command.option(
+    '--inbox-older-than <ms>',
+    'inbox rows older than this go; needs the two windows below, and must exceed both',
+    duration,
+  );
+  return addReplayWindowFlags(command, false)
+    .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
+    .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger);
+}
+
+function runCleanup(pool: pg.Pool, guard: Guard, options: CleanupCliOptions, outboxOlderThan: number) {
+  return cleanup(pool, {
+    ...guard,
+    outboxRetentionMs: outboxOlderThan,
+    batchSize: options.batchSize,
+    ...(options.inboxOlderThan !== undefined ? { inboxRetentionMs: options.inboxOlderThan } : {}),
+    ...(options.retryHorizonMs !== undefined ? { retryHorizonMs: options.retryHorizonMs } : {}),
+    ...(options.quarantineWindowMs !== undefined ? { quarantineReplayWindowMs: options.quarantineWindowMs } : {}),
+    ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
+  });
+}
+
+type Guard = { schema: string; broker: ReturnType<typeof brokerGuard> };
+
+/** What a cleanup run did, in one line: rows deleted, or on a partitioned schema partitions dropped and kept. */
+function describeCleanup(result: CleanupResult): string {
+  if (!result.partitions)
+    return `deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`;
+  const { dropped, kept } = result.partitions;
+  const keptText = kept.map((k) => `${k.partition} (${k.reason})`).join(', ');
+  return `dropped ${dropped.length} partitions${dropped.length ? `: ${dropped.join(', ')}` : ''}; kept ${kept.length}${kept.length ? `: ${keptText}` : ''}`;
+}
+
 /** `cleanup`: retention for published outbox rows and, if asked, old inbox rows. */
 export function registerCleanup(program: Command, context: CommandContext): void {
   const command = program
     .command('cleanup')
     .description(
-      'delete published outbox rows (and, if asked, old inbox rows) past retention, in short bounded batches',
-    )
-    .requiredOption('--outbox-older-than <ms>', 'published outbox rows older than this go', duration)
-    .option(
-      '--inbox-older-than <ms>',
-      'inbox rows older than this go; needs the two windows below, and must exceed both',
-      duration,
+      'delete published outbox rows (and, if asked, old inbox rows) past retention, in short bounded batches; on a partitioned schema, drop whole processed partitions',
     );
-  addReplayWindowFlags(command, false)
-    .option('--batch-size <n>', 'rows per DELETE', positiveInteger, schemaDefault<number>(cleanupOptions, 'batchSize'))
-    .option('--max-batches <n>', 'stop after this many batches per table', positiveInteger);
   addGuardedAction(
-    command,
+    addRetentionFlags(command, true),
     context,
-    (pool, guard, options: CleanupCliOptions) =>
-      cleanup(pool, {
-        ...guard,
-        outboxRetentionMs: options.outboxOlderThan,
-        batchSize: options.batchSize,
-        ...(options.inboxOlderThan !== undefined ? { inboxRetentionMs: options.inboxOlderThan } : {}),
-        ...(options.retryHorizonMs !== undefined ? { retryHorizonMs: options.retryHorizonMs } : {}),
-        ...(options.quarantineWindowMs !== undefined ? { quarantineReplayWindowMs: options.quarantineWindowMs } : {}),
-        ...(options.maxBatches !== undefined ? { maxBatches: options.maxBatches } : {}),
-      }),
-    (result) =>
-      `deleted ${result.outboxDeleted} outbox and ${result.inboxDeleted} inbox rows in ${result.batches} batches`,
+    (pool, guard, options: CleanupCliOptions) => runCleanup(pool, guard, options, options.outboxOlderThan!),
+    describeCleanup,
+  );
+}
+
+/** `maintain`: partitions ahead for a partitioned schema, then retention when its flags are given. */
+export function registerMaintain(program: Command, context: CommandContext): void {
+  const command = program
+    .command('maintain')
+    .description(
+      'create the outbox and inbox partitions a partitioned schema needs ahead, then (with --outbox-older-than) run cleanup: drop whole processed partitions',
+    );
+  addGuardedAction(
+    addRetentionFlags(command, false),
+    context,
+    async (pool, guard, options: CleanupCliOptions) => {
+      const created = await createPartitionsAhead(pool, { schema: guard.schema });
+      const cleaned =
+        options.outboxOlderThan === undefined
+          ? undefined
+          : await runCleanup(pool, guard, options, options.outboxOlderThan);
+      return { created, cleaned, broker: cleaned?.broker };
+    },
+    ({ created, cleaned }) =>
+      [
+        `created ${created.length} partitions${created.length ? `: ${created.join(', ')}` : ''}`,
+        ...(cleaned ? [describeCleanup(cleaned)] : []),
+      ].join('\n'),
   );
 }

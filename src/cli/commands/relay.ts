@@ -12,7 +12,11 @@ import {
   untilShutdownSignal,
   type CommandContext,
 } from '../context.js';
-import { amqpUrl, logLevel, relayFlagDefaults } from '../env.js';
+import { amqpUrl, logLevel, relayFlagDefaults, schemaDefault } from '../env.js';
+import { tenantsOptions } from '../../tenants/index.js';
+import { runTenantRelays } from './relay-tenants.js';
+
+const TENANT_MAX_CONNECTIONS = schemaDefault<number>(tenantsOptions, 'maxConnections');
 
 interface RelayCliOptions {
   mode: 'polling' | 'cdc';
@@ -31,6 +35,7 @@ interface RelayCliOptions {
   metricsHost: string;
   directUrl?: string;
   failoverSlot?: boolean;
+  maxConnections: number;
 }
 
 /** `relay`: runs a relay (and optionally its metrics endpoint) until SIGTERM/SIGINT; flag defaults are the relay's own. */
@@ -89,9 +94,16 @@ export function registerRelay(program: Command, context: CommandContext): void {
         .argParser(port),
     )
     .option('--metrics-host <host>', 'address the metrics endpoint binds', '127.0.0.1')
+    .option(
+      '--max-connections <n>',
+      'with several schemas (--schema a,b,c): PostgreSQL connections for all their relays together',
+      positiveInteger,
+      TENANT_MAX_CONNECTIONS,
+    )
     .action(async (options: RelayCliOptions) => {
-      const { databaseUrl, schema, poolMode } = context.globals();
+      const { databaseUrl, schema, schemas, poolMode } = context.globals({ several: true });
       const logger = createLogger('converge-relay', logLevel());
+      if (schemas.length > 1) return runTenantRelays(options, { databaseUrl, schemas, poolMode }, logger);
       if (options.mode === 'cdc' && poolMode === 'transaction')
         throw new ConfigError(
           'pool-mode',

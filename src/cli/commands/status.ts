@@ -90,12 +90,16 @@ export function registerStatus(program: Command, context: CommandContext): void 
     .option('--json', 'one JSON document instead of the table')
     .action(async (options: StatusCliOptions) => {
       const { databaseUrl, schema, schemas, poolMode } = context.globals({ several: true });
-      if (schemas.length > 1)
-        return void (process.exitCode = await tenantStatus({ databaseUrl, poolMode }, schemas, {
-          read: (pool, name) => pipelineStatusOf(pool, name, options),
+      if (schemas.length > 1) {
+        const read = (pool: pg.Pool, name: string) => pipelineStatusOf(pool, name, options);
+        const stalled = await tenantStatus({ databaseUrl, poolMode }, schemas, {
+          read,
           format: formatStatus,
           json: options.json === true,
-        }));
+        });
+        process.exitCode = stalled ? 2 : 0;
+        return;
+      }
       process.exitCode = await withPool({ databaseUrl, schema, poolMode }, (pool) =>
         statusCommand(pool, schema, options),
       );

@@ -7,6 +7,7 @@ import { schemaRef } from '../../runtime/identifier.js';
 import { Service } from '../../runtime/service.js';
 import { SessionLink } from '../broker-link.js';
 import { checkSchema } from '../../schema/migrate.js';
+import { PartitionKeeper } from '../../schema/partition-keeper.js';
 import { resolveCdcRelayOptions, type CdcRelayOptions, type ResolvedCdcRelayOptions } from './options.js';
 import { CdcSession, type SessionContext } from './session.js';
 import { createCdcSlot, requireLogicalWalLevel, showCdcSlot } from './slot-sql.js';
@@ -27,6 +28,9 @@ import type { CdcRelayEvents, CdcRelayState } from './types.js';
 export class CdcRelay extends EventEmitter<CdcRelayEvents> {
   readonly options: ResolvedCdcRelayOptions;
   readonly #pool: pg.Pool;
+  /** The stream runs for hours without a loop turn, so partitions ahead are checked on a timer of their own. */
+  readonly #partitions: PartitionKeeper;
+  #partitionTimer: NodeJS.Timeout | undefined;
   readonly #releasePool: () => Promise<void>;
   readonly #context: SessionContext;
   /** The connection string's host list, if it names several hosts (only with failoverSlot). */
@@ -59,8 +63,13 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
       emitter: this,
       fields: { relayId: this.options.relayId, slot: this.options.slot },
       interrupt: () => this.#session?.stop(),
-      close: () => this.#releasePool(),
+      close: async () => {
+        clearInterval(this.#partitionTimer);
+        await this.#partitions.settled();
+        await this.#releasePool();
+      },
     });
+    this.#partitions = new PartitionKeeper(lease.pool, schemaRef(this.options.schema), this.options.logger);
     this.#hosts = this.options.connectionString ? parseHostList(this.options.connectionString) : undefined;
     const base: pg.ClientConfig = this.options.connectionString
       ? { connectionString: this.options.connectionString }
@@ -78,6 +87,7 @@ export class CdcRelay extends EventEmitter<CdcRelayEvents> {
 
   /** Starts streaming (or waiting as a standby) in the background and returns at once. */
   start(): this {
+    this.#partitionTimer = setInterval(() => this.#partitions.tick(), 1_000).unref();
     this.#service.start((succeeded) => this.#step(succeeded), {
       afterLoop: async () => void (this.#state = 'stopped'),
     });

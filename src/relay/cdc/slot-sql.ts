@@ -21,14 +21,15 @@ const DUPLICATE_OBJECT = '42710';
 
 /**
  * Creates the publication of the outbox's inserts (nothing else: the relay publishes new rows;
- * its own marks must not come back through the slot) unless it exists.
+ * its own marks must not come back through the slot) unless it exists. Through the partition root,
+ * so a partitioned outbox's rows arrive as the outbox's (a no-op for the plain table).
  */
 export async function ensurePublication(pool: pg.Pool, schema: string, publication: string): Promise<boolean> {
   const exists = await pool.query('SELECT 1 FROM pg_publication WHERE pubname = $1', [publication]);
   if ((exists.rowCount ?? 0) > 0) return false;
   try {
     await pool.query(
-      `CREATE PUBLICATION ${quoteIdentifier(publication, 'publication')} FOR TABLE ${schemaRef(schema).quoted}.outbox WITH (publish = 'insert')`,
+      `CREATE PUBLICATION ${quoteIdentifier(publication, 'publication')} FOR TABLE ${schemaRef(schema).quoted}.outbox WITH (publish = 'insert', publish_via_partition_root = true)`,
     );
     return true;
   } catch (err) {
