@@ -21,14 +21,26 @@ export function isSerializationFailure(err: unknown): boolean {
 }
 
 /**
+ * A partitioned inbox with no partition for now (23514 naming the table, no constraint): the partitions
+ * ahead ran out, a state of the database that a relay or `converge maintain` ends, not a fact about the
+ * event. The consumer waits it out as an outage instead of counting attempts towards quarantine.
+ */
+function isInboxWithoutPartition(err: unknown, code: string): boolean {
+  const fields = err as { table?: unknown; constraint?: unknown };
+  return code === '23514' && fields.table === 'inbox' && fields.constraint === undefined;
+}
+
+/**
  * Errors that say the database (or the road to it) is unavailable rather than that the
- * statement is wrong: connection failures, admin shutdown, too many connections.
+ * statement is wrong: connection failures, admin shutdown, too many connections, an inbox
+ * without a partition for now.
  */
 export function isTransientDatabaseError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const raw = (err as { code?: unknown }).code;
   const code = typeof raw === 'string' || typeof raw === 'number' ? String(raw) : '';
   if (isSerializationFailure(err)) return true;
+  if (isInboxWithoutPartition(err, code)) return true;
   if (code.startsWith('08') || code.startsWith('53') || code.startsWith('57P')) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
   const message = (err as { message?: unknown }).message;

@@ -1,3 +1,4 @@
+// test-files: plain-layout, converts plain schemas itself, with intervals of its own
 /**
  * The partitioned layout on the real PostgreSQL and RabbitMQ, with intervals of a second or two so
  * partitions roll while the test runs: converting a schema that has rows, keys across partitions,
@@ -6,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import type pg from 'pg';
-import { appendToOutbox, migrate, withTransaction, type EventEnvelope } from '../../src/index.js';
+import { appendToOutbox, migrate, withTransaction, type EventEnvelope, type Logger } from '../../src/index.js';
 import { cleanup, readPipelineStatus, type CleanupResult } from '../../src/ops/index.js';
 import { withBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
 import { AMQP_URL, describe, it, waitFor } from '../support/rig.js';
@@ -33,9 +34,11 @@ async function databaseNowMs(pool: pg.Pool): Promise<number> {
 }
 
 /** A consumer whose handler counts its calls per event in the consumer's transaction, and keeps each envelope. */
-function countingConsumer(fixture: BrokerFixture, seen: Map<string, EventEnvelope>) {
+function countingConsumer(fixture: BrokerFixture, seen: Map<string, EventEnvelope>, logger?: Logger) {
   const { db } = fixture;
   const consumer = fixture.startConsumer({
+    // One attempt: a failure counted as the handler's goes to the quarantine at once.
+    ...(logger ? { logger, maxAttempts: 1 } : {}),
     queueType: 'classic',
     bindings: ['#'],
     handlers: {
@@ -68,6 +71,20 @@ async function append(pool: pg.Pool, schema: string, aggregateId: string, versio
       { schema },
     ),
   );
+}
+
+function orderEnvelope(aggregateId: string, version: number): EventEnvelope {
+  return {
+    eventId: `${aggregateId}-${version}`,
+    aggregateType: 'order',
+    aggregateId,
+    aggregateVersion: version,
+    eventType: 'Placed',
+    schemaVersion: 1,
+    kind: 'incremental',
+    payload: { version },
+    occurredAt: new Date().toISOString(),
+  };
 }
 
 async function callCounts(pool: pg.Pool, schema: string): Promise<Map<string, number>> {
@@ -169,7 +186,7 @@ describe('partitioned outbox and inbox', () => {
       const retention = {
         schema: s,
         outboxRetentionMs: 0,
-        inboxRetentionMs: 2_500,
+        inboxRetentionMs: 4_000,
         retryHorizonMs: 1_000,
         quarantineReplayWindowMs: 1_000,
         broker: { amqpUrl: AMQP_URL, queues: [queue], marginMs: 0 },
@@ -184,8 +201,10 @@ describe('partitioned outbox and inbox', () => {
       })();
       const appended: string[] = [];
       const started = Date.now();
-      for (let version = 1; Date.now() - started < 6_000; version++) {
-        for (const id of ['a', 'b', 'c', 'd']) appended.push((await append(db.pool, s, id, version)).eventId);
+      let last = 0;
+      while (Date.now() - started < 7_000) {
+        last++;
+        for (const id of ['a', 'b', 'c', 'd']) appended.push((await append(db.pool, s, id, last)).eventId);
       }
       await waitFor(
         () => appended.every((id) => seen.has(id)) || undefined,
@@ -218,13 +237,24 @@ describe('partitioned outbox and inbox', () => {
         'and each once',
       );
 
-      // The newest events' inbox rows are inside the window: their redeliveries are duplicates.
-      const recent = appended.slice(-8);
+      // Fresh events: their inbox rows are inside the window, so their redeliveries are duplicates.
+      const recent: string[] = [];
+      for (const id of ['a', 'b', 'c', 'd']) recent.push((await append(db.pool, s, id, last + 1)).eventId);
+      await waitFor(() => recent.every((id) => seen.has(id)) || undefined, 'the fresh events to be applied');
       const duplicates = new Set<string>();
       consumer.on('settled', (settlement) => {
         if (settlement.action === 'ack' && settlement.outcome === 'duplicate') duplicates.add(settlement.eventId);
       });
       runs.push(await cleanup(db.pool, retention));
+      const age = await db.pool.query<{ ms: number }>(
+        `SELECT extract(epoch FROM now() - min(received_at))::float8 * 1000 AS ms FROM "${s}".inbox WHERE event_id = ANY($1)`,
+        [recent],
+      );
+      // Rows this young sit in a partition whose range ends less than the window ago, whatever its alignment.
+      assert.ok(
+        age.rows[0]!.ms < 4_000 - 1_000,
+        `the fresh rows are ${age.rows[0]!.ms} ms old: too slow to test the window`,
+      );
       await fixture.publish(recent.map((id) => seen.get(id)!));
       await waitFor(
         () => recent.every((id) => duplicates.has(id)) || undefined,
@@ -272,6 +302,26 @@ describe('partitioned outbox and inbox', () => {
       assert.match(stalled.evidence, /every insert into it fails/);
       await assert.rejects(append(db.pool, s, 'o-1', 2), { code: '23514' });
 
+      // A delivery while the inbox has no partition for now waits as in an outage: never quarantined.
+      await db.pool.query(`CREATE TABLE "${s}".calls (event_id text PRIMARY KEY, n int NOT NULL)`);
+      const logged: { level: string; fields: Record<string, unknown> }[] = [];
+      const record = (level: string) => (fields: object) => void logged.push({ level, fields: { ...fields } });
+      const seen = new Map<string, EventEnvelope>();
+      const consumer = countingConsumer(fixture, seen, {
+        debug: record('debug'),
+        info: record('info'),
+        warn: record('warn'),
+        error: record('error'),
+      });
+      await consumer.ready({ timeoutMs: 10_000 });
+      const waiting = { ...orderEnvelope('o-2', 1), eventId: 'waits-for-a-partition' };
+      await fixture.publish([waiting]);
+      await waitFor(
+        () => logged.some((entry) => entry.fields.code === '23514') || undefined,
+        'the consumer to meet the inbox without a partition',
+      );
+      assert.ok(!logged.some((entry) => entry.level === 'error'), 'logged as an outage, not an error');
+
       const relay = fixture.startRelay();
       await relay.ready({ timeoutMs: 10_000 });
       await waitFor(
@@ -279,5 +329,8 @@ describe('partitioned outbox and inbox', () => {
         'the relay to create the partitions ahead',
       );
       await append(db.pool, s, 'o-1', 2);
+      await waitFor(() => seen.has(waiting.eventId) || undefined, 'the waiting delivery to be applied');
+      const quarantined = await db.pool.query(`SELECT count(*)::int AS n FROM "${s}".quarantine`);
+      assert.equal(quarantined.rows[0].n, 0);
     }));
 });

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { commit } from '../../src/db/transaction.js';
+import { commit, isTransientDatabaseError } from '../../src/db/transaction.js';
 import { CommitRolledBackError } from '../../src/runtime/errors.js';
 
 /** A client that answers every statement with `tag`, recording what it was sent. */
@@ -37,5 +37,15 @@ describe('commit', () => {
       assert.match(err.message, /SAVEPOINT/);
       return true;
     });
+  });
+});
+
+describe('isTransientDatabaseError', () => {
+  it('waits out an inbox without a partition for now, but not a check constraint or another table', () => {
+    const noPartition = { code: '23514', table: 'inbox', schema: 'converge' };
+    assert.equal(isTransientDatabaseError(noPartition), true);
+    assert.equal(isTransientDatabaseError({ ...noPartition, constraint: 'inbox_check' }), false);
+    assert.equal(isTransientDatabaseError({ ...noPartition, table: 'orders' }), false);
+    assert.equal(isTransientDatabaseError({ code: '23505', table: 'inbox' }), false);
   });
 });
