@@ -24,6 +24,7 @@ import {
   AMQP_URL,
   DATABASE_URL,
   connectPostgres,
+  closeConnection,
   connectionPidsNamed,
   connectRabbit,
   describe,
@@ -34,7 +35,7 @@ import {
 } from '../support/rig.js';
 
 const TENANTS = 50;
-const BACKLOG = 1_500;
+const BACKLOG = 1_000;
 const FEW = 4;
 const MAX_CONNECTIONS = 8;
 
@@ -101,6 +102,33 @@ async function foreignRows(pool: pg.Pool, schema: string): Promise<{ seen: numbe
   return rows[0]!;
 }
 
+/** One event per schema at `version` of aggregate o-1, each in its own transaction; their ids. */
+async function appendAcross(pool: pg.Pool, schemas: string[], version: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (const schema of schemas) {
+    const event = {
+      aggregateType: 'order',
+      aggregateId: 'o-1',
+      aggregateVersion: version,
+      eventType: 'OrderChanged',
+      payload: { origin: schema },
+    };
+    const [appended] = await withTransaction(pool, (tx) => appendManyToOutbox(tx, [event], { schema }));
+    ids.push(appended!.eventId);
+  }
+  return ids;
+}
+
+/** The projection write of every test here: the event's id and the schema its payload says it came from. */
+function handlerFor(schema: string) {
+  return async (event: EventEnvelope, ctx: HandlerContext) => {
+    await ctx.tx.query(`INSERT INTO "${schema}".seen (event_id, origin) VALUES ($1, $2)`, [
+      event.eventId,
+      (event.payload as { origin: string }).origin,
+    ]);
+  };
+}
+
 describe('tenants', () => {
   it(`${TENANTS} schemas share one broker connection and ${MAX_CONNECTIONS} PostgreSQL connections; no event crosses tenants; a backlog of ${BACKLOG} does not starve the others`, async () => {
     // Both services first, so a missing one fails here naming it.
@@ -126,12 +154,6 @@ describe('tenants', () => {
     const published = new Map<string, number>();
     let othersApplied = 0;
     let backlogPublishedWhenOthersDone: number | undefined;
-    const handler = (schema: string) => async (event: EventEnvelope, ctx: HandlerContext) => {
-      await ctx.tx.query(`INSERT INTO "${schema}".seen (event_id, origin) VALUES ($1, $2)`, [
-        event.eventId,
-        (event.payload as { origin: string }).origin,
-      ]);
-    };
     const rssBefore = process.memoryUsage().rss;
     const tenants = startTenants({
       schemas,
@@ -140,11 +162,11 @@ describe('tenants', () => {
       amqpUrl: AMQP_URL,
       exchange: prefix,
       name,
-      relay: { batchSize: 25, pollIntervalMs: 200 },
+      relay: { batchSize: 20, pollIntervalMs: 200 },
       consumer: (schema) => ({
         queue: `${prefix}.q.${schema}`,
         queueType: 'classic',
-        handlers: { '*': handler(schema) },
+        handlers: { '*': handlerFor(schema) },
       }),
     });
     const onApplied = (schema: string, settlement: Settlement) => {
@@ -205,6 +227,59 @@ describe('tenants', () => {
       await metrics.close();
       await tenants.stop();
       await broker.close();
+      await admin.end();
+    }
+  });
+  it('when the broker closes the shared connection, every tenant reconnects on one fresh connection and nothing is lost or applied twice', async () => {
+    const admin = await connectPostgres(3);
+    const prefix = uniqueName('cvt.tn');
+    const schemas = Array.from({ length: 3 }, () => uniqueName('cvt_tn'));
+    for (const schema of schemas) {
+      registry.name(`${prefix}.${schema}`);
+      registry.name(`${prefix}.q.${schema}`);
+    }
+    const name = uniqueName('cvt_tn_proc');
+    await migrateAll(admin, schemas);
+    const applied = new Map<string, number>();
+    const tenants = startTenants({
+      schemas,
+      connectionString: DATABASE_URL,
+      maxConnections: 4,
+      amqpUrl: AMQP_URL,
+      exchange: prefix,
+      name,
+      relay: { pollIntervalMs: 50, reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 200 } },
+      consumer: (schema) => ({
+        queue: `${prefix}.q.${schema}`,
+        queueType: 'classic',
+        reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 200 },
+        handlers: { '*': handlerFor(schema) },
+      }),
+    });
+    for (const schema of schemas)
+      tenants.consumer(schema)!.on('settled', (s) => {
+        if (s.action === 'ack' && s.outcome === 'applied') applied.set(s.eventId, (applied.get(s.eventId) ?? 0) + 1);
+      });
+    try {
+      await tenants.ready({ timeoutMs: 30_000 });
+      const before = await appendAcross(admin, schemas, 1);
+      await waitFor(() => before.every((id) => applied.has(id)) || undefined, 'the first events applied');
+      const [pid] = await connectionPidsNamed(`converge-tenants ${name}`);
+      assert.ok(pid, 'the shared connection is on the broker');
+      await closeConnection(pid, 'test: the broker drops the shared connection');
+      await waitFor(() => tenants.transport.connectionsOpened === 2 || undefined, 'a fresh shared connection');
+      const after = await appendAcross(admin, schemas, 2);
+      await waitFor(() => after.every((id) => applied.has(id)) || undefined, 'the events after the loss applied');
+      assert.equal((await connectionPidsNamed(`converge-tenants ${name}`)).length, 1, 'one connection again');
+      assert.deepEqual(
+        [...applied.values()].filter((times) => times !== 1),
+        [],
+        'each event applied once',
+      );
+      for (const schema of schemas)
+        assert.deepEqual(await foreignRows(admin, schema), { seen: 0, inbox: 0, applied: 2 }, schema);
+    } finally {
+      await tenants.stop();
       await admin.end();
     }
   });
