@@ -111,8 +111,8 @@ describe('partitioned outbox and inbox', () => {
       });
       const legacy = (await partitions(db.pool, s, 'outbox')).find((p) => p.name === 'outbox_legacy');
       assert.ok(legacy, 'the old table is the first partition');
-      const inLegacy = await db.pool.query(`SELECT count(*)::int AS n FROM "${s}".outbox_legacy`);
-      assert.equal(inLegacy.rows[0].n, 2, 'the rows stayed where they were, not copied');
+      const inLegacy = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${s}".outbox_legacy`);
+      assert.equal(inLegacy.rows[0]!.n, 2, 'the rows stayed where they were, not copied');
 
       const seen = new Map<string, EventEnvelope>();
       const consumer = countingConsumer(fixture, seen);
@@ -124,11 +124,12 @@ describe('partitioned outbox and inbox', () => {
       // Once the converted table's range is over, new rows land in a partition of their own.
       await waitFor(async () => (await databaseNowMs(db.pool)) >= legacy.toMs || undefined, 'the legacy range to end');
       const later = await append(db.pool, s, 'o-1', 3);
-      const where = await db.pool.query(`SELECT tableoid::regclass::text AS p FROM "${s}".outbox WHERE event_id = $1`, [
-        later.eventId,
-      ]);
-      assert.notEqual(where.rows[0].p.split('.')[1], 'outbox_legacy');
-      assert.match(where.rows[0].p, /outbox_p\d{8}t\d{6}$/);
+      const where = await db.pool.query<{ p: string }>(
+        `SELECT tableoid::regclass::text AS p FROM "${s}".outbox WHERE event_id = $1`,
+        [later.eventId],
+      );
+      assert.notEqual(where.rows[0]!.p.split('.')[1], 'outbox_legacy');
+      assert.match(where.rows[0]!.p, /outbox_p\d{8}t\d{6}$/);
       await assert.rejects(append(db.pool, s, 'o-1', 2), {
         code: '23505',
         constraint: 'outbox_aggregate_type_aggregate_id_aggregate_version_key',
@@ -148,10 +149,11 @@ describe('partitioned outbox and inbox', () => {
       await waitFor(() => settled.includes(early.eventId) || undefined, 'the redelivery to be settled as a duplicate');
       const counts = await callCounts(db.pool, s);
       assert.deepEqual([...counts.values()], [1, 1, 1], 'each event handled once');
-      const inbox = await db.pool.query(`SELECT count(*)::int AS n FROM "${s}".inbox WHERE event_id = $1`, [
-        early.eventId,
-      ]);
-      assert.equal(inbox.rows[0].n, 1);
+      const inbox = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${s}".inbox WHERE event_id = $1`,
+        [early.eventId],
+      );
+      assert.equal(inbox.rows[0]!.n, 1);
     }));
 
   it('retention under load drops processed partitions, never one with a pending or failed row, and keeps the inbox for its window', () =>
@@ -330,7 +332,7 @@ describe('partitioned outbox and inbox', () => {
       );
       await append(db.pool, s, 'o-1', 2);
       await waitFor(() => seen.has(waiting.eventId) || undefined, 'the waiting delivery to be applied');
-      const quarantined = await db.pool.query(`SELECT count(*)::int AS n FROM "${s}".quarantine`);
-      assert.equal(quarantined.rows[0].n, 0);
+      const quarantined = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${s}".quarantine`);
+      assert.equal(quarantined.rows[0]!.n, 0);
     }));
 });
