@@ -20,6 +20,7 @@ import { retryFailedOptions } from '../../src/ops/retry.js';
 import { pipelineStatusOptions } from '../../src/ops/pipeline-options.js';
 import { discardQuarantinedOptions, quarantineFilterOptions, showQuarantinedOptions } from '../../src/ops/dlq.js';
 import { cleanupOptions, scheduleCleanupOptions } from '../../src/ops/cleanup.js';
+import { createPartitionsAheadOptions } from '../../src/ops/partitions.js';
 import { replayQuarantinedOptions } from '../../src/ops/replay.js';
 import { compactionOptions } from '../../src/ops/compaction.js';
 import { compatGuardOptions, compatOptions, registryOptions, unreadableOptions } from '../../src/ops/compat.js';
@@ -81,6 +82,7 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [gapQueryOptions, 'readGaps(executor, options)'],
   [cleanupOptions, 'cleanup(pool, options)'],
   [scheduleCleanupOptions, 'scheduleCleanup(pool, options)'],
+  [createPartitionsAheadOptions, 'createPartitionsAhead(pool, options)'],
   [compactionOptions, 'compactInbox(pool, options)'],
   [waitForVersionOptions, 'waitForVersion(options)'],
   [freshnessOptions, 'readFreshness(executor, options)'],

@@ -38,6 +38,9 @@ describe('a user-id the consumer cannot publish', () => {
         const consumer = start({
           amqpUrl: consumerUrl,
           maxAttempts: 3,
+          // One delivery per transaction: a failed batch runs each of its deliveries again on its own
+          // (processor.ts), so two copies landing together would count one attempt twice.
+          batchSize: 1,
           handlers: {
             AmountAdded: async (event) => {
               const n = (calls.get(event.eventId) ?? 0) + 1;

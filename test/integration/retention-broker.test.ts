@@ -1,3 +1,4 @@
+// test-files: plain-layout, seeds inbox rows of chosen ages and counts the rows deleted one by one
 /**
  * Retention that knows about the broker, against real PostgreSQL and RabbitMQ: a message still
  * waiting in a consumer's queue (the consumer not running) keeps the inbox rows it could be a copy
