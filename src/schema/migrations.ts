@@ -5,6 +5,9 @@ import { mergeOpenQuarantineRepeats, outboxPendingChecks } from './old-rows.js';
 /**
  * Numbered schema changes. A migration is never edited once released; changes come as a
  * new number. Each statement list receives the validated schema; its text uses `quoted`.
+ * From 19 on, a migration must run on both layouts: `outbox` and `inbox` may be partitioned
+ * (partitioning.ts), where a unique index needs the partition key and storage parameters are set per
+ * partition (partition_layout.storage). `npm run test:partitioned` runs the suite on that layout.
  */
 export interface Migration {
   version: number;
