@@ -7,7 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import type pg from 'pg';
-import { appendToOutbox, migrate, withTransaction, type EventEnvelope, type Logger } from '../../src/index.js';
+import {
+  appendManyToOutbox,
+  appendToOutbox,
+  migrate,
+  withTransaction,
+  type EventEnvelope,
+  type Logger,
+} from '../../src/index.js';
 import { cleanup, readPipelineStatus, type CleanupResult } from '../../src/ops/index.js';
 import { withBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
 import { AMQP_URL, describe, it, waitFor } from '../support/rig.js';
@@ -139,6 +146,16 @@ describe('partitioned outbox and inbox', () => {
         constraint: 'outbox_event_id_key',
       });
       await waitFor(() => seen.has(later.eventId) || undefined, 'the event in the new partition to be applied');
+      // A large append in one transaction: the trigger holds nothing per row until commit (advisory
+      // locks did, and ran PostgreSQL's lock table out at 10,000).
+      const bulk = Array.from({ length: 10_000 }, (_, i) => ({
+        aggregateType: 'bulk',
+        aggregateId: `b-${i}`,
+        aggregateVersion: 1,
+        eventType: 'Noted',
+        payload: {},
+      }));
+      await withTransaction(db.pool, (tx) => appendManyToOutbox(tx, bulk, { schema: s }));
 
       // A redelivery of the first event now finds its inbox row in another partition: a duplicate.
       const settled: string[] = [];
