@@ -149,20 +149,24 @@ async function runCleanup(pool: pg.Pool, options: ResolvedCleanup): Promise<Clea
     });
     return result;
   }
-  const drain = async (text: string, retentionMs: number): Promise<number> => {
+  // `start` is where the first batch begins: each batch answers where it stopped, and the next goes on from there.
+  const drain = async (text: string, retentionMs: number, start: string): Promise<number> => {
     let deleted = 0;
+    let after = start;
     for (let batch = 0; options.maxBatches === undefined || batch < options.maxBatches; batch++) {
-      const { rowCount } = await pool.query(text, [retentionMs, batchSize]);
+      const { rows } = await pool.query<{ n: number; last: string | null }>(text, [retentionMs, batchSize, after]);
       result.batches++;
-      deleted += rowCount ?? 0;
-      if ((rowCount ?? 0) < batchSize) break;
+      const n = rows[0]?.n ?? 0;
+      deleted += n;
+      if (n < batchSize) break;
+      after = rows[0]?.last ?? after;
     }
     return deleted;
   };
-  result.outboxDeleted = await drain(sql.deletePublishedOutbox, options.outboxRetentionMs);
+  result.outboxDeleted = await drain(sql.deletePublishedOutbox, options.outboxRetentionMs, '0');
   const inboxRetentionMs = result.broker?.appliedRetentionMs;
   if (inboxRetentionMs !== undefined && inboxRetentionMs !== null)
-    result.inboxDeleted = await drain(sql.deleteOldInbox, inboxRetentionMs);
+    result.inboxDeleted = await drain(sql.deleteOldInbox, inboxRetentionMs, '(0,0)');
   return result;
 }
 

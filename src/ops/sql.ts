@@ -55,20 +55,37 @@ export const opsSql = perSchema((schema: SchemaRef) => {
              count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE parked_at <= now() - make_interval(secs => $1::double precision / 1000))::bigint AS gaps,
              EXTRACT(EPOCH FROM now() - min(parked_at)) AS oldest_age_seconds
         FROM ${schema.quoted}.parked GROUP BY consumer`,
-    /** One bounded batch of published outbox rows older than $1 ms; $2 rows at most; rows another cleaner holds are skipped. */
+    /**
+     * One bounded batch of published outbox rows older than $1 ms; $2 rows at most; rows another cleaner
+     * holds are skipped. $3: the highest position the run deleted so far, so each batch starts its index
+     * walk there instead of crossing every entry the earlier batches left for vacuum (quadratic: 5M rows
+     * took 17 minutes without it). Answers how many went and the last position.
+     */
     deletePublishedOutbox: `
-      DELETE FROM ${schema.quoted}.outbox
-       WHERE position IN (SELECT position FROM ${schema.quoted}.outbox
-                           WHERE status = 'published' AND published_at < now() - make_interval(secs => $1::double precision / 1000)
-                           ORDER BY position LIMIT $2
-                           FOR UPDATE SKIP LOCKED)`,
-    /** One bounded batch of inbox rows received more than $1 ms ago; $2 rows at most. */
+      WITH gone AS (
+        DELETE FROM ${schema.quoted}.outbox
+         WHERE position IN (SELECT position FROM ${schema.quoted}.outbox
+                             WHERE position > $3::bigint AND status = 'published'
+                               AND published_at < now() - make_interval(secs => $1::double precision / 1000)
+                             ORDER BY position LIMIT $2
+                             FOR UPDATE SKIP LOCKED)
+         RETURNING position)
+      SELECT count(*)::int AS n, max(position)::text AS last FROM gone`,
+    /**
+     * One bounded batch of inbox rows received more than $1 ms ago; $2 rows at most. $3: the highest
+     * row address the run deleted so far, so the scan (a TID range scan) skips the pages already emptied.
+     * A scan that returns rows out of address order only makes a batch skip some: the next run takes them.
+     */
     deleteOldInbox: `
-      DELETE FROM ${schema.quoted}.inbox
-       WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM ${schema.quoted}.inbox
-                       WHERE received_at < now() - make_interval(secs => $1::double precision / 1000)
-                       LIMIT $2
-                       FOR UPDATE SKIP LOCKED)`,
+      WITH gone AS (
+        DELETE FROM ${schema.quoted}.inbox
+         WHERE ctid IN (SELECT ctid FROM ${schema.quoted}.inbox
+                         WHERE ctid > $3::tid
+                           AND received_at < now() - make_interval(secs => $1::double precision / 1000)
+                         LIMIT $2
+                         FOR UPDATE SKIP LOCKED)
+         RETURNING ctid)
+      SELECT count(*)::int AS n, (SELECT ctid FROM gone ORDER BY ctid DESC LIMIT 1)::text AS last FROM gone`,
     /**
      * One compaction batch for consumer $1 and projection $2: up to $4 inbox rows received more
      * than $3 ms ago whose version the projection has already applied (so its version check
