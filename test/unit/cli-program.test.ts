@@ -37,6 +37,19 @@ function option(cmd: Command, long: string): Option {
   return found;
 }
 
+/** The retention flags cleanup and maintain share, after --outbox-older-than. */
+const RETENTION_FLAGS = [
+  '--inbox-older-than',
+  '--retry-horizon-ms',
+  '--quarantine-window-ms',
+  '--batch-size',
+  '--max-batches',
+  '--queue',
+  '--amqp-url',
+  '--retry-tiers',
+  '--broker-margin-ms',
+];
+
 /** Long flags per command; `!` marks a mandatory one. */
 const EXPECTED: Record<string, string[]> = {
   migrate: ['--print-sql', '--partitioned', '--partition-interval', '--partitions-ahead'],
@@ -120,30 +133,9 @@ const EXPECTED: Record<string, string[]> = {
   ],
   metrics: ['--port', '--host', '--gap-after-ms'],
   dashboard: ['--host', '--port', '--token', '--queue', '--amqp-url', '--interval', '--history', '--stall-after-ms'],
-  cleanup: [
-    '--outbox-older-than!',
-    '--inbox-older-than',
-    '--retry-horizon-ms',
-    '--quarantine-window-ms',
-    '--batch-size',
-    '--max-batches',
-    '--queue',
-    '--amqp-url',
-    '--retry-tiers',
-    '--broker-margin-ms',
-  ],
-  maintain: [
-    '--outbox-older-than',
-    '--inbox-older-than',
-    '--retry-horizon-ms',
-    '--quarantine-window-ms',
-    '--batch-size',
-    '--max-batches',
-    '--queue',
-    '--amqp-url',
-    '--retry-tiers',
-    '--broker-margin-ms',
-  ],
+  cleanup: ['--outbox-older-than!', ...RETENTION_FLAGS],
+  // The same retention flags, the outbox window optional: without it, maintain only creates partitions.
+  maintain: ['--outbox-older-than', ...RETENTION_FLAGS],
   'compact-inbox': [
     '--consumer!',
     '--projection!',
