@@ -105,8 +105,6 @@ export const partitionSql = perSchema((s: SchemaRef) => {
     guardTrigger: (name: PartitionedTable) =>
       `CREATE TRIGGER ${name}_unique_across_partitions BEFORE INSERT ON ${table(name)}
          FOR EACH ROW EXECUTE FUNCTION ${s.quoted}.${name}_unique_across_partitions()`,
-    notifyTrigger: `CREATE TRIGGER outbox_notify_insert AFTER INSERT ON ${s.quoted}.outbox
-         FOR EACH STATEMENT EXECUTE FUNCTION ${s.quoted}.notify_outbox_insert()`,
     attachLegacy: (name: PartitionedTable, legacy: string, toIso: string) =>
       `ALTER TABLE ${table(name)} ATTACH PARTITION ${table(legacy)} FOR VALUES FROM (MINVALUE) TO ('${toIso}')`,
     movePublication: (publication: string, legacy: string, name: PartitionedTable) => [

@@ -13,6 +13,12 @@ import {
 } from './partition-plan.js';
 import { partitionSql } from './partition-sql.js';
 import { migrateSql } from './sql.js';
+import { migrations } from './migrations.js';
+
+/** The statements of the migration that makes outbox inserts send NOTIFY (2). */
+function notifyMigration(schema: SchemaRef): string[] {
+  return migrations.find((migration) => migration.version === 2)!.statements(schema);
+}
 
 /** The server's clock, which stamps created_at and received_at: partitions follow it, not this host's. */
 export async function databaseNow(executor: Executor): Promise<number> {
@@ -129,7 +135,8 @@ async function convertTable(
   for (const grant of facts.grants) await client.query(grant);
   await client.query(table === 'outbox' ? sql.outboxGuard : sql.inboxGuard);
   await client.query(sql.guardTrigger(table));
-  if (table === 'outbox') await client.query(sql.notifyTrigger);
+  // Migration 2's NOTIFY trigger, applied again: it now lands on the new parent.
+  if (table === 'outbox') for (const statement of notifyMigration(schema)) await client.query(statement);
   const until = intervalStart(nowMs, partitioning.intervalMs) + partitioning.intervalMs;
   await client.query(sql.attachLegacy(table, legacy, new Date(until).toISOString()));
   for (const { pubname } of publications.rows)

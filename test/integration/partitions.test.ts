@@ -18,26 +18,12 @@ import {
 import { cleanup, readPipelineStatus, type CleanupResult } from '../../src/ops/index.js';
 import { withBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
 import { AMQP_URL, describe, it, waitFor } from '../support/rig.js';
+import { databaseNow, listPartitions } from '../../src/schema/partitioning.js';
+import { schemaRef } from '../../src/runtime/identifier.js';
 
-interface Partition {
-  name: string;
-  toMs: number;
-}
-
-async function partitions(pool: pg.Pool, schema: string, table: 'outbox' | 'inbox'): Promise<Partition[]> {
-  const { rows } = await pool.query<{ name: string; to_ms: number }>(
-    `SELECT c.relname AS name,
-            extract(epoch FROM (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \\(''([^'']+)''\\)'))[1]::timestamptz)::float8 * 1000 AS to_ms
-       FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-      WHERE i.inhparent = to_regclass($1) ORDER BY 2`,
-    [`"${schema}".${table}`],
-  );
-  return rows.map((row) => ({ name: row.name, toMs: Number(row.to_ms) }));
-}
-
-async function databaseNowMs(pool: pg.Pool): Promise<number> {
-  const { rows } = await pool.query<{ ms: number }>(`SELECT extract(epoch FROM now())::float8 * 1000 AS ms`);
-  return Number(rows[0]!.ms);
+/** The partitions of one table, as retention and status read them. */
+function partitions(pool: pg.Pool, schema: string, table: 'outbox' | 'inbox') {
+  return listPartitions(pool, schemaRef(schema), table);
 }
 
 /** A consumer whose handler counts its calls per event in the consumer's transaction, and keeps each envelope. */
@@ -129,7 +115,7 @@ describe('partitioned outbox and inbox', () => {
       await waitFor(() => seen.size === 2 || undefined, 'the events appended before the conversion to be applied');
 
       // Once the converted table's range is over, new rows land in a partition of their own.
-      await waitFor(async () => (await databaseNowMs(db.pool)) >= legacy.toMs || undefined, 'the legacy range to end');
+      await waitFor(async () => (await databaseNow(db.pool)) >= legacy.toMs || undefined, 'the legacy range to end');
       const later = await append(db.pool, s, 'o-1', 3);
       const where = await db.pool.query<{ p: string }>(
         `SELECT tableoid::regclass::text AS p FROM "${s}".outbox WHERE event_id = $1`,
@@ -194,7 +180,7 @@ describe('partitioned outbox and inbox', () => {
       const failedEnds = (await partitions(db.pool, s, 'outbox')).find(
         (p) => p.name === failed.rows[0]!.p.split('.')[1],
       )!.toMs;
-      await waitFor(async () => (await databaseNowMs(db.pool)) >= failedEnds || undefined, 'the next interval');
+      await waitFor(async () => (await databaseNow(db.pool)) >= failedEnds || undefined, 'the next interval');
       const held = await db.pool.query<{ p: string }>(
         `INSERT INTO "${s}".outbox (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, payload, next_attempt_at)
          VALUES ('held-pending', 'order', 'held', 1, 'Placed', '{"version":1}', now() + interval '1 hour')
