@@ -59,7 +59,7 @@ export const COMPONENTS: [spec: OptionsSpec<z.ZodType>, call: string, note?: str
   [
     tenantsOptions,
     'startTenants(options) / new Tenants(options)',
-    'A relay (and consumer) per tenant schema on one broker connection and one pool (docs/tenants.md).',
+    'A relay (and consumer) per tenant, a schema or a database, on one broker connection and one pool per database (docs/tenants.md).',
   ],
   [effectOptions, 'performEffect(executor, options)'],
   [effectRefOptions, 'readEffect(executor, options) / retryFailedEffect(executor, options)'],

@@ -10,37 +10,49 @@ import {
   tenantsOptions,
   underField,
   type ResolvedTenantsOptions,
+  type TenantSite,
   type TenantsOptions,
 } from './options.js';
 
 /** What one tenant runs now, from its components' own state. */
 export interface TenantState {
+  /** The tenant's name: its schema, or its key in `databases`. */
+  tenant: string;
   schema: string;
   relay: { connected: boolean; databaseReachable: boolean; brokerBlocked: boolean; failure?: string };
   consumer?: { subscribed: boolean; failure?: string };
 }
 
 /** The exchange of one tenant: its events never reach another tenant's queues. */
-export function tenantExchange(prefix: string, schema: string): string {
-  return `${prefix}.${schema}`;
+export function tenantExchange(prefix: string, tenant: string): string {
+  return `${prefix}.${tenant}`;
+}
+
+/** One database of the process: its pool, its LISTEN connection, and the relays of its schemas. */
+interface Store {
+  lease: PoolLease;
+  relays: Map<string, Relay>;
+  listener?: OutboxListener;
 }
 
 /**
- * The relays (and consumers) of several tenant schemas on one PostgreSQL server, in one process:
- * one broker connection for all of them (each keeps its own channels, so confirms stay per relay),
- * one bounded pool (their SQL names its schema) and one LISTEN connection. Relays take turns on
- * the pool in the order they asked for a connection (pg.Pool's queue is first come, first served),
- * so a tenant with a backlog of thousands claims one batch per turn while the others get theirs.
+ * The relays (and consumers) of several tenants in one process, a tenant being a schema on one
+ * PostgreSQL server or a database of its own: one broker connection for all of them (each keeps its
+ * own channels, so confirms stay per relay), one bounded pool and one LISTEN connection per
+ * database (their SQL names its schema). Relays take turns on a pool in the order they asked for a
+ * connection (pg.Pool's queue is first come, first served), so a tenant with a backlog of thousands
+ * claims one batch per turn while the others get theirs.
  */
 export class Tenants {
   readonly options: ResolvedTenantsOptions;
-  readonly schemas: readonly string[];
+  /** The tenants' names: the schemas, or the keys of `databases`. */
+  readonly tenants: readonly string[];
   /** The shared broker connection: `connectionsOpened` counts what the broker has seen of this process. */
   readonly transport: SharedConnectionTransport;
-  readonly #lease: PoolLease;
+  readonly #stores: Store[];
+  readonly #sites = new Map<string, TenantSite>();
   readonly #relays = new Map<string, Relay>();
   readonly #consumers = new Map<string, Consumer>();
-  readonly #listener: OutboxListener | undefined;
   #stopping: Promise<void> | undefined;
 
   /** Throws ConfigError naming the field (relay.batchSize, consumer.queue, ...) before anything connects. */
@@ -48,58 +60,73 @@ export class Tenants {
     this.options = tenantsOptions.parse(input);
     const o = this.options;
     refuseTenantShared('relay', o.relay);
-    this.schemas = o.schemas;
+    this.tenants = o.sites.map((site) => site.tenant);
     this.transport = shareConnection(transportFor(o), `converge-tenants ${o.name}`);
-    this.#lease = leasePool(o.pool, {
-      connectionString: o.connectionString,
-      poolMode: o.poolMode,
-      max: o.maxConnections,
-      applicationName: 'converge-tenants',
-      logger: o.logger,
-    });
-    for (const schema of o.schemas) {
-      this.#relays.set(schema, this.#relay(schema));
-      const consumer = this.#consumer(schema);
-      if (consumer) this.#consumers.set(schema, consumer);
+    this.#stores = o.pools.map((database) => ({
+      lease: leasePool(database.pool, {
+        connectionString: database.connectionString,
+        poolMode: o.poolMode,
+        max: database.max,
+        applicationName: 'converge-tenants',
+        logger: o.logger,
+      }),
+      relays: new Map(),
+    }));
+    for (const site of o.sites) {
+      this.#sites.set(site.tenant, site);
+      const relay = this.#relay(site);
+      this.#relays.set(site.tenant, relay);
+      this.#stores[site.database]!.relays.set(site.schema, relay);
+      const consumer = this.#consumer(site);
+      if (consumer) this.#consumers.set(site.tenant, consumer);
     }
     if (o.listen && o.poolMode === 'session')
-      this.#listener = new OutboxListener(this.pool, (schema) => this.#relays.get(schema)?.wake(), o.logger);
+      for (const store of this.#stores)
+        store.listener = new OutboxListener(store.lease.pool, (schema) => store.relays.get(schema)?.wake(), o.logger);
   }
 
-  /** The one pool every tenant's relay and consumer runs on. */
-  get pool(): pg.Pool {
-    return this.#lease.pool;
+  /** The pool a tenant's relay and consumer run on: shared by every tenant of its database. */
+  poolOf(tenant: string): pg.Pool {
+    return this.#stores[this.#site(tenant).database]!.lease.pool;
+  }
+
+  /** The schema holding a tenant's converge tables. */
+  schemaOf(tenant: string): string {
+    return this.#site(tenant).schema;
   }
 
   /** Starts consumers first (so the first events find their queues bound), then relays. */
   start(): this {
     for (const consumer of this.#consumers.values()) consumer.start();
-    for (const relay of this.#relays.values()) {
-      // An idle relay keeps the listener connected: it reconnects after a loss on the next empty claim.
-      relay.on('idle', () => void this.#listener?.ensure());
-      relay.start();
+    for (const store of this.#stores) {
+      for (const relay of store.relays.values()) {
+        // An idle relay keeps the listener connected: it reconnects after a loss on the next empty claim.
+        relay.on('idle', () => void store.listener?.ensure());
+        relay.start();
+      }
+      void store.listener?.ensure();
     }
-    void this.#listener?.ensure();
     return this;
   }
 
-  relay(schema: string): Relay {
-    const relay = this.#relays.get(schema);
-    if (!relay) throw new RangeError(`no tenant schema "${schema}"`);
-    return relay;
+  relay(tenant: string): Relay {
+    this.#site(tenant);
+    return this.#relays.get(tenant)!;
   }
 
-  consumer(schema: string): Consumer | undefined {
-    return this.#consumers.get(schema);
+  consumer(tenant: string): Consumer | undefined {
+    this.#site(tenant);
+    return this.#consumers.get(tenant);
   }
 
   /** Each tenant's relay and consumer, as they report themselves (no database read). */
   state(): TenantState[] {
-    return this.schemas.map((schema) => {
-      const relay = this.relay(schema);
-      const consumer = this.consumer(schema);
+    return this.tenants.map((tenant) => {
+      const relay = this.relay(tenant);
+      const consumer = this.consumer(tenant);
       return {
-        schema,
+        tenant,
+        schema: this.schemaOf(tenant),
         relay: {
           connected: relay.connected,
           databaseReachable: relay.databaseReachable,
@@ -124,14 +151,15 @@ export class Tenants {
     await Promise.all(components.map((component) => component.ready(options)));
   }
 
-  /** The outbox backlog and quarantine of each schema, read one schema after another (one connection). */
+  /** The outbox backlog and quarantine of each tenant, read one tenant after another (one connection at a time). */
   async status(): Promise<Record<string, ConvergeStatus>> {
     const statuses: Record<string, ConvergeStatus> = {};
-    for (const schema of this.schemas) statuses[schema] = await readStatus(this.pool, { schema });
+    for (const tenant of this.tenants)
+      statuses[tenant] = await readStatus(this.poolOf(tenant), { schema: this.schemaOf(tenant) });
     return statuses;
   }
 
-  /** Relays first (their batches in flight get confirmed and marked), then consumers, the listener, the broker connection and the pool. */
+  /** Relays first (their batches in flight get confirmed and marked), then consumers, the listeners, the broker connection and the pools. */
   stop(): Promise<void> {
     this.#stopping ??= this.#stop();
     return this.#stopping;
@@ -140,19 +168,25 @@ export class Tenants {
   async #stop(): Promise<void> {
     await Promise.all([...this.#relays.values()].map((relay) => relay.stop()));
     await Promise.all([...this.#consumers.values()].map((consumer) => consumer.stop()));
-    await this.#listener?.close();
+    await Promise.all(this.#stores.flatMap((store) => (store.listener ? [store.listener.close()] : [])));
     await this.transport.closed();
-    await this.#lease.release();
+    await Promise.all(this.#stores.map((store) => store.lease.release()));
   }
 
-  #relay(schema: string): Relay {
+  #site(tenant: string): TenantSite {
+    const site = this.#sites.get(tenant);
+    if (!site) throw new RangeError(`no tenant "${tenant}"`);
+    return site;
+  }
+
+  #relay(site: TenantSite): Relay {
     const o = this.options;
     try {
       return new Relay({
         pollIntervalMs: 1_000,
-        relayId: `${o.name}/${schema}`,
+        relayId: `${o.name}/${site.tenant}`,
         ...o.relay,
-        ...this.#shared(schema),
+        ...this.#shared(site),
         listen: false,
       });
     } catch (err) {
@@ -160,34 +194,34 @@ export class Tenants {
     }
   }
 
-  #consumer(schema: string): Consumer | undefined {
-    const own = this.options.consumer?.(schema);
+  #consumer(site: TenantSite): Consumer | undefined {
+    const own = this.options.consumer?.(site.tenant);
     if (own === undefined) return undefined;
     refuseTenantShared('consumer', own);
     try {
-      return new Consumer({ ...own, ...this.#shared(schema) });
+      return new Consumer({ ...own, ...this.#shared(site) });
     } catch (err) {
       throw underField('consumer', err);
     }
   }
 
-  /** What every component of one tenant gets: the shared pool and broker connection, its schema and exchange. */
-  #shared(schema: string) {
+  /** What every component of one tenant gets: its database's pool, the broker connection, its schema and exchange. */
+  #shared(site: TenantSite) {
     const o = this.options;
     return {
-      pool: this.pool,
+      pool: this.#stores[site.database]!.lease.pool,
       poolMode: o.poolMode,
       transport: this.transport,
-      schema,
-      exchange: tenantExchange(o.exchange, schema),
+      schema: site.schema,
+      exchange: tenantExchange(o.exchange, site.tenant),
       logger: o.logger,
     };
   }
 }
 
 /**
- * Starts a relay per tenant schema (and a consumer per schema when `consumer` gives its options)
- * on one broker connection and one bounded pool; `stop()` on what it returns stops them all.
+ * Starts a relay per tenant (and a consumer per tenant when `consumer` gives its options) on one
+ * broker connection and one bounded pool per database; `stop()` on what it returns stops them all.
  */
 export function startTenants(options: TenantsOptions): Tenants {
   return new Tenants(options).start();

@@ -12,11 +12,9 @@ import {
   untilShutdownSignal,
   type CommandContext,
 } from '../context.js';
-import { amqpUrl, logLevel, relayFlagDefaults, schemaDefault } from '../env.js';
-import { tenantsOptions } from '../../tenants/index.js';
+import { amqpUrl, logLevel, relayFlagDefaults } from '../env.js';
+import { TENANT_MAX_CONNECTIONS } from '../../tenants/index.js';
 import { runTenantRelays } from './relay-tenants.js';
-
-const TENANT_MAX_CONNECTIONS = schemaDefault<number>(tenantsOptions, 'maxConnections');
 
 interface RelayCliOptions {
   mode: 'polling' | 'cdc';
