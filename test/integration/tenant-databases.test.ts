@@ -10,14 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import {
-  appendManyToOutbox,
-  migrate,
-  startTenants,
-  withTransaction,
-  type EventEnvelope,
-  type HandlerContext,
-} from '../../src/index.js';
+import { appendManyToOutbox, migrate, startTenants, withTransaction } from '../../src/index.js';
 import { ConfigError } from '../../src/errors.js';
 import { serveTenantMetrics } from '../../src/metrics/index.js';
 import {
@@ -31,6 +24,7 @@ import {
   uniqueName,
   waitFor,
 } from '../support/rig.js';
+import { createSeenTable, foreignRows, recordOrigin } from '../support/tenant-fixture.js';
 
 const DATABASES = 4;
 const EVENTS = 30;
@@ -58,7 +52,7 @@ async function createDatabases(admin: pg.Pool, names: string[], schema: string):
       const pool = new pg.Pool({ connectionString: databaseUrl(name), max: 1 });
       try {
         await migrate(pool, { schema });
-        await pool.query(`CREATE TABLE "${schema}".seen (event_id uuid PRIMARY KEY, origin text NOT NULL)`);
+        await createSeenTable(pool, schema);
       } finally {
         await pool.end();
       }
@@ -87,31 +81,14 @@ async function appendEvents(url: string, schema: string, origin: string): Promis
   }
 }
 
-/** Rows of the tenant's projection and inbox that did not come from its own outbox, and how many it applied. */
+/** foreignRows of the tenant's own database. */
 async function ownRows(url: string, schema: string, origin: string) {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   try {
-    const { rows } = await pool.query<{ foreign: number; inbox: number; applied: number }>(
-      `SELECT (SELECT count(*)::int FROM "${schema}".seen s
-                WHERE s.origin <> $1 OR NOT EXISTS (SELECT 1 FROM "${schema}".outbox o WHERE o.event_id::text = s.event_id::text)) AS foreign,
-              (SELECT count(*)::int FROM "${schema}".inbox i
-                WHERE NOT EXISTS (SELECT 1 FROM "${schema}".outbox o WHERE o.event_id::text = i.event_id::text)) AS inbox,
-              (SELECT count(*)::int FROM "${schema}".seen) AS applied`,
-      [origin],
-    );
-    return rows[0]!;
+    return await foreignRows(pool, schema, origin);
   } finally {
     await pool.end();
   }
-}
-
-function handlerFor(schema: string) {
-  return async (event: EventEnvelope, ctx: HandlerContext) => {
-    await ctx.tx.query(`INSERT INTO "${schema}".seen (event_id, origin) VALUES ($1, $2)`, [
-      event.eventId,
-      (event.payload as { origin: string }).origin,
-    ]);
-  };
 }
 
 describe('tenant databases', () => {
@@ -156,7 +133,7 @@ describe('tenant databases', () => {
       consumer: (tenant) => ({
         queue: `${prefix}.q.${tenant}`,
         queueType: 'classic',
-        handlers: { '*': handlerFor(schema) },
+        handlers: { '*': recordOrigin(schema) },
       }),
     });
     for (const tenant of tenantNames)
@@ -202,7 +179,7 @@ describe('tenant databases', () => {
       for (const tenant of tenantNames)
         assert.deepEqual(
           await ownRows(databaseUrl(tenant), schema, tenant),
-          { foreign: 0, inbox: 0, applied: EVENTS },
+          { seen: 0, inbox: 0, applied: EVENTS },
           `${tenant}: only its own events`,
         );
       const status = await tenants.status();

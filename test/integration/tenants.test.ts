@@ -10,15 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import type pg from 'pg';
-import {
-  appendManyToOutbox,
-  migrate,
-  startTenants,
-  withTransaction,
-  type EventEnvelope,
-  type HandlerContext,
-  type Settlement,
-} from '../../src/index.js';
+import { appendManyToOutbox, migrate, startTenants, withTransaction, type Settlement } from '../../src/index.js';
 import { serveTenantMetrics } from '../../src/metrics/index.js';
 import {
   AMQP_URL,
@@ -33,6 +25,7 @@ import {
   uniqueName,
   waitFor,
 } from '../support/rig.js';
+import { createSeenTable, foreignRows, recordOrigin } from '../support/tenant-fixture.js';
 
 const TENANTS = 50;
 const BACKLOG = 1_000;
@@ -72,7 +65,7 @@ async function migrateAll(pool: pg.Pool, schemas: string[]): Promise<void> {
     await Promise.all(
       schemas.slice(i, i + 5).map(async (schema) => {
         await migrate(pool, { schema });
-        await pool.query(`CREATE TABLE "${schema}".seen (event_id uuid PRIMARY KEY, origin text NOT NULL)`);
+        await createSeenTable(pool, schema);
       }),
     );
 }
@@ -87,19 +80,6 @@ async function appendEvents(pool: pg.Pool, schema: string, count: number): Promi
   }));
   const appended = await withTransaction(pool, (tx) => appendManyToOutbox(tx, events, { schema }));
   return appended.map((event) => event.eventId);
-}
-
-/** Rows of `schema`'s projection and inbox that did not come from its own outbox (0 when isolated). */
-async function foreignRows(pool: pg.Pool, schema: string): Promise<{ seen: number; inbox: number; applied: number }> {
-  const { rows } = await pool.query<{ seen: number; inbox: number; applied: number }>(
-    `SELECT (SELECT count(*)::int FROM "${schema}".seen s
-              WHERE s.origin <> $1 OR NOT EXISTS (SELECT 1 FROM "${schema}".outbox o WHERE o.event_id::text = s.event_id::text)) AS seen,
-            (SELECT count(*)::int FROM "${schema}".inbox i
-              WHERE NOT EXISTS (SELECT 1 FROM "${schema}".outbox o WHERE o.event_id::text = i.event_id::text)) AS inbox,
-            (SELECT count(*)::int FROM "${schema}".seen) AS applied`,
-    [schema],
-  );
-  return rows[0]!;
 }
 
 /** One event per schema at `version` of aggregate o-1, each in its own transaction; their ids. */
@@ -117,16 +97,6 @@ async function appendAcross(pool: pg.Pool, schemas: string[], version: number): 
     ids.push(appended!.eventId);
   }
   return ids;
-}
-
-/** The projection write of every test here: the event's id and the schema its payload says it came from. */
-function handlerFor(schema: string) {
-  return async (event: EventEnvelope, ctx: HandlerContext) => {
-    await ctx.tx.query(`INSERT INTO "${schema}".seen (event_id, origin) VALUES ($1, $2)`, [
-      event.eventId,
-      (event.payload as { origin: string }).origin,
-    ]);
-  };
 }
 
 describe('tenants', () => {
@@ -166,7 +136,7 @@ describe('tenants', () => {
       consumer: (schema) => ({
         queue: `${prefix}.q.${schema}`,
         queueType: 'classic',
-        handlers: { '*': handlerFor(schema) },
+        handlers: { '*': recordOrigin(schema) },
       }),
     });
     const onApplied = (schema: string, settlement: Settlement) => {
@@ -206,7 +176,7 @@ describe('tenants', () => {
         assert.equal(seen.schema, origin.get(eventId), `event ${eventId} applied by its own tenant`);
       }
       for (const schema of schemas) {
-        const foreign = await foreignRows(admin, schema);
+        const foreign = await foreignRows(admin, schema, schema);
         const expected = schema === backlogged ? BACKLOG : FEW;
         assert.deepEqual(foreign, { seen: 0, inbox: 0, applied: expected }, `schema ${schema}: only its own events`);
       }
@@ -253,7 +223,7 @@ describe('tenants', () => {
         queue: `${prefix}.q.${schema}`,
         queueType: 'classic',
         reconnectBackoff: { initialDelayMs: 20, maxDelayMs: 200 },
-        handlers: { '*': handlerFor(schema) },
+        handlers: { '*': recordOrigin(schema) },
       }),
     });
     for (const schema of schemas)
@@ -277,7 +247,7 @@ describe('tenants', () => {
         'each event applied once',
       );
       for (const schema of schemas)
-        assert.deepEqual(await foreignRows(admin, schema), { seen: 0, inbox: 0, applied: 2 }, schema);
+        assert.deepEqual(await foreignRows(admin, schema, schema), { seen: 0, inbox: 0, applied: 2 }, schema);
     } finally {
       await tenants.stop();
       await admin.end();
