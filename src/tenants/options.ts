@@ -174,11 +174,10 @@ function checkTenantLayout(o: LayoutInput, ctx: z.RefinementCtx): void {
     );
 }
 
-/** Where one tenant lives: its schema in the database of `database` (an index into `databases`). */
+/** Where one tenant lives: its schema, in the database whose pool is `pools[database]`. */
 export interface TenantSite {
   tenant: string;
   schema: string;
-  /** Index into `pools`. */
   database: number;
 }
 
