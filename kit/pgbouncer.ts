@@ -108,6 +108,10 @@ export function pgBouncerIni(setup: PgBouncerSetup, socketDir = ''): string {
     `auth_file = ${file('userlist.txt')}`,
     `auth_user = ${setup.authUser}`,
     'pool_mode = transaction',
+    // A LISTEN through the pooler (a relay at poolMode session) outlived its transaction on the server connection,
+    // whose notifications then broke the next auth_query on it (a role's login refused: 08P01, "bouncer config error").
+    'server_reset_query = UNLISTEN *',
+    'server_reset_query_always = 1',
     'max_client_conn = 2000',
     // Server connections per database and user: beside the suite's direct connections, well under
     // PostgreSQL's max_connections (100 by default).
@@ -164,7 +168,10 @@ export async function preparePgBouncer(poolerUrl: string, backendUrl: string): P
     () => undefined,
     (err: unknown) => err,
   );
-  if (first === undefined) return `PgBouncer ${setup.where}${setup.local ? '' : ' (remote)'} ok`;
+  if (first === undefined) {
+    const reloaded = setup.local && (await reloadIfChanged(setup, backendUrl));
+    return `PgBouncer ${setup.where}${setup.local ? '' : ' (remote)'} ok${reloaded ? ', config changed: reloaded' : ''}`;
+  }
   if (!notAnswering(first))
     fail(failure(first), 'something answers there but refuses the connection: check POOLER_DATABASE_URL');
   if (!setup.local) fail(`not answering (${failure(first)})`, 'start it, or point POOLER_DATABASE_URL at one');
@@ -206,6 +213,23 @@ export async function restartPgBouncer(poolerUrl: string): Promise<void> {
     throw new Error(`PgBouncer at ${setup.where}: no config in ${setup.dir}; run \`npm run services\` first`);
   await stopPgBouncer(poolerUrl);
   await start(setup, poolerUrl);
+}
+
+/**
+ * A PgBouncer this kit started earlier keeps the config it was started with: when the kit's config has
+ * changed since (a new checkout), it is rewritten and the pooler told to read it again (SIGHUP).
+ */
+async function reloadIfChanged(setup: PgBouncerSetup, backendUrl: string): Promise<boolean> {
+  const iniFile = path.join(setup.dir, 'pgbouncer.ini');
+  const pidFile = path.join(setup.dir, 'pgbouncer.pid');
+  if (!existsSync(iniFile) || !existsSync(pidFile)) return false;
+  const socketDir = await socketDirFor(setup, backendUrl);
+  if (readFileSync(iniFile, 'utf8') === pgBouncerIni(setup, socketDir)) return false;
+  const pid = Number(readFileSync(pidFile, 'utf8').trim());
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return false;
+  await writeConfig(setup, socketDir);
+  process.kill(pid, 'SIGHUP');
+  return true;
 }
 
 async function writeConfig(setup: PgBouncerSetup, socketDir: string): Promise<void> {

@@ -13,6 +13,11 @@ import pg from 'pg';
 import { DEFAULT_RETRY_TIERS_MS, retryTierQueueName } from '../src/transport/queue-arguments.js';
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+/**
+ * PostgreSQL itself when DATABASE_URL is a transaction-mode pooler (scripts/pooler.ts sets it), for a test that
+ * needs one session of its own beside the pooled ones; DATABASE_URL otherwise.
+ */
+export const DIRECT_DATABASE_URL = process.env.CONVERGE_TEST_DIRECT_DATABASE_URL ?? DATABASE_URL;
 export const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 /**
  * A PostgreSQL with `wal_level=logical`, for the CDC relay's tests and bench. Locally a second

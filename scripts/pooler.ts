@@ -26,6 +26,7 @@ try {
 exitLike(
   await runChild(command, {
     DATABASE_URL: POOLER_DATABASE_URL,
+    CONVERGE_TEST_DIRECT_DATABASE_URL: DATABASE_URL,
     CONVERGE_TEST_POOL_MODE: 'transaction',
     CONVERGE_POOL_MODE: 'transaction',
   }),

@@ -9,7 +9,18 @@ import { appendToOutbox, performEffect, retryFailedEffect, withTransaction } fro
 import { PermanentError } from '../../src/errors.js';
 import { readPipelineStatus, type PipelineStatus, type PipelineStatusOptions } from '../../src/ops/index.js';
 import { openBrokerFixture, type BrokerFixture } from '../support/broker-fixture.js';
-import { after, before, describe, it, uniqueName, waitFor, type TestDatabase, AMQP_URL } from '../support/rig.js';
+import pg from 'pg';
+import {
+  after,
+  before,
+  describe,
+  it,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+  AMQP_URL,
+  DIRECT_DATABASE_URL,
+} from '../support/rig.js';
 
 describe('pipeline status', () => {
   let fixture: BrokerFixture;
@@ -73,7 +84,10 @@ describe('pipeline status', () => {
   });
 
   it('a transaction left open is a vacuum-horizon warning naming its pid and state, gone once it ends', async () => {
-    const holder = await db.pool.connect();
+    // A session of its own, straight to PostgreSQL: through a transaction-mode pooler the server connection
+    // would serve other clients' statements once the transaction ended, and they would hold its pid.
+    const holder = new pg.Client({ connectionString: DIRECT_DATABASE_URL });
+    await holder.connect();
     const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
     const subject = (f: { subject?: string }) => f.subject?.split(' ')[1] === String(rows[0]!.pid);
     try {
@@ -99,7 +113,7 @@ describe('pipeline status', () => {
       );
     } finally {
       await holder.query('COMMIT');
-      holder.release();
+      await holder.end();
     }
     const ended = await status({ sampleMs: 0, horizonWarnAfterMs: 1 });
     assert.equal(ended.findings.some(subject), false, 'the ended transaction is no longer named');
