@@ -1,13 +1,13 @@
 import type { SchemaRef } from '../runtime/identifier.js';
 import { outboxBlankChecks, outboxEnvelopeChecks } from './outbox-checks.js';
 import { mergeOpenQuarantineRepeats, outboxPendingChecks } from './old-rows.js';
+import { tableFillfactor } from './table-storage.js';
 
 /**
- * Numbered schema changes. A migration is never edited once released; changes come as a
- * new number. Each statement list receives the validated schema; its text uses `quoted`.
- * From 19 on, a migration must run on both layouts: `outbox` and `inbox` may be partitioned
- * (partitioning.ts), where a unique index needs the partition key and storage parameters are set per
- * partition (partition_layout.storage). `npm run test:partitioned` runs the suite on that layout.
+ * Numbered schema changes, never edited once released; each receives the validated schema (`quoted`).
+ * From 19 on, a migration must run on both layouts: `outbox` and `inbox` may be partitioned (partitioning.ts),
+ * where a unique index needs the partition key and storage parameters are set per partition
+ * (table-storage.ts). `npm run test:partitioned` runs the suite on that layout.
  */
 export interface Migration {
   version: number;
@@ -317,12 +317,10 @@ export const migrations: readonly Migration[] = [
     version: 18,
     name: 'authenticated converge headers: a per-schema signing key and a replay token per quarantine row',
     statements: (s) => [
-      // A replay stores a fresh random token here and sends it with the message; the consumer records
-      // a replay outcome only on the row whose token matches (a forged x-converge-replay-of names no token).
+      // A replay sends a fresh random token; its outcome is recorded only on the row whose token matches.
       `ALTER TABLE ${s.quoted}.quarantine ADD COLUMN IF NOT EXISTS replay_token text`,
-      // The HMAC key converge signs its own headers with (attempt, origin, replay): one row, created
-      // here so every process on the schema shares it. gen_random_uuid() is the strong random source
-      // PostgreSQL 13+ has without an extension: two of them give 244 random bits.
+      // One HMAC key per schema for converge's own headers (attempt, origin, replay), shared by every
+      // process; two gen_random_uuid() (PostgreSQL 13+, no extension) give 244 random bits.
       `CREATE TABLE IF NOT EXISTS ${s.quoted}.header_key (
         id         boolean PRIMARY KEY DEFAULT true CHECK (id),
         key        bytea NOT NULL CHECK (length(key) >= 16),
@@ -341,6 +339,11 @@ export const migrations: readonly Migration[] = [
       // (no new index entries to walk), docs/performance.md "Vacuum pressure". New pages only.
       `ALTER TABLE ${s.quoted}.projection_state SET (fillfactor = 30)`,
     ],
+  },
+  {
+    version: 20,
+    name: 'outbox: room for the claim version of every row while the xmin horizon is held',
+    statements: tableFillfactor('outbox', 45),
   },
 ];
 

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { InvalidIdentifierError, SchemaTooNewError } from '../../src/runtime/errors.js';
 import { type MigrateResult, migrate, migrationSql } from '../../src/schema/migrate.js';
 import { LATEST_MIGRATION, migrations } from '../../src/schema/migrations.js';
+import { schemaRef } from '../../src/runtime/identifier.js';
 import { after, before, describe, it, DATABASE_URL, connectPostgres, uniqueName, waitFor } from '../support/rig.js';
 
 const CONVERGE_TABLES = [
@@ -179,12 +180,53 @@ describe('migrate', () => {
       [schema],
     );
     const options = new Map(rows.map((row) => [row.relname, row.reloptions ?? []]));
-    assert.ok(options.get('outbox')?.includes('fillfactor=80'));
+    const fillfactors = (table: string) => options.get(table)?.filter((option) => option.startsWith('fillfactor='));
+    // Migration 20: room for each row's claim version while a transaction holds the xmin horizon.
+    assert.deepEqual(fillfactors('outbox'), ['fillfactor=45']);
     assert.ok(options.get('outbox')?.includes('autovacuum_analyze_scale_factor=0.01'));
     // Migration 19: room for version updates while a transaction holds the xmin horizon.
+    assert.deepEqual(fillfactors('projection_state'), ['fillfactor=30']);
+  });
+
+  it('gives a partitioned outbox its fillfactor through every partition and the layout new partitions copy', async () => {
+    const schema = freshSchema('cvt_mig_part_storage');
+    await migrate(admin, { schema, partitioned: { intervalMs: 3_600_000, ahead: 2 } });
+    const outboxStorage = async () => {
+      const partitions = await admin.query<{ reloptions: string[] | null }>(
+        `SELECT c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+          WHERE i.inhparent = $1::regclass`,
+        [`"${schema}".outbox`],
+      );
+      const layout = await admin.query<{ storage: string[] }>(
+        `SELECT storage FROM "${schema}".partition_layout WHERE table_name = 'outbox'`,
+      );
+      const fillfactorOf = (options: string[] | null) => (options ?? []).filter((o) => o.startsWith('fillfactor='));
+      return {
+        partitions: partitions.rows.map((row) => fillfactorOf(row.reloptions)),
+        layout: fillfactorOf(layout.rows[0]!.storage),
+      };
+    };
+    const converted = await outboxStorage();
+    assert.ok(converted.partitions.length >= 3, `partitions: ${converted.partitions.length}`);
+    // Schemas partitioned before migration 20 have 80 everywhere: the migration's own statement changes them.
+    await admin.query(
+      `UPDATE "${schema}".partition_layout SET storage = array_replace(storage, 'fillfactor=45', 'fillfactor=80')`,
+    );
+    for (const { name } of (
+      await admin.query<{ name: string }>(
+        `SELECT inhrelid::regclass::text AS name FROM pg_inherits WHERE inhparent = $1::regclass`,
+        [`"${schema}".outbox`],
+      )
+    ).rows)
+      await admin.query(`ALTER TABLE ${name} SET (fillfactor = 80)`);
+    assert.deepEqual((await outboxStorage()).layout, ['fillfactor=80']);
+    for (const statement of migrations.find((m) => m.version === 20)!.statements(schemaRef(schema)))
+      await admin.query(statement);
+    const after20 = await outboxStorage();
+    assert.deepEqual(after20.layout, ['fillfactor=45']);
     assert.deepEqual(
-      options.get('projection_state')?.filter((option) => option.startsWith('fillfactor=')),
-      ['fillfactor=30'],
+      after20.partitions,
+      converted.partitions.map(() => ['fillfactor=45']),
     );
   });
 
