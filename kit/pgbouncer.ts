@@ -108,8 +108,7 @@ export function pgBouncerIni(setup: PgBouncerSetup, socketDir = ''): string {
     `auth_file = ${file('userlist.txt')}`,
     `auth_user = ${setup.authUser}`,
     'pool_mode = transaction',
-    // A LISTEN through the pooler (a relay at poolMode session) outlived its transaction on the server connection,
-    // whose notifications then broke the next auth_query on it (a role's login refused: 08P01, "bouncer config error").
+    // Drops a LISTEN a relay at poolMode session left on a server connection: its notifications broke auth_query (08P01).
     'server_reset_query = UNLISTEN *',
     'server_reset_query_always = 1',
     'max_client_conn = 2000',
@@ -192,15 +191,14 @@ export async function preparePgBouncer(poolerUrl: string, backendUrl: string): P
  */
 export async function stopPgBouncer(poolerUrl: string): Promise<boolean> {
   const setup = pgBouncerSetup(poolerUrl, poolerUrl);
-  const pidFile = path.join(setup.dir, 'pgbouncer.pid');
-  const pid = Number(existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim() : NaN);
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return false;
+  const pid = runningPid(setup);
+  if (pid === undefined) return false;
   process.kill(pid, 'SIGTERM');
   if (!(await until(() => !alive(pid), STOP_MS))) {
     process.kill(pid, 'SIGKILL');
     await until(() => !alive(pid), STOP_MS);
   }
-  rmSync(pidFile, { force: true });
+  rmSync(path.join(setup.dir, 'pgbouncer.pid'), { force: true });
   if (!(await until(async () => !(await listening(setup)), STOP_MS)))
     throw new Error(`PgBouncer at ${setup.where}: pid ${pid} ended but the port is still taken`);
   return true;
@@ -215,21 +213,23 @@ export async function restartPgBouncer(poolerUrl: string): Promise<void> {
   await start(setup, poolerUrl);
 }
 
-/**
- * A PgBouncer this kit started earlier keeps the config it was started with: when the kit's config has
- * changed since (a new checkout), it is rewritten and the pooler told to read it again (SIGHUP).
- */
+/** A PgBouncer started earlier keeps its config: a changed one (a new checkout) is rewritten and re-read (SIGHUP). */
 async function reloadIfChanged(setup: PgBouncerSetup, backendUrl: string): Promise<boolean> {
   const iniFile = path.join(setup.dir, 'pgbouncer.ini');
-  const pidFile = path.join(setup.dir, 'pgbouncer.pid');
-  if (!existsSync(iniFile) || !existsSync(pidFile)) return false;
+  const pid = runningPid(setup);
+  if (pid === undefined || !existsSync(iniFile)) return false;
   const socketDir = await socketDirFor(setup, backendUrl);
   if (readFileSync(iniFile, 'utf8') === pgBouncerIni(setup, socketDir)) return false;
-  const pid = Number(readFileSync(pidFile, 'utf8').trim());
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return false;
   await writeConfig(setup, socketDir);
   process.kill(pid, 'SIGHUP');
   return true;
+}
+
+/** The pid in the pid file of the kit's PgBouncer, if that process is alive. */
+function runningPid(setup: PgBouncerSetup): number | undefined {
+  const pidFile = path.join(setup.dir, 'pgbouncer.pid');
+  const pid = Number(existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim() : NaN);
+  return Number.isInteger(pid) && pid > 0 && alive(pid) ? pid : undefined;
 }
 
 async function writeConfig(setup: PgBouncerSetup, socketDir: string): Promise<void> {

@@ -192,8 +192,8 @@ describe('migrate', () => {
     const schema = freshSchema('cvt_mig_part_storage');
     await migrate(admin, { schema, partitioned: { intervalMs: 3_600_000, ahead: 2 } });
     const outboxStorage = async () => {
-      const partitions = await admin.query<{ reloptions: string[] | null }>(
-        `SELECT c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+      const partitions = await admin.query<{ name: string; reloptions: string[] | null }>(
+        `SELECT c.oid::regclass::text AS name, c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
           WHERE i.inhparent = $1::regclass`,
         [`"${schema}".outbox`],
       );
@@ -202,6 +202,7 @@ describe('migrate', () => {
       );
       const fillfactorOf = (options: string[] | null) => (options ?? []).filter((o) => o.startsWith('fillfactor='));
       return {
+        names: partitions.rows.map((row) => row.name),
         partitions: partitions.rows.map((row) => fillfactorOf(row.reloptions)),
         layout: fillfactorOf(layout.rows[0]!.storage),
       };
@@ -212,13 +213,7 @@ describe('migrate', () => {
     await admin.query(
       `UPDATE "${schema}".partition_layout SET storage = array_replace(storage, 'fillfactor=45', 'fillfactor=80')`,
     );
-    for (const { name } of (
-      await admin.query<{ name: string }>(
-        `SELECT inhrelid::regclass::text AS name FROM pg_inherits WHERE inhparent = $1::regclass`,
-        [`"${schema}".outbox`],
-      )
-    ).rows)
-      await admin.query(`ALTER TABLE ${name} SET (fillfactor = 80)`);
+    for (const name of converted.names) await admin.query(`ALTER TABLE ${name} SET (fillfactor = 80)`);
     assert.deepEqual((await outboxStorage()).layout, ['fillfactor=80']);
     for (const statement of migrations.find((m) => m.version === 20)!.statements(schemaRef(schema)))
       await admin.query(statement);
